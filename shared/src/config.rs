@@ -1,0 +1,438 @@
+//! Configuration (SPEC section 12): a TOML file read at daemon start. Unknown keys are refused
+//! and every duration must be positive.
+
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where the configuration comes from and whether it was named explicitly (an explicit file
+/// must exist).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfigSource {
+    pub path: PathBuf,
+    pub explicit: bool,
+}
+
+impl ConfigSource {
+    /// `--config`, then `HOMEBASED_CONFIG`, then `~/.config/homebased/config.toml`.
+    pub fn resolve(
+        flag: Option<&Path>,
+        env_config: Option<&str>,
+        user_home: Option<&str>,
+    ) -> Option<Self> {
+        if let Some(p) = flag {
+            return Some(ConfigSource {
+                path: p.to_path_buf(),
+                explicit: true,
+            });
+        }
+        if let Some(p) = env_config.filter(|p| !p.is_empty()) {
+            return Some(ConfigSource {
+                path: PathBuf::from(p),
+                explicit: true,
+            });
+        }
+        let home = user_home.filter(|h| !h.is_empty())?;
+        Some(ConfigSource {
+            path: Path::new(home).join(".config/homebased/config.toml"),
+            explicit: false,
+        })
+    }
+
+    pub fn from_process(flag: Option<&Path>) -> Option<Self> {
+        Self::resolve(
+            flag,
+            std::env::var("HOMEBASED_CONFIG").ok().as_deref(),
+            std::env::var("HOME").ok().as_deref(),
+        )
+    }
+
+    /// Reads and validates the file. A missing default file gives the defaults; a missing
+    /// explicit file is an error.
+    pub fn load(&self) -> Result<Config, ConfigError> {
+        match std::fs::read_to_string(&self.path) {
+            Ok(text) => Config::parse(&text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !self.explicit => {
+                Ok(Config::default())
+            }
+            Err(e) => Err(ConfigError(format!(
+                "cannot read {}: {e}",
+                self.path.display()
+            ))),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+/// The effective settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct Config {
+    pub resource: ResourceConfig,
+    pub events: EventsConfig,
+    pub web: WebConfig,
+    pub fleet: FleetConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct ResourceConfig {
+    pub notify_blocked_after: NotifyBlockedAfter,
+    pub cleanup: CleanupConfig,
+}
+
+/// How long the first blocked job waits before its one `JOB_BLOCKED` notice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct NotifyBlockedAfter {
+    #[serde(with = "duration_text")]
+    pub r#yield: Duration,
+    #[serde(with = "duration_text")]
+    pub wait: Duration,
+}
+
+impl Default for NotifyBlockedAfter {
+    fn default() -> Self {
+        NotifyBlockedAfter {
+            r#yield: Duration::from_secs(15 * 60),
+            wait: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+/// Bounds of the cleanup sweep (SPEC section 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CleanupConfig {
+    #[serde(with = "duration_text")]
+    pub term_grace: Duration,
+    #[serde(with = "duration_text")]
+    pub kill_grace: Duration,
+    #[serde(with = "duration_text")]
+    pub rescan: Duration,
+    #[serde(with = "duration_text")]
+    pub bound: Duration,
+}
+
+impl Default for CleanupConfig {
+    fn default() -> Self {
+        CleanupConfig {
+            term_grace: Duration::from_secs(10),
+            kill_grace: Duration::from_secs(2),
+            rescan: Duration::from_millis(50),
+            bound: Duration::from_secs(60),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct EventsConfig {
+    /// A program run once per event; `None` means the thread inbox.
+    pub command: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct WebConfig {
+    pub listen: Option<SocketAddr>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct FleetConfig {
+    pub enabled: bool,
+    pub machine_name: Option<String>,
+    #[serde(skip_serializing)]
+    pub token: Option<String>,
+    pub machines: Vec<String>,
+}
+
+// The file's shape: every table refuses unknown keys; values are checked after parsing.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    resource: RawResource,
+    #[serde(default)]
+    events: RawEvents,
+    #[serde(default)]
+    web: RawWeb,
+    #[serde(default)]
+    fleet: RawFleet,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawResource {
+    notify_blocked_after: Option<RawNotify>,
+    cleanup: Option<RawCleanup>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNotify {
+    r#yield: Option<String>,
+    wait: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCleanup {
+    term_grace: Option<String>,
+    kill_grace: Option<String>,
+    rescan: Option<String>,
+    bound: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawEvents {
+    command: Option<Vec<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawWeb {
+    listen: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawFleet {
+    #[serde(default)]
+    enabled: bool,
+    machine_name: Option<String>,
+    token: Option<String>,
+    #[serde(default)]
+    machines: Vec<RawPeer>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPeer {
+    address: String,
+}
+
+/// Parses a positive humantime duration (`90s`, `15m`, `1h`).
+pub fn parse_positive_duration(key: &str, text: &str) -> Result<Duration, ConfigError> {
+    let d = humantime::parse_duration(text.trim())
+        .map_err(|e| ConfigError(format!("{key}: {text:?} is not a duration ({e})")))?;
+    if d.is_zero() {
+        return Err(ConfigError(format!(
+            "{key}: must be a positive duration, not {text:?}"
+        )));
+    }
+    Ok(d)
+}
+
+fn duration_or(
+    key: &str,
+    value: Option<String>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    value.map_or(Ok(default), |v| parse_positive_duration(key, &v))
+}
+
+impl Config {
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
+        let defaults = Config::default();
+        let notify = match raw.resource.notify_blocked_after {
+            None => defaults.resource.notify_blocked_after,
+            Some(n) => NotifyBlockedAfter {
+                r#yield: duration_or(
+                    "resource.notify_blocked_after.yield",
+                    n.r#yield,
+                    defaults.resource.notify_blocked_after.r#yield,
+                )?,
+                wait: duration_or(
+                    "resource.notify_blocked_after.wait",
+                    n.wait,
+                    defaults.resource.notify_blocked_after.wait,
+                )?,
+            },
+        };
+        let d = defaults.resource.cleanup;
+        let cleanup = match raw.resource.cleanup {
+            None => d,
+            Some(c) => CleanupConfig {
+                term_grace: duration_or("resource.cleanup.term_grace", c.term_grace, d.term_grace)?,
+                kill_grace: duration_or("resource.cleanup.kill_grace", c.kill_grace, d.kill_grace)?,
+                rescan: duration_or("resource.cleanup.rescan", c.rescan, d.rescan)?,
+                bound: duration_or("resource.cleanup.bound", c.bound, d.bound)?,
+            },
+        };
+        if let Some(cmd) = &raw.events.command {
+            if cmd.is_empty() || cmd[0].is_empty() {
+                return Err(ConfigError("events.command: must name a program".into()));
+            }
+            if cmd.iter().any(|a| a.contains('\0')) {
+                return Err(ConfigError(
+                    "events.command: NUL bytes are not allowed".into(),
+                ));
+            }
+        }
+        let listen = raw
+            .web
+            .listen
+            .map(|l| {
+                l.parse::<SocketAddr>().map_err(|_| {
+                    ConfigError(format!(
+                        "web.listen: {l:?} is not an address like 127.0.0.1:7677"
+                    ))
+                })
+            })
+            .transpose()?;
+        if let Some(name) = &raw.fleet.machine_name {
+            if name.trim().is_empty() {
+                return Err(ConfigError("fleet.machine_name: must not be empty".into()));
+            }
+        }
+        let mut machines = Vec::new();
+        for peer in raw.fleet.machines {
+            let a = peer.address.trim();
+            let rest = a.strip_prefix("http://").ok_or_else(|| {
+                ConfigError(format!(
+                    "fleet.machines.address: {a:?} must be an http:// base URL"
+                ))
+            })?;
+            if rest.is_empty() || rest.contains(char::is_whitespace) {
+                return Err(ConfigError(format!(
+                    "fleet.machines.address: {a:?} names no host"
+                )));
+            }
+            machines.push(a.trim_end_matches('/').to_string());
+        }
+        Ok(Config {
+            resource: ResourceConfig {
+                notify_blocked_after: notify,
+                cleanup,
+            },
+            events: EventsConfig {
+                command: raw.events.command,
+            },
+            web: WebConfig { listen },
+            fleet: FleetConfig {
+                enabled: raw.fleet.enabled,
+                machine_name: raw.fleet.machine_name,
+                token: raw.fleet.token,
+                machines,
+            },
+        })
+    }
+}
+
+/// Durations shown as humantime strings.
+mod duration_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_the_defaults() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(
+            c.resource.notify_blocked_after.r#yield,
+            Duration::from_secs(900)
+        );
+        assert_eq!(c.resource.cleanup.bound, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn every_documented_key_parses() {
+        let text = r#"
+[resource.notify_blocked_after]
+yield = "2s"
+wait = "3s"
+
+[resource.cleanup]
+term_grace = "1s"
+kill_grace = "500ms"
+rescan = "20ms"
+bound = "5s"
+
+[events]
+command = ["notify-agent", "--thread-from-env"]
+
+[web]
+listen = "127.0.0.1:7677"
+
+[fleet]
+enabled = true
+machine_name = "trainer"
+token = "secret"
+[[fleet.machines]]
+address = "http://main:7677"
+"#;
+        let c = Config::parse(text).unwrap();
+        assert_eq!(c.resource.notify_blocked_after.wait, Duration::from_secs(3));
+        assert_eq!(c.resource.cleanup.kill_grace, Duration::from_millis(500));
+        assert_eq!(c.events.command.as_deref().unwrap()[0], "notify-agent");
+        assert_eq!(c.web.listen.unwrap().port(), 7677);
+        assert_eq!(c.fleet.machines, vec!["http://main:7677".to_string()]);
+    }
+
+    #[test]
+    fn refuses_unknown_keys_bad_and_non_positive_durations() {
+        assert!(Config::parse("[resource]\nbogus = 1").is_err());
+        assert!(Config::parse("surprise = true").is_err());
+        assert!(Config::parse("[resource.notify_blocked_after]\nyield = \"0s\"").is_err());
+        assert!(Config::parse("[resource.notify_blocked_after]\nwait = \"soon\"").is_err());
+        assert!(Config::parse("[resource.cleanup]\nbound = \"-1s\"").is_err());
+        assert!(Config::parse("[web]\nlisten = \"nowhere\"").is_err());
+        assert!(Config::parse("[events]\ncommand = []").is_err());
+        assert!(Config::parse("[[fleet.machines]]\naddress = \"ftp://x\"").is_err());
+        assert!(Config::parse("not toml at all [").is_err());
+    }
+
+    #[test]
+    fn explicit_missing_file_is_an_error_but_default_is_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let missing = tmp.path().join("nope.toml");
+        let explicit = ConfigSource {
+            path: missing.clone(),
+            explicit: true,
+        };
+        assert!(explicit.load().is_err());
+        let implicit = ConfigSource {
+            path: missing,
+            explicit: false,
+        };
+        assert_eq!(implicit.load().unwrap(), Config::default());
+    }
+
+    #[test]
+    fn source_resolution_order() {
+        let s =
+            ConfigSource::resolve(Some(Path::new("/f.toml")), Some("/e.toml"), Some("/u")).unwrap();
+        assert_eq!(
+            s,
+            ConfigSource {
+                path: "/f.toml".into(),
+                explicit: true
+            }
+        );
+        let s = ConfigSource::resolve(None, Some("/e.toml"), Some("/u")).unwrap();
+        assert_eq!(s.path, PathBuf::from("/e.toml"));
+        let s = ConfigSource::resolve(None, None, Some("/u")).unwrap();
+        assert_eq!(
+            s,
+            ConfigSource {
+                path: "/u/.config/homebased/config.toml".into(),
+                explicit: false
+            }
+        );
+    }
+}

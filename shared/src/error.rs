@@ -1,0 +1,185 @@
+//! The one error vocabulary of homebased (SPEC section 10): every failure a user can see has a
+//! code, and each code maps to one CLI exit status and one HTTP status.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Every error code of SPEC section 10.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    InvalidSpec,
+    InvalidQueueInput,
+    InvalidCwd,
+    MoveRefused,
+    ThreadMismatch,
+    Usage,
+    ConfigInvalid,
+    JobNotFound,
+    ResourceNotFound,
+    AttentionNotFound,
+    TaskNotFound,
+    MachineNotFound,
+    ExecutableMissing,
+    Permission,
+    JobConflict,
+    OperationConflict,
+    ResourceConflict,
+    JobTerminal,
+    StaleRun,
+    DaemonAlreadyRunning,
+    JobsInFlight,
+    DaemonUnavailable,
+    MachineUnavailable,
+    Internal,
+}
+
+impl ErrorCode {
+    /// The CLI exit status: 1 error, 2 usage or bad input, 3 not found, 4 permission, 5 conflict.
+    pub fn exit_code(self) -> i32 {
+        use ErrorCode::*;
+        match self {
+            InvalidSpec | InvalidQueueInput | InvalidCwd | MoveRefused | ThreadMismatch | Usage
+            | ConfigInvalid => 2,
+            JobNotFound | ResourceNotFound | AttentionNotFound | TaskNotFound | MachineNotFound
+            | ExecutableMissing => 3,
+            Permission => 4,
+            JobConflict | OperationConflict | ResourceConflict | JobTerminal | StaleRun
+            | DaemonAlreadyRunning | JobsInFlight => 5,
+            DaemonUnavailable | MachineUnavailable | Internal => 1,
+        }
+    }
+
+    /// The HTTP status the API answers with for this code.
+    pub fn http_status(self) -> u16 {
+        match self.exit_code() {
+            2 => 400,
+            3 => 404,
+            4 => 403,
+            5 => 409,
+            _ => match self {
+                ErrorCode::MachineUnavailable | ErrorCode::DaemonUnavailable => 503,
+                _ => 500,
+            },
+        }
+    }
+
+    /// Whether the same request may succeed if simply tried again later.
+    pub fn retryable(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::DaemonUnavailable | ErrorCode::MachineUnavailable
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidSpec => "invalid_spec",
+            ErrorCode::InvalidQueueInput => "invalid_queue_input",
+            ErrorCode::InvalidCwd => "invalid_cwd",
+            ErrorCode::MoveRefused => "move_refused",
+            ErrorCode::ThreadMismatch => "thread_mismatch",
+            ErrorCode::Usage => "usage",
+            ErrorCode::ConfigInvalid => "config_invalid",
+            ErrorCode::JobNotFound => "job_not_found",
+            ErrorCode::ResourceNotFound => "resource_not_found",
+            ErrorCode::AttentionNotFound => "attention_not_found",
+            ErrorCode::TaskNotFound => "task_not_found",
+            ErrorCode::MachineNotFound => "machine_not_found",
+            ErrorCode::ExecutableMissing => "executable_missing",
+            ErrorCode::Permission => "permission",
+            ErrorCode::JobConflict => "job_conflict",
+            ErrorCode::OperationConflict => "operation_conflict",
+            ErrorCode::ResourceConflict => "resource_conflict",
+            ErrorCode::JobTerminal => "job_terminal",
+            ErrorCode::StaleRun => "stale_run",
+            ErrorCode::DaemonAlreadyRunning => "daemon_already_running",
+            ErrorCode::JobsInFlight => "jobs_in_flight",
+            ErrorCode::DaemonUnavailable => "daemon_unavailable",
+            ErrorCode::MachineUnavailable => "machine_unavailable",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+/// An error as users see it: the `error` object of the JSON envelope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[error("{code:?}: {message}")]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub retryable: bool,
+    /// The offending input (a JSON pointer and value, a reason, an id); `null` when none.
+    #[serde(default)]
+    pub input: Value,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            message: message.into(),
+            retryable: code.retryable(),
+            input: Value::Null,
+        }
+    }
+
+    pub fn with_input(mut self, input: Value) -> Self {
+        self.input = input;
+        self
+    }
+
+    pub fn internal(message: impl std::fmt::Display) -> Self {
+        ApiError::new(ErrorCode::Internal, message.to_string())
+    }
+
+    pub fn usage(message: impl Into<String>) -> Self {
+        ApiError::new(ErrorCode::Usage, message)
+    }
+
+    /// The full envelope printed on stderr and sent as an HTTP error body.
+    pub fn envelope(&self) -> Value {
+        serde_json::json!({ "api_version": crate::API_VERSION, "error": self })
+    }
+}
+
+/// The envelope as it arrives over the wire.
+#[derive(Debug, Deserialize)]
+pub struct ErrorEnvelope {
+    pub error: ApiError,
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_spec_table() {
+        assert_eq!(ErrorCode::InvalidSpec.exit_code(), 2);
+        assert_eq!(ErrorCode::JobNotFound.exit_code(), 3);
+        assert_eq!(ErrorCode::Permission.exit_code(), 4);
+        assert_eq!(ErrorCode::DaemonAlreadyRunning.exit_code(), 5);
+        assert_eq!(ErrorCode::DaemonUnavailable.exit_code(), 1);
+        assert_eq!(ErrorCode::Internal.http_status(), 500);
+        assert_eq!(ErrorCode::MoveRefused.http_status(), 400);
+        assert_eq!(ErrorCode::MachineUnavailable.http_status(), 503);
+        assert!(ErrorCode::DaemonUnavailable.retryable());
+        assert!(!ErrorCode::JobConflict.retryable());
+    }
+
+    #[test]
+    fn code_names_match_their_serde_form() {
+        for code in [
+            ErrorCode::InvalidQueueInput,
+            ErrorCode::JobsInFlight,
+            ErrorCode::StaleRun,
+        ] {
+            assert_eq!(
+                serde_json::to_value(code).unwrap(),
+                Value::String(code.as_str().into())
+            );
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! Typed UUIDs. Every id on the wire is a full UUID (new ones are v7); prefixes are never
+//! accepted, so parsing is strict.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+use uuid::Uuid;
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub Uuid);
+
+        impl $name {
+            /// A fresh time-ordered (v7) id.
+            pub fn new() -> Self {
+                $name(Uuid::now_v7())
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.as_hyphenated().fmt(f)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = InvalidId;
+            fn from_str(s: &str) -> Result<Self, InvalidId> {
+                parse_full_uuid(s).map($name)
+            }
+        }
+    };
+}
+
+id_type!(
+    /// A job: one submission to the queue.
+    JobId
+);
+id_type!(
+    /// One run attempt of one step (the "task" of the runbook).
+    TaskId
+);
+id_type!(
+    /// One exclusive lane.
+    ResourceId
+);
+id_type!(
+    /// One Attention hold on a resource.
+    AttentionId
+);
+id_type!(
+    /// The receiver of a job's events.
+    ThreadId
+);
+id_type!(
+    /// A client-chosen id that makes move, cancel and release safe to retry.
+    OperationId
+);
+id_type!(
+    /// One installation: one daemon, one state home, one queue.
+    MachineId
+);
+
+/// A string that is not a full hyphenated (or simple 32-hex) UUID.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a full UUID: {0:?}")]
+pub struct InvalidId(pub String);
+
+/// Parses a complete UUID. Braced and URN forms are refused, as are prefixes.
+pub fn parse_full_uuid(s: &str) -> Result<Uuid, InvalidId> {
+    if s.len() != 36 && s.len() != 32 {
+        return Err(InvalidId(s.to_string()));
+    }
+    Uuid::try_parse(s).map_err(|_| InvalidId(s.to_string()))
+}
+
+/// True when `s` parses as a full UUID (resource names may never look like one).
+pub fn looks_like_uuid(s: &str) -> bool {
+    parse_full_uuid(s).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_uuids_parse_and_prefixes_do_not() {
+        let id = JobId::new();
+        assert_eq!(id.to_string().parse::<JobId>().unwrap(), id);
+        assert!("0190".parse::<JobId>().is_err());
+        assert!(id.to_string()[..35].parse::<JobId>().is_err());
+        assert!(format!("{{{id}}}").parse::<JobId>().is_err());
+        assert!("gpu0".parse::<ResourceId>().is_err());
+    }
+
+    #[test]
+    fn new_ids_are_version_7() {
+        assert_eq!(TaskId::new().0.get_version_num(), 7);
+    }
+}

@@ -1,0 +1,27 @@
+//! Types and contracts shared by the `homebased` daemon/CLI and `homebased-worker`.
+//!
+//! # Layout
+//! - [`error`]: the error codes of SPEC section 10 and their exit and HTTP statuses.
+//! - [`ids`]: typed full UUIDs (jobs, tasks, resources, attentions, threads, operations).
+//! - [`queue`]: levels, preemption modes, stop causes, job states, run statuses and phases.
+//! - [`spec`]: the job spec: strict parsing, validation, canonical form, digest, schema.
+//! - [`home`]: the state home and every path under it.
+//! - [`config`]: the TOML configuration and its validation.
+//! - [`rundir`]: the run directory, the contract between daemon and worker.
+//! - [`wire`]: the JSON shapes the API answers with.
+//! - [`time`]: stored milliseconds and RFC 3339 on the wire.
+
+pub mod config;
+pub mod error;
+pub mod home;
+pub mod ids;
+pub mod queue;
+pub mod rundir;
+pub mod spec;
+pub mod time;
+pub mod wire;
+
+/// The version of the JSON API, carried by every object the CLI prints.
+pub const API_VERSION: u32 = 1;
+/// The version of the Fleet protocol between machines.
+pub const FLEET_PROTOCOL_VERSION: u32 = 1;

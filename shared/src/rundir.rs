@@ -1,0 +1,353 @@
+//! The run directory `<home>/tasks/<task>/` (SPEC section 5): the contract between the daemon
+//! and `homebased-worker`. Every file name lives here, every record is typed, and every
+//! record that another process reads is written atomically.
+
+use crate::ids::{JobId, TaskId};
+use crate::spec::Step;
+use crate::time::Millis;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+pub const RUN_JSON: &str = "run.json";
+pub const RUNNER_LOCK: &str = "runner.lock";
+pub const WORKER_JSON: &str = "worker.json";
+pub const OUTPUT_LOG: &str = "output.log";
+pub const EXIT_JSON: &str = "exit.json";
+pub const CLEANUP_JSON: &str = "cleanup.json";
+pub const WORKER_LOG: &str = "worker.log";
+pub const CONTROL_DIR: &str = "control";
+pub const YIELD_FILE: &str = "yield";
+pub const STOP_FILE: &str = "stop";
+/// Written by the worker with `docker create --cidfile`.
+pub const CONTAINER_ID: &str = "container.id";
+
+/// The exit code with which a workload says "checkpoint saved, resume me later".
+pub const EXIT_YIELDED: i32 = 75;
+
+/// Paths of one run directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunDir {
+    root: PathBuf,
+}
+
+impl RunDir {
+    pub fn new(root: impl Into<PathBuf>) -> RunDir {
+        RunDir { root: root.into() }
+    }
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    pub fn run_json(&self) -> PathBuf {
+        self.root.join(RUN_JSON)
+    }
+    pub fn runner_lock(&self) -> PathBuf {
+        self.root.join(RUNNER_LOCK)
+    }
+    pub fn worker_json(&self) -> PathBuf {
+        self.root.join(WORKER_JSON)
+    }
+    pub fn output_log(&self) -> PathBuf {
+        self.root.join(OUTPUT_LOG)
+    }
+    pub fn exit_json(&self) -> PathBuf {
+        self.root.join(EXIT_JSON)
+    }
+    pub fn cleanup_json(&self) -> PathBuf {
+        self.root.join(CLEANUP_JSON)
+    }
+    pub fn worker_log(&self) -> PathBuf {
+        self.root.join(WORKER_LOG)
+    }
+    pub fn control_dir(&self) -> PathBuf {
+        self.root.join(CONTROL_DIR)
+    }
+    pub fn yield_file(&self) -> PathBuf {
+        self.control_dir().join(YIELD_FILE)
+    }
+    pub fn stop_file(&self) -> PathBuf {
+        self.control_dir().join(STOP_FILE)
+    }
+    pub fn container_id(&self) -> PathBuf {
+        self.root.join(CONTAINER_ID)
+    }
+
+    pub fn read_run(&self) -> io::Result<RunSpec> {
+        read_json(&self.run_json())
+    }
+    pub fn read_worker(&self) -> io::Result<Option<WorkerRecord>> {
+        read_json_if_exists(&self.worker_json())
+    }
+    pub fn read_exit(&self) -> io::Result<Option<ExitRecord>> {
+        read_json_if_exists(&self.exit_json())
+    }
+    pub fn read_cleanup(&self) -> io::Result<Option<CleanupRecord>> {
+        read_json_if_exists(&self.cleanup_json())
+    }
+    /// The durable stop request, if the daemon wrote one.
+    pub fn read_stop(&self) -> io::Result<Option<StopRequest>> {
+        read_json_if_exists(&self.stop_file())
+    }
+}
+
+/// `run.json`: everything the worker needs, written by the daemon before the worker starts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    pub task: TaskId,
+    pub job: JobId,
+    pub run_number: u32,
+    pub step_index: u32,
+    pub resume: bool,
+    pub step: Step,
+    pub cwd: PathBuf,
+    /// The submitter's captured `PATH` and `HOME`.
+    pub path: Option<String>,
+    pub user_home: Option<String>,
+    pub resource_name: String,
+    pub device: Option<u32>,
+    /// The state home (`HOMEBASED_HOME`).
+    pub home: PathBuf,
+    /// `<home>/jobs/<job>/state` (`HOMEBASED_JOB_DIR` for host steps).
+    pub job_dir: PathBuf,
+    /// Where the worker pokes the daemon after it writes a record (a datagram socket).
+    pub poke_socket: PathBuf,
+    /// Processes the sweep must never signal (the daemon).
+    pub protected_pids: Vec<u32>,
+    pub cleanup: crate::config::CleanupConfig,
+}
+
+impl RunSpec {
+    /// The run variables of SPEC section 5 for a host step. Inherited copies of these names
+    /// are scrubbed by the worker before these are set.
+    pub fn host_variables(&self, run_dir: &RunDir) -> BTreeMap<String, String> {
+        let mut v = BTreeMap::new();
+        v.insert("HOMEBASED_TASK_ID".into(), self.task.to_string());
+        v.insert("HOMEBASED_JOB_ID".into(), self.job.to_string());
+        v.insert(
+            "HOMEBASED_JOB_DIR".into(),
+            self.job_dir.display().to_string(),
+        );
+        v.insert("HOMEBASED_RUN_NUMBER".into(), self.run_number.to_string());
+        v.insert("HOMEBASED_STEP_INDEX".into(), self.step_index.to_string());
+        v.insert(
+            "HOMEBASED_RESUME".into(),
+            if self.resume { "1" } else { "0" }.into(),
+        );
+        v.insert(
+            "HOMEBASED_YIELD_FILE".into(),
+            run_dir.yield_file().display().to_string(),
+        );
+        v.insert("HOMEBASED_RESOURCE".into(), self.resource_name.clone());
+        v.insert("HOMEBASED_HOME".into(), self.home.display().to_string());
+        if let Some(device) = self.device {
+            v.insert("CUDA_VISIBLE_DEVICES".into(), device.to_string());
+        }
+        v
+    }
+}
+
+/// True for an inherited variable that must never reach a workload unscrubbed.
+pub fn is_run_variable(name: &str) -> bool {
+    name.starts_with("HOMEBASED_") || name == "CUDA_VISIBLE_DEVICES"
+}
+
+/// A process identity: a pid alone can be reused, the pair cannot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProcessIdentity {
+    pub pid: u32,
+    /// Kernel start time in clock ticks since boot (`/proc/<pid>/stat` field 22).
+    pub start_ticks: u64,
+}
+
+/// `worker.json`: the worker's own identity, then its child's once spawned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerRecord {
+    pub worker: ProcessIdentity,
+    pub child: Option<ChildRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChildRecord {
+    pub process: ProcessIdentity,
+    pub pgid: u32,
+    /// Wall-clock time the workload was spawned: the start of the suspect window.
+    pub started_at: Millis,
+}
+
+/// How the workload ended, exactly as observed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ExitReason {
+    Exit {
+        code: i32,
+    },
+    Signal {
+        signal: i32,
+    },
+    /// The worker stopped the workload on a stop request.
+    Cancelled,
+    SpawnFailed {
+        message: String,
+    },
+}
+
+/// Whether the workload's process group was seen empty when the exit was recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupState {
+    ConfirmedExited,
+    Unconfirmed,
+    NoChildSpawned,
+}
+
+/// `exit.json`: written atomically as soon as the workload ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExitRecord {
+    pub reason: ExitReason,
+    pub group: GroupState,
+    #[serde(default)]
+    pub container: Option<serde_json::Value>,
+    pub ended_at: Millis,
+}
+
+/// Why a process was still there when cleanup gave up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RemainingReason {
+    /// Carries this run's marker and survived the signals.
+    Marked,
+    /// Same user, started during the run, environment unreadable.
+    Suspect,
+    /// Still in the workload's process group.
+    Group,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemainingProcess {
+    pub pid: u32,
+    pub start_ticks: u64,
+    pub reason: RemainingReason,
+}
+
+/// The result of one cleanup attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum CleanupOutcome {
+    Clean,
+    GroupUnconfirmed { remaining: Vec<RemainingProcess> },
+    TargetsSurvived { remaining: Vec<RemainingProcess> },
+    UnreadableSuspects { remaining: Vec<RemainingProcess> },
+    EnumerationFailed { message: String },
+    ContainerUnconfirmed { message: String },
+}
+
+impl CleanupOutcome {
+    pub fn is_clean(&self) -> bool {
+        matches!(self, CleanupOutcome::Clean)
+    }
+}
+
+/// `cleanup.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CleanupRecord {
+    /// 1 for the worker's own cleanup; the daemon numbers its later attempts.
+    pub attempt: u32,
+    pub outcome: CleanupOutcome,
+    pub finished_at: Millis,
+}
+
+/// `control/stop`: a durable stop request the worker honours even if a signal was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopRequest {
+    pub cause: crate::queue::StopCause,
+}
+
+/// Write, fsync, rename over the target, fsync the folder: a reader sees the old file or the
+/// whole new one, and the new one survives a crash once this returns.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    File::open(dir)?.sync_all()
+}
+
+pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
+}
+
+pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> io::Result<T> {
+    let bytes = std::fs::read(path)?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {e}", path.display()),
+        )
+    })
+}
+
+pub fn read_json_if_exists<T: for<'de> Deserialize<'de>>(path: &Path) -> io::Result<Option<T>> {
+    match read_json(path) {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_whole_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("exit.json");
+        let rec = ExitRecord {
+            reason: ExitReason::Exit { code: 75 },
+            group: GroupState::ConfirmedExited,
+            container: None,
+            ended_at: 5,
+        };
+        write_json_atomic(&p, &rec).unwrap();
+        write_json_atomic(&p, &rec).unwrap();
+        let back: ExitRecord = read_json(&p).unwrap();
+        assert_eq!(back, rec);
+        let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "no temporary file is left behind");
+    }
+
+    #[test]
+    fn exit_reasons_have_the_spec_shape() {
+        let v = serde_json::to_value(ExitReason::Signal { signal: 9 }).unwrap();
+        assert_eq!(v, serde_json::json!({"kind":"signal","signal":9}));
+        let v = serde_json::to_value(ExitReason::Cancelled).unwrap();
+        assert_eq!(v, serde_json::json!({"kind":"cancelled"}));
+        let v = serde_json::to_value(CleanupOutcome::Clean).unwrap();
+        assert_eq!(v, serde_json::json!({"result":"clean"}));
+    }
+
+    #[test]
+    fn missing_records_read_as_none() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = RunDir::new(tmp.path());
+        assert!(dir.read_exit().unwrap().is_none());
+        assert!(dir.read_cleanup().unwrap().is_none());
+    }
+}

@@ -1,0 +1,134 @@
+//! The job spec (SPEC section 3): its canonical types here, strict parsing and every rule in
+//! `spec/validate.rs`, the JSON Schema in `spec/schema.rs`.
+//!
+//! A spec arrives as raw JSON, is checked field by field (unknown fields refused, each
+//! refusal an `invalid_spec` error with the JSON pointer and value), and leaves as a
+//! [`ValidSpec`]: the typed [`JobSpec`], its canonical JSON (defaults written out, `workload`
+//! stored as a one-element `steps`) and that JSON's SHA-256 digest.
+
+mod schema;
+mod validate;
+
+pub use schema::json_schema;
+pub use validate::{validate, SubmitContext};
+
+use crate::ids::ThreadId;
+use crate::queue::{PreemptMode, Priority};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const MAX_STEPS: usize = 32;
+pub const MAX_NAME_CHARS: usize = 120;
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+pub const MIN_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+pub const MIN_RESTART_WITHIN: Duration = Duration::from_secs(60);
+pub const MAX_RESTART_WITHIN: Duration = Duration::from_secs(24 * 60 * 60);
+pub const MIN_CONTAINER_MEMORY: u64 = 6 * 1024 * 1024;
+/// The largest spec body accepted, before parsing.
+pub const MAX_SPEC_BYTES: usize = 1024 * 1024;
+
+/// A job spec in canonical form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    pub api_version: u32,
+    pub thread: ThreadId,
+    pub name: String,
+    /// Absolute; the same for every step.
+    pub cwd: PathBuf,
+    pub priority: Priority,
+    pub preempt: Preempt,
+    /// Output-inactivity notice per run. It never stops work.
+    #[serde(with = "duration_text")]
+    pub timeout: Duration,
+    /// A Fleet machine name or UUID; `None` is local.
+    pub machine: Option<String>,
+    /// A resource name or UUID the job is pinned to.
+    pub resource: Option<String>,
+    pub steps: Vec<Step>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Preempt {
+    pub mode: PreemptMode,
+    #[serde(with = "duration_text::option")]
+    pub restart_within: Option<Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Step {
+    /// One host command: a non-empty argv, no shell added.
+    Task { command: Vec<String> },
+    /// One container, run with the Docker CLI.
+    Container(ContainerStep),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerStep {
+    /// Pinned: `sha256:<64 hex>` or `name@sha256:<64 hex>`. Never pulled.
+    pub image: String,
+    /// Memory and swap limit in bytes.
+    pub memory: u64,
+    pub entrypoint: Option<Vec<String>>,
+    pub args: Option<Vec<String>>,
+    /// Numeric `uid:gid`.
+    pub user: Option<String>,
+    pub workdir: Option<String>,
+    pub mounts: Vec<Mount>,
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mount {
+    pub source: PathBuf,
+    pub target: PathBuf,
+    pub read_only: bool,
+}
+
+/// A spec that passed every rule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidSpec {
+    pub spec: JobSpec,
+    /// The canonical JSON stored with the job.
+    pub canonical: serde_json::Value,
+    /// Lower-case hex SHA-256 of the canonical JSON's compact bytes.
+    pub digest: String,
+}
+
+/// Durations in specs travel as humantime strings (`90s`, `15m`, `1h`).
+pub(crate) mod duration_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text).map_err(serde::de::Error::custom)
+    }
+
+    pub mod option {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+            match d {
+                Some(d) => super::serialize(d, s),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+            Option::<String>::deserialize(d)?
+                .map(|t| humantime::parse_duration(&t).map_err(serde::de::Error::custom))
+                .transpose()
+        }
+    }
+}
