@@ -1,1 +1,23 @@
-fn main() {}
+//! `homebased-worker <run-dir> [--lock-fd N]`: one run attempt. See the library for the
+//! sequence; this file only reads the arguments and turns the result into an exit code.
+
+use homebased_worker::cli::{self, Invocation};
+use homebased_worker::signals::Signals;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    // Before anything else: from here on a SIGTERM is a stop request, never an instant death
+    // that would leave the run directory without its records.
+    let signals = Signals::install();
+    match cli::parse(std::env::args_os().skip(1)) {
+        Ok(Invocation::Help) => {
+            println!("{}", cli::USAGE);
+            ExitCode::SUCCESS
+        }
+        Ok(Invocation::Run(args)) => ExitCode::from(homebased_worker::attempt::run(args, signals)),
+        Err(message) => {
+            eprintln!("homebased-worker: {message}\n\n{}", cli::USAGE);
+            ExitCode::from(cli::EXIT_USAGE)
+        }
+    }
+}

@@ -75,6 +75,10 @@ impl Home {
     pub fn daemon_lock(&self) -> PathBuf {
         self.root.join("daemon.lock")
     }
+    /// Datagram socket on which workers hint that a run directory changed.
+    pub fn poke_socket(&self) -> PathBuf {
+        self.root.join("poke.sock")
+    }
     pub fn daemon_log(&self) -> PathBuf {
         self.root.join("daemon.log")
     }

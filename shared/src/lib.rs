@@ -2,22 +2,28 @@
 //!
 //! # Layout
 //! - [`error`]: the error codes of SPEC section 10 and their exit and HTTP statuses.
+//! - [`event`]: event kinds and the `HOMEBASED_EVENT` line.
 //! - [`ids`]: typed full UUIDs (jobs, tasks, resources, attentions, threads, operations).
 //! - [`queue`]: levels, preemption modes, stop causes, job states, run statuses and phases.
 //! - [`spec`]: the job spec: strict parsing, validation, canonical form, digest, schema.
 //! - [`home`]: the state home and every path under it.
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`rundir`]: the run directory, the contract between daemon and worker.
+//! - [`process`]: process identity `(pid, start ticks)` and group membership read from `/proc`.
 //! - [`wire`]: the JSON shapes the API answers with.
+//! - [`tail`]: the end of a log, bounded in lines and bytes.
 //! - [`time`]: stored milliseconds and RFC 3339 on the wire.
 
 pub mod config;
 pub mod error;
+pub mod event;
 pub mod home;
 pub mod ids;
+pub mod process;
 pub mod queue;
 pub mod rundir;
 pub mod spec;
+pub mod tail;
 pub mod time;
 pub mod wire;
 

@@ -1,12 +1,18 @@
-//! The job spec (SPEC section 3): its canonical types here, strict parsing and every rule in
-//! `spec/validate.rs`, the JSON Schema in `spec/schema.rs`.
+//! The job spec (SPEC section 3): its canonical types here; reading the JSON (strict parse,
+//! pointers, refusals) in `spec/input.rs`; the job-level rules in `spec/validate.rs`; the step
+//! rules in `spec/task.rs` and `spec/container.rs`; the JSON Schema in `spec/schema.rs`.
 //!
 //! A spec arrives as raw JSON, is checked field by field (unknown fields refused, each
 //! refusal an `invalid_spec` error with the JSON pointer and value), and leaves as a
 //! [`ValidSpec`]: the typed [`JobSpec`], its canonical JSON (defaults written out, `workload`
 //! stored as a one-element `steps`) and that JSON's SHA-256 digest.
 
+mod container;
+mod input;
 mod schema;
+mod task;
+#[cfg(test)]
+mod testkit;
 mod validate;
 
 pub use schema::json_schema;

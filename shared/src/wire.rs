@@ -180,8 +180,18 @@ pub struct RunView {
 pub struct JobDetail {
     pub api_version: u32,
     pub machine: MachineId,
-    #[serde(flatten)]
-    pub job: JobSummary,
+    pub id: JobId,
+    pub name: String,
+    pub priority: Priority,
+    pub position: Option<u32>,
+    pub state: JobStateView,
+    pub target: String,
+    pub step: u32,
+    pub steps: u32,
+    #[serde(with = "serde_rfc3339")]
+    pub created_at: Millis,
+    #[serde(with = "serde_rfc3339")]
+    pub updated_at: Millis,
     pub thread: ThreadId,
     pub spec: Value,
     pub active_run: Option<TaskId>,
@@ -297,4 +307,30 @@ pub struct TaskLog {
     pub task: TaskId,
     pub log: String,
     pub truncated: bool,
+}
+
+/// What the submitting CLI captured about its side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Submitter {
+    /// `PATH`, used to resolve step programs now and as the run's `PATH` later.
+    pub path: Option<String>,
+    /// `HOME`, the run's `HOME`.
+    pub home: Option<String>,
+    /// The working directory a relative `cwd` is taken from.
+    pub cwd: std::path::PathBuf,
+    /// `HOMEBASED_TASK_ID` when a run submits follow-up work.
+    #[serde(default)]
+    pub parent_task: Option<TaskId>,
+}
+
+/// `POST /v1/jobs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitRequest {
+    pub job: JobId,
+    pub spec: Value,
+    pub submitter: Submitter,
+    #[serde(default)]
+    pub allow_other_thread: bool,
 }

@@ -1,0 +1,237 @@
+//! One attempt from start to end (DESIGN "The worker"): take the lock, read `run.json`,
+//! write `worker.json`, spawn, follow the workload (stopping it on a request), write
+//! `exit.json`, clean up, write `cleanup.json`, exit. Exiting releases `runner.lock`.
+
+use crate::cleanup;
+use crate::cli::Args;
+use crate::lock;
+use crate::log::WorkerLog;
+use crate::reap::Reaper;
+use crate::records::Records;
+use crate::signals::Signals;
+use crate::stop;
+use crate::workload::{self, StartError};
+use homebased_shared::process;
+use homebased_shared::rundir::{
+    CleanupOutcome, CleanupRecord, ExitReason, ExitRecord, GroupState, ProcessIdentity, RunDir,
+    RunSpec, WorkerRecord,
+};
+use homebased_shared::time::now_ms;
+use nix::errno::Errno;
+use nix::sys::prctl;
+use nix::unistd::{getsid, setsid, Pid};
+use std::io;
+
+/// The attempt ran to its end and every record was written, whatever the workload did.
+pub const EXIT_OK: u8 = 0;
+/// The worker itself failed: no lock, no `run.json`, a record it could not write.
+pub const EXIT_FAILED: u8 = 1;
+
+/// Runs the attempt described by `args`; returns the worker's exit status. `signals` is
+/// installed by the caller before anything else, so a stop that arrives during start-up is
+/// kept, not fatal.
+pub fn run(args: Args, signals: io::Result<Signals>) -> u8 {
+    let dir = RunDir::new(args.run_dir);
+    let log = WorkerLog::new(dir.worker_log());
+    // Until the lock is ours nothing in the run directory is ours to write: another worker
+    // may own it.
+    let held = match args.lock_fd {
+        Some(fd) => lock::adopt(fd, &dir.runner_lock()),
+        None => lock::take(&dir.runner_lock()),
+    };
+    let _lock = match held {
+        Ok(lock) => lock,
+        Err(message) => {
+            log.note(message);
+            return EXIT_FAILED;
+        }
+    };
+    become_session_leader(&log);
+    let signals = match signals {
+        Ok(signals) => signals,
+        Err(e) => {
+            let records = Records::new(dir, None);
+            return fail(
+                &records,
+                &log,
+                format!("cannot install signal handling: {e}"),
+            );
+        }
+    };
+    let run = match dir.read_run() {
+        Ok(run) => run,
+        Err(e) => {
+            let message = format!("cannot read {}: {e}", dir.run_json().display());
+            return fail(&Records::new(dir, None), &log, message);
+        }
+    };
+    let records = Records::new(dir.clone(), Some(&run));
+    Attempt {
+        dir,
+        run,
+        records,
+        signals,
+        log,
+        reaper: Reaper::new(),
+    }
+    .run()
+}
+
+/// The daemon already starts the worker in a new session; this covers a worker started any
+/// other way, so that no terminal or caller's group signal reaches it or the workload.
+fn become_session_leader(log: &WorkerLog) {
+    if getsid(None) == Ok(Pid::this()) {
+        return;
+    }
+    // EPERM: already a group leader, so a new session cannot be made; nothing to fix here.
+    if let Err(e) = setsid() {
+        if e != Errno::EPERM {
+            log.note(format!("cannot start a new session: {e}"));
+        }
+    }
+}
+
+struct Attempt {
+    dir: RunDir,
+    run: RunSpec,
+    records: Records,
+    signals: Signals,
+    log: WorkerLog,
+    reaper: Reaper,
+}
+
+impl Attempt {
+    fn run(mut self) -> u8 {
+        let worker = match process::identity(std::process::id()) {
+            Ok(identity) => identity,
+            Err(e) => return self.fail(format!("cannot read the worker's own identity: {e}")),
+        };
+        if let Err(e) = self.records.worker(&WorkerRecord {
+            worker,
+            child: None,
+        }) {
+            return self.fail(format!("cannot write worker.json: {e}"));
+        }
+        // Orphaned descendants of the workload come back to this process, so that they can
+        // be reaped and never escape to init with their zombie counted in the group.
+        if let Err(e) = prctl::set_child_subreaper(true) {
+            return self.fail(format!("cannot become a child subreaper: {e}"));
+        }
+        if let Some(source) = stop::pending(&self.signals, &self.dir) {
+            self.log.note(format!(
+                "stop requested by {source} before the workload started; not starting it"
+            ));
+            return finish_without_child(&self.records, &self.log, ExitReason::Cancelled, EXIT_OK);
+        }
+        let running = match workload::start(&self.run, &self.dir) {
+            Ok(running) => running,
+            Err(StartError::Workload(message)) => {
+                self.log
+                    .note(format!("the workload did not start: {message}"));
+                let reason = ExitReason::SpawnFailed { message };
+                return finish_without_child(&self.records, &self.log, reason, EXIT_OK);
+            }
+            Err(StartError::Worker(message)) => return self.fail(message),
+        };
+        self.reaper.watch(running.child.process.pid);
+        self.log.note(format!(
+            "workload started as pid {}",
+            running.child.process.pid
+        ));
+        let mut status = self.record_child(worker, &running);
+
+        let reason = stop::follow(
+            running.group,
+            &mut self.reaper,
+            &self.signals,
+            &self.dir,
+            &self.run.cleanup,
+            &self.log,
+        );
+        self.log.note(format!("workload ended: {reason:?}"));
+        // Orphans that already died must not keep the group looking inhabited.
+        self.reaper.reap();
+        let group = if running.group.is_empty() {
+            GroupState::ConfirmedExited
+        } else {
+            GroupState::Unconfirmed
+        };
+        status = status.max(write_exit(&self.records, &self.log, reason, group));
+
+        let outcome = cleanup::clean_up(
+            Some(running.group),
+            &mut self.reaper,
+            &self.signals,
+            &self.run.cleanup,
+            &self.log,
+        );
+        status.max(write_cleanup(&self.records, &self.log, outcome))
+    }
+
+    fn record_child(&self, worker: ProcessIdentity, running: &workload::Running) -> u8 {
+        let record = WorkerRecord {
+            worker,
+            child: Some(running.child.clone()),
+        };
+        match self.records.worker(&record) {
+            Ok(()) => EXIT_OK,
+            Err(e) => {
+                // The workload runs on: its end and cleanup are still recorded.
+                self.log
+                    .note(format!("cannot write worker.json with the child: {e}"));
+                EXIT_FAILED
+            }
+        }
+    }
+
+    fn fail(&self, message: String) -> u8 {
+        fail(&self.records, &self.log, message)
+    }
+}
+
+/// The worker failed before any workload ran: say so in every record it can still write.
+fn fail(records: &Records, log: &WorkerLog, message: String) -> u8 {
+    log.note(&message);
+    let reason = ExitReason::SpawnFailed { message };
+    finish_without_child(records, log, reason, EXIT_FAILED)
+}
+
+fn finish_without_child(records: &Records, log: &WorkerLog, reason: ExitReason, status: u8) -> u8 {
+    let exit = write_exit(records, log, reason, GroupState::NoChildSpawned);
+    let cleanup = write_cleanup(records, log, CleanupOutcome::Clean);
+    status.max(exit).max(cleanup)
+}
+
+fn write_exit(records: &Records, log: &WorkerLog, reason: ExitReason, group: GroupState) -> u8 {
+    let record = ExitRecord {
+        reason,
+        group,
+        container: None,
+        ended_at: now_ms(),
+    };
+    match records.exit(&record) {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            log.note(format!("cannot write exit.json: {e}"));
+            EXIT_FAILED
+        }
+    }
+}
+
+fn write_cleanup(records: &Records, log: &WorkerLog, outcome: CleanupOutcome) -> u8 {
+    if !outcome.is_clean() {
+        log.note(format!("cleanup did not finish clean: {outcome:?}"));
+    }
+    let record = CleanupRecord {
+        attempt: 1,
+        outcome,
+        finished_at: now_ms(),
+    };
+    match records.cleanup(&record) {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            log.note(format!("cannot write cleanup.json: {e}"));
+            EXIT_FAILED
+        }
+    }
+}

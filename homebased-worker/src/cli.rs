@@ -1,0 +1,103 @@
+//! The command line: `homebased-worker <run-dir> [--lock-fd N]`.
+
+use std::ffi::OsString;
+use std::os::fd::RawFd;
+use std::path::PathBuf;
+
+pub const USAGE: &str = "usage: homebased-worker <run-dir> [--lock-fd N]
+
+Runs one attempt of the step described by <run-dir>/run.json and records its end.
+  --lock-fd N   fd N is an open, exclusively flocked description of <run-dir>/runner.lock
+                handed over by the daemon; without it the worker takes the lock itself.";
+
+/// The exit status for a command line that cannot be understood.
+pub const EXIT_USAGE: u8 = 2;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Args {
+    pub run_dir: PathBuf,
+    pub lock_fd: Option<RawFd>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invocation {
+    Help,
+    Run(Args),
+}
+
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, String> {
+    let mut run_dir = None;
+    let mut lock_fd = None;
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let text = arg.to_str();
+        match text {
+            Some("-h" | "--help") => return Ok(Invocation::Help),
+            Some("--lock-fd") => {
+                let value = args.next().ok_or("--lock-fd needs a value")?;
+                lock_fd = Some(parse_fd(&value)?);
+            }
+            Some(t) if t.starts_with("--lock-fd=") => {
+                lock_fd = Some(parse_fd(&OsString::from(&t["--lock-fd=".len()..]))?);
+            }
+            Some(t) if t.starts_with('-') => return Err(format!("unknown option {t}")),
+            _ if run_dir.is_some() => return Err("only one run directory may be given".into()),
+            _ => run_dir = Some(PathBuf::from(arg)),
+        }
+    }
+    let run_dir = run_dir.ok_or("the run directory is missing")?;
+    Ok(Invocation::Run(Args { run_dir, lock_fd }))
+}
+
+fn parse_fd(value: &OsString) -> Result<RawFd, String> {
+    value
+        .to_str()
+        .and_then(|v| v.parse::<RawFd>().ok())
+        .filter(|fd| *fd >= 0)
+        .ok_or_else(|| format!("--lock-fd: {value:?} is not a file descriptor number"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_strs(args: &[&str]) -> Result<Invocation, String> {
+        parse(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn accepts_a_run_dir_with_and_without_a_lock_fd() {
+        assert_eq!(
+            parse_strs(&["/h/tasks/t"]).unwrap(),
+            Invocation::Run(Args {
+                run_dir: "/h/tasks/t".into(),
+                lock_fd: None
+            })
+        );
+        assert_eq!(
+            parse_strs(&["--lock-fd", "7", "/h/tasks/t"]).unwrap(),
+            Invocation::Run(Args {
+                run_dir: "/h/tasks/t".into(),
+                lock_fd: Some(7)
+            })
+        );
+        assert_eq!(
+            parse_strs(&["/d", "--lock-fd=3"]).unwrap(),
+            Invocation::Run(Args {
+                run_dir: "/d".into(),
+                lock_fd: Some(3)
+            })
+        );
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_understand() {
+        assert!(parse_strs(&[]).is_err());
+        assert!(parse_strs(&["/a", "/b"]).is_err());
+        assert!(parse_strs(&["/a", "--lock-fd"]).is_err());
+        assert!(parse_strs(&["/a", "--lock-fd", "-1"]).is_err());
+        assert!(parse_strs(&["/a", "--lock-fd", "x"]).is_err());
+        assert!(parse_strs(&["/a", "--verbose"]).is_err());
+        assert_eq!(parse_strs(&["--help"]).unwrap(), Invocation::Help);
+    }
+}

@@ -1,0 +1,60 @@
+//! Emptying the workload's process group (SPEC section 6, step 1): SIGTERM, up to
+//! `term_grace`, SIGKILL, up to `kill_grace`, until the group is confirmed empty. Members are
+//! reaped as they die (they are this subreaper's children or descendants), because a zombie
+//! still counts as a member.
+
+use crate::log::WorkerLog;
+use crate::process_group::ProcessGroup;
+use crate::reap::Reaper;
+use crate::signals::Signals;
+use homebased_shared::config::CleanupConfig;
+use homebased_shared::rundir::CleanupOutcome;
+use nix::sys::signal::Signal;
+use std::time::Instant;
+
+pub fn empty_group(
+    group: ProcessGroup,
+    reaper: &mut Reaper,
+    signals: &Signals,
+    config: &CleanupConfig,
+    log: &WorkerLog,
+) -> CleanupOutcome {
+    reaper.reap();
+    if group.is_empty() {
+        return CleanupOutcome::Clean;
+    }
+    for (signal, grace) in [
+        (Signal::SIGTERM, config.term_grace),
+        (Signal::SIGKILL, config.kill_grace),
+    ] {
+        log.note(format!(
+            "process group {} still has members: sending {signal}, waiting up to {grace:?}",
+            group.id()
+        ));
+        if let Err(e) = group.signal(signal) {
+            log.note(format!("cannot signal process group {}: {e}", group.id()));
+        }
+        let deadline = Instant::now() + grace;
+        if reaper.wait_until(signals, deadline, config.rescan, |_| group.is_empty()) {
+            return CleanupOutcome::Clean;
+        }
+    }
+    match group.remaining() {
+        // A member that left between the last check and the scan may have emptied the group.
+        Ok(remaining) if remaining.is_empty() && group.is_empty() => CleanupOutcome::Clean,
+        Ok(remaining) => {
+            let pids: Vec<u32> = remaining.iter().map(|r| r.pid).collect();
+            log.note(format!(
+                "process group {} not confirmed empty; remaining pids {pids:?}",
+                group.id()
+            ));
+            CleanupOutcome::GroupUnconfirmed { remaining }
+        }
+        Err(e) => CleanupOutcome::EnumerationFailed {
+            message: format!(
+                "cannot list the members of process group {}: {e}",
+                group.id()
+            ),
+        },
+    }
+}

@@ -1,0 +1,30 @@
+//! `homebased-worker`: one run attempt of one step, from `run.json` to `cleanup.json`
+//! (DESIGN "The worker", SPEC sections 4 to 6). Synchronous: one thread, signals through a
+//! self-pipe, children reaped in a loop.
+//!
+//! # Layout
+//! - [`cli`]: the command line (`<run-dir> [--lock-fd N]`).
+//! - [`attempt`]: the whole sequence: lock, records, spawn, follow, exit, cleanup.
+//! - [`lock`]: `runner.lock`, handed over by the daemon or taken here; held for life.
+//! - [`signals`]: SIGTERM/SIGINT as a stop flag, and the wake-up on every signal and child exit.
+//! - [`reap`]: reaping the workload and every orphan that comes back to this subreaper.
+//! - [`workload`]: starting the step: a host command ([`workload::host`]) or a container.
+//! - [`process_group`]: the workload's process group: signal it, test it for emptiness.
+//! - [`stop`]: stop requests (signal or `control/stop`) and stopping the workload on one.
+//! - [`cleanup`]: everything after the workload ended, giving the `cleanup.json` outcome.
+//! - [`group_cleanup`]: emptying the process group (TERM, grace, KILL, grace).
+//! - [`records`]: `worker.json`, `exit.json`, `cleanup.json`, each followed by a poke.
+//! - [`log`]: `worker.log`, the worker's own notes and errors.
+
+pub mod attempt;
+pub mod cleanup;
+pub mod cli;
+pub mod group_cleanup;
+pub mod lock;
+pub mod log;
+pub mod process_group;
+pub mod reap;
+pub mod records;
+pub mod signals;
+pub mod stop;
+pub mod workload;

@@ -1,0 +1,53 @@
+//! Signals, without handlers that do work: SIGTERM and SIGINT set a stop flag, and every
+//! signal the worker waits for (those two and SIGCHLD) writes a byte to a self-pipe so that a
+//! wait ends at once instead of at the next poll.
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM};
+use std::io::{self, Read};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct Signals {
+    /// Set by SIGTERM or SIGINT: the daemon's restart and cancel paths stop a run this way.
+    stop: Arc<AtomicBool>,
+    /// Read end of the self-pipe: readable once a watched signal arrived since the last drain.
+    wake: UnixStream,
+}
+
+impl Signals {
+    pub fn install() -> io::Result<Signals> {
+        let stop = Arc::new(AtomicBool::new(false));
+        for signal in [SIGTERM, SIGINT] {
+            signal_hook::flag::register(signal, Arc::clone(&stop))?;
+        }
+        // std creates both ends close-on-exec: the workload inherits neither.
+        let (wake, write) = UnixStream::pair()?;
+        wake.set_nonblocking(true)?;
+        for signal in [SIGTERM, SIGINT, SIGCHLD] {
+            signal_hook::low_level::pipe::register(signal, write.try_clone()?)?;
+        }
+        Ok(Signals { stop, wake })
+    }
+
+    /// True once SIGTERM or SIGINT arrived.
+    pub fn stop_signalled(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Sleeps up to `max`, less if a watched signal arrives (or arrived since the last call:
+    /// the byte stays in the pipe, so a signal between a check and this sleep is not lost).
+    pub fn sleep(&self, max: Duration) {
+        // Below a millisecond poll would round to zero and spin.
+        let timeout =
+            PollTimeout::try_from(max.max(Duration::from_millis(1))).unwrap_or(PollTimeout::MAX);
+        let mut fds = [PollFd::new(self.wake.as_fd(), PollFlags::POLLIN)];
+        // EINTR is a wake-up like any other: the caller re-checks its conditions.
+        let _ = poll(&mut fds, timeout);
+        let mut buf = [0u8; 64];
+        while matches!((&self.wake).read(&mut buf), Ok(n) if n > 0) {}
+    }
+}

@@ -1,0 +1,108 @@
+//! Stop requests and stopping the workload on one (SPEC section 4, "Stopping a run").
+//!
+//! A stop request is SIGTERM or SIGINT to the worker, or the durable `control/stop` file,
+//! checked on a short interval so that a lost signal still stops the run. `control/yield` is
+//! not a stop request here: the workload watches it itself and exits 75.
+
+use crate::log::WorkerLog;
+use crate::process_group::ProcessGroup;
+use crate::reap::Reaper;
+use crate::signals::Signals;
+use homebased_shared::config::CleanupConfig;
+use homebased_shared::queue::StopCause;
+use homebased_shared::rundir::{ExitReason, RunDir};
+use nix::sys::signal::Signal;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// How often `control/stop` is looked for while nothing else wakes the worker.
+pub const STOP_POLL: Duration = Duration::from_millis(50);
+
+/// Where a stop request came from; only for the log, every source stops the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSource {
+    Signal,
+    /// The file exists; its cause when it could be read.
+    StopFile(Option<StopCause>),
+}
+
+impl fmt::Display for StopSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StopSource::Signal => f.write_str("a signal to the worker"),
+            StopSource::StopFile(Some(cause)) => write!(f, "control/stop ({})", cause.as_str()),
+            StopSource::StopFile(None) => f.write_str("control/stop"),
+        }
+    }
+}
+
+/// The stop request that has arrived, if any.
+pub fn pending(signals: &Signals, dir: &RunDir) -> Option<StopSource> {
+    if signals.stop_signalled() {
+        return Some(StopSource::Signal);
+    }
+    // Existence is the request; the cause inside is informational, so a file caught half
+    // written still stops the run.
+    match dir.stop_file().try_exists() {
+        Ok(true) => Some(StopSource::StopFile(
+            dir.read_stop().ok().flatten().map(|r| r.cause),
+        )),
+        _ => None,
+    }
+}
+
+/// Follows the workload until it ends. On a stop request it is stopped and the end is
+/// `cancelled`; an end seen before any request is recorded as it really was.
+pub fn follow(
+    group: ProcessGroup,
+    reaper: &mut Reaper,
+    signals: &Signals,
+    dir: &RunDir,
+    config: &CleanupConfig,
+    log: &WorkerLog,
+) -> ExitReason {
+    loop {
+        // Reap before looking for a request: a workload that already ended keeps its real exit.
+        reaper.reap();
+        if let Some(reason) = reaper.workload_ended() {
+            return reason.clone();
+        }
+        if let Some(source) = pending(signals, dir) {
+            log.note(format!("stop requested by {source}"));
+            stop(group, reaper, signals, config, log);
+            return ExitReason::Cancelled;
+        }
+        signals.sleep(STOP_POLL);
+    }
+}
+
+/// SIGTERM to the group, up to `term_grace` for the workload, then SIGKILL to the group and up
+/// to `kill_grace`. Whatever else remains in the group is left to the cleanup.
+fn stop(
+    group: ProcessGroup,
+    reaper: &mut Reaper,
+    signals: &Signals,
+    config: &CleanupConfig,
+    log: &WorkerLog,
+) {
+    let ended = |r: &Reaper| r.workload_ended().is_some();
+    for (signal, grace) in [
+        (Signal::SIGTERM, config.term_grace),
+        (Signal::SIGKILL, config.kill_grace),
+    ] {
+        log.note(format!(
+            "sending {signal} to process group {}, waiting up to {grace:?}",
+            group.id()
+        ));
+        if let Err(e) = group.signal(signal) {
+            log.note(format!("cannot signal process group {}: {e}", group.id()));
+        }
+        if reaper.wait_until(signals, Instant::now() + grace, STOP_POLL, ended) {
+            if let Some(reason) = reaper.workload_ended() {
+                log.note(format!("workload ended after {signal}: {reason:?}"));
+            }
+            return;
+        }
+    }
+    log.note("workload not reaped after SIGKILL; recording the stop anyway");
+}

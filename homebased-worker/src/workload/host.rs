@@ -1,0 +1,219 @@
+//! A host step: the argv run directly (no shell), in its own process group, with output on
+//! `output.log`, stdin from `/dev/null`, and exactly the run variables of SPEC section 5.
+
+use super::{Running, StartError};
+use crate::process_group::ProcessGroup;
+use homebased_shared::process;
+use homebased_shared::rundir::{is_run_variable, ChildRecord, RunDir, RunSpec};
+use homebased_shared::time::now_ms;
+use nix::sys::prctl;
+use nix::sys::signal::Signal;
+use nix::unistd::{getppid, Pid};
+use std::ffi::OsString;
+use std::fs::{DirBuilder, OpenOptions, Permissions};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+
+pub fn start(run: &RunSpec, dir: &RunDir, argv: &[String]) -> Result<Running, StartError> {
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| StartError::Workload("the step's command is empty".into()))?;
+    prepare_folders(run, dir).map_err(StartError::Worker)?;
+    let output_path = dir.output_log();
+    let output = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&output_path)
+        .map_err(|e| StartError::Worker(format!("cannot open {}: {e}", output_path.display())))?;
+    // One open file description for both streams, so their writes interleave in order.
+    let errors = output
+        .try_clone()
+        .map_err(|e| StartError::Worker(format!("cannot share {}: {e}", output_path.display())))?;
+
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .current_dir(&run.cwd)
+        .stdin(Stdio::null())
+        .stdout(output)
+        .stderr(errors)
+        .env_clear()
+        .envs(environment(run, dir, std::env::vars_os()))
+        .process_group(0);
+    let worker = Pid::this();
+    // SAFETY: the closure runs between fork and exec and only makes two system calls through
+    // nix (prctl, getppid); it allocates nothing and takes no lock.
+    unsafe {
+        command.pre_exec(move || {
+            prctl::set_pdeathsig(Signal::SIGKILL)?;
+            // The worker may have died before the line above; then nobody would kill this.
+            if getppid() != worker {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+
+    // Taken before the spawn: the suspect window (SPEC section 6) must cover anything the
+    // workload starts, even in its first millisecond.
+    let started_at = now_ms();
+    let child = command.spawn().map_err(|e| {
+        StartError::Workload(format!(
+            "cannot start {program:?} in {}: {e}",
+            run.cwd.display()
+        ))
+    })?;
+    let pid = child.id();
+    // `Child` is dropped without waiting: the reaper collects the status with waitpid(-1).
+    drop(child);
+    let Some(group) = ProcessGroup::led_by(pid) else {
+        return Err(StartError::Worker(format!(
+            "workload pid {pid} cannot lead a process group"
+        )));
+    };
+    // Nothing reaps before the reaper runs, so the pid is still this child's (a zombie at
+    // worst) and its start time is readable.
+    let identity = match process::identity(pid) {
+        Ok(identity) => identity,
+        Err(e) => {
+            // Untracked work must not run: kill it and collect it before reporting.
+            let _ = group.signal(Signal::SIGKILL);
+            let _ = nix::sys::wait::waitpid(group.leader(), None);
+            return Err(StartError::Worker(format!(
+                "cannot read the identity of workload pid {pid} ({e}); killed it"
+            )));
+        }
+    };
+    Ok(Running {
+        child: ChildRecord {
+            process: identity,
+            pgid: group.id(),
+            started_at,
+        },
+        group,
+    })
+}
+
+/// The workload's environment: the worker's own minus every run variable (an inherited
+/// `HOMEBASED_TASK_ID` would mark the workload as another run's), then the submitter's `PATH`
+/// and `HOME`, then this run's variables.
+pub fn environment(
+    run: &RunSpec,
+    dir: &RunDir,
+    inherited: impl IntoIterator<Item = (OsString, OsString)>,
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = inherited
+        .into_iter()
+        .filter(|(name, _)| !is_run_variable(&name.to_string_lossy()))
+        .filter(|(name, _)| {
+            !(run.path.is_some() && name == "PATH" || run.user_home.is_some() && name == "HOME")
+        })
+        .collect();
+    if let Some(path) = &run.path {
+        env.push(("PATH".into(), path.into()));
+    }
+    if let Some(home) = &run.user_home {
+        env.push(("HOME".into(), home.into()));
+    }
+    env.extend(
+        run.host_variables(dir)
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into())),
+    );
+    env
+}
+
+/// The job directory (private to the user: it holds checkpoints) and the control folder the
+/// daemon writes `yield` and `stop` into.
+fn prepare_folders(run: &RunSpec, dir: &RunDir) -> Result<(), String> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&run.job_dir)
+        .and_then(|()| std::fs::set_permissions(&run.job_dir, Permissions::from_mode(0o700)))
+        .map_err(|e| format!("cannot prepare {}: {e}", run.job_dir.display()))?;
+    let control = dir.control_dir();
+    std::fs::create_dir_all(&control)
+        .map_err(|e| format!("cannot create {}: {e}", control.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use homebased_shared::config::CleanupConfig;
+    use homebased_shared::ids::{JobId, TaskId};
+    use homebased_shared::spec::Step;
+    use std::collections::BTreeMap;
+
+    fn run(device: Option<u32>) -> RunSpec {
+        RunSpec {
+            task: TaskId::new(),
+            job: JobId::new(),
+            run_number: 2,
+            step_index: 1,
+            resume: true,
+            step: Step::Task {
+                command: vec!["true".into()],
+            },
+            cwd: "/".into(),
+            path: Some("/usr/bin:/bin".into()),
+            user_home: Some("/home/sub".into()),
+            resource_name: "gpu0".into(),
+            device,
+            home: "/h".into(),
+            job_dir: "/h/jobs/j/state".into(),
+            poke_socket: "/h/poke.sock".into(),
+            protected_pids: vec![],
+            cleanup: CleanupConfig::default(),
+        }
+    }
+
+    fn as_map(env: Vec<(OsString, OsString)>) -> BTreeMap<String, String> {
+        let mut map = BTreeMap::new();
+        for (k, v) in env {
+            let old = map.insert(
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            );
+            assert!(old.is_none(), "{k:?} is set once");
+        }
+        map
+    }
+
+    #[test]
+    fn inherited_run_variables_are_scrubbed_then_set() {
+        let r = run(None);
+        let dir = RunDir::new("/h/tasks/t");
+        let inherited = [
+            ("HOMEBASED_TASK_ID", "someone-else"),
+            ("HOMEBASED_SURPRISE", "x"),
+            ("CUDA_VISIBLE_DEVICES", "7"),
+            ("PATH", "/worker/bin"),
+            ("HOME", "/worker"),
+            ("LANG", "C.UTF-8"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let env = as_map(environment(&r, &dir, inherited));
+        let mut expected = r.host_variables(&dir);
+        expected.insert("PATH".into(), "/usr/bin:/bin".into());
+        expected.insert("HOME".into(), "/home/sub".into());
+        expected.insert("LANG".into(), "C.UTF-8".into());
+        assert_eq!(env, expected);
+        assert!(!env.contains_key("CUDA_VISIBLE_DEVICES"));
+    }
+
+    #[test]
+    fn the_workers_path_stays_when_none_was_captured() {
+        let mut r = run(Some(3));
+        r.path = None;
+        r.user_home = None;
+        let dir = RunDir::new("/h/tasks/t");
+        let inherited = [("PATH", "/worker/bin"), ("HOME", "/worker")]
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let env = as_map(environment(&r, &dir, inherited));
+        assert_eq!(env["PATH"], "/worker/bin");
+        assert_eq!(env["HOME"], "/worker");
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "3");
+    }
+}

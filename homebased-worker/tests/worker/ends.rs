@@ -1,0 +1,174 @@
+//! How a workload's end is recorded in `exit.json`, and what cleanup leaves behind.
+
+use crate::support::{in_group, Run};
+use homebased_shared::process::is_same_process;
+use homebased_shared::rundir::{CleanupOutcome, ExitReason, GroupState};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::json;
+use std::time::Instant;
+
+#[test]
+fn exit_codes_are_recorded_exactly() {
+    for code in [0, 3] {
+        let run = Run::shell(&format!("echo hello; exit {code}"));
+        run.run_to_end();
+        let exit = run.exit();
+        assert_eq!(exit.reason, ExitReason::Exit { code });
+        assert_eq!(exit.group, GroupState::ConfirmedExited);
+        assert_eq!(run.cleanup().outcome, CleanupOutcome::Clean);
+        assert_eq!(run.cleanup().attempt, 1);
+        assert_eq!(run.output(), "hello\n");
+        let worker = run.dir.read_worker().unwrap().unwrap();
+        let child = worker.child.expect("the child was recorded");
+        assert_eq!(
+            child.pgid, child.process.pid,
+            "the workload leads its own group"
+        );
+        assert!(child.started_at <= exit.ended_at);
+    }
+}
+
+#[test]
+fn a_signal_is_recorded_as_a_signal_not_a_code() {
+    let run = Run::shell("kill -USR1 $$; sleep 5");
+    run.run_to_end();
+    assert_eq!(run.exit().reason, ExitReason::Signal { signal: 10 });
+    assert_eq!(run.cleanup().outcome, CleanupOutcome::Clean);
+}
+
+#[test]
+fn the_stop_file_alone_cancels_the_run() {
+    let run = Run::shell("sleep 30");
+    let mut worker = run.start();
+    let child = run.child();
+    run.request_stop();
+    assert!(worker.wait().success(), "{}", run.diagnose());
+    let exit = run.exit();
+    assert_eq!(exit.reason, ExitReason::Cancelled);
+    assert_eq!(exit.group, GroupState::ConfirmedExited);
+    assert_eq!(run.cleanup().outcome, CleanupOutcome::Clean);
+    assert!(!is_same_process(child.process));
+}
+
+#[test]
+fn sigterm_to_the_worker_cancels_the_run() {
+    let run = Run::shell("sleep 30");
+    let mut worker = run.start();
+    let child = run.child();
+    kill(Pid::from_raw(worker.pid()), Signal::SIGTERM).unwrap();
+    assert!(worker.wait().success(), "{}", run.diagnose());
+    assert_eq!(run.exit().reason, ExitReason::Cancelled);
+    assert_eq!(run.cleanup().outcome, CleanupOutcome::Clean);
+    assert!(!is_same_process(child.process));
+}
+
+#[test]
+fn a_workload_ignoring_term_is_killed_after_the_grace() {
+    // TERM ignored by the shell and, inherited, by the sleep it starts.
+    let run = Run::shell("trap '' TERM; echo ready; sleep 30; echo survived");
+    let mut worker = run.start();
+    let child = run.child();
+    crate::support::eventually("the trap to be set", || {
+        run.output().contains("ready").then_some(())
+    });
+    let asked = Instant::now();
+    run.request_stop();
+    assert!(worker.wait().success(), "{}", run.diagnose());
+    assert!(
+        asked.elapsed() >= std::time::Duration::from_secs(1),
+        "the grace was given"
+    );
+    assert_eq!(run.exit().reason, ExitReason::Cancelled);
+    assert_eq!(run.cleanup().outcome, CleanupOutcome::Clean);
+    assert!(run.worker_log().contains("SIGKILL"), "{}", run.diagnose());
+    assert!(!run.output().contains("survived"));
+    assert!(!is_same_process(child.process));
+}
+
+#[test]
+fn a_background_grandchild_in_the_group_is_killed_by_cleanup() {
+    let run = Run::shell("sleep 1000 & echo $!; exit 0");
+    run.run_to_end();
+    let exit = run.exit();
+    assert_eq!(exit.reason, ExitReason::Exit { code: 0 });
+    assert_eq!(
+        exit.group,
+        GroupState::Unconfirmed,
+        "the sleep was still there"
+    );
+    assert_eq!(run.cleanup().outcome, CleanupOutcome::Clean);
+    let grandchild: u32 = run.output().trim().parse().unwrap();
+    let pgid = run.child().pgid;
+    assert!(!in_group(grandchild, pgid), "the grandchild is gone");
+}
+
+#[test]
+fn a_grandchild_ignoring_term_is_killed_after_the_grace() {
+    // The shell exits only once the subshell ignores TERM, so the grace is really needed.
+    let run = Run::shell(
+        "(trap '' TERM; touch trapped; exec sleep 1000) & \
+         while [ ! -e trapped ]; do sleep 0.05; done; exit 0",
+    );
+    run.run_to_end();
+    assert_eq!(run.exit().reason, ExitReason::Exit { code: 0 });
+    assert_eq!(run.cleanup().outcome, CleanupOutcome::Clean);
+    assert!(run.worker_log().contains("SIGKILL"), "{}", run.diagnose());
+    let pgid = run.child().pgid;
+    let members = homebased_shared::process::group_members(pgid).unwrap();
+    assert!(members.is_empty(), "left in the group: {members:?}");
+}
+
+#[test]
+fn a_missing_program_is_a_spawn_failure() {
+    let run = Run::with_step(json!({"type": "task", "command": ["/nonexistent/homebased-probe"]}));
+    run.run_to_end();
+    let exit = run.exit();
+    match &exit.reason {
+        ExitReason::SpawnFailed { message } => {
+            assert!(
+                message.contains("/nonexistent/homebased-probe"),
+                "{message}"
+            )
+        }
+        other => panic!("expected spawn_failed, got {other:?}"),
+    }
+    assert_eq!(exit.group, GroupState::NoChildSpawned);
+    assert_eq!(run.cleanup().outcome, CleanupOutcome::Clean);
+    assert!(run.dir.read_worker().unwrap().unwrap().child.is_none());
+}
+
+#[test]
+fn a_container_step_is_refused_honestly() {
+    let run = Run::with_step(json!({
+        "type": "container",
+        "image": format!("sha256:{}", "0".repeat(64)),
+        "memory": 1_000_000_000u64,
+        "entrypoint": null,
+        "args": null,
+        "user": null,
+        "workdir": null,
+        "mounts": [],
+        "env": {},
+    }));
+    run.run_to_end();
+    assert_eq!(
+        run.exit().reason,
+        ExitReason::SpawnFailed {
+            message: "container steps are not supported by this worker yet".into()
+        }
+    );
+    assert_eq!(run.exit().group, GroupState::NoChildSpawned);
+    assert_eq!(run.cleanup().outcome, CleanupOutcome::Clean);
+}
+
+#[test]
+fn a_stop_requested_before_the_start_never_spawns() {
+    let run = Run::shell("echo started");
+    run.request_stop();
+    run.run_to_end();
+    assert_eq!(run.exit().reason, ExitReason::Cancelled);
+    assert_eq!(run.exit().group, GroupState::NoChildSpawned);
+    assert_eq!(run.output(), "");
+    assert!(run.dir.read_worker().unwrap().unwrap().child.is_none());
+}

@@ -1,0 +1,223 @@
+//! The route table: which verbs exist, on which listener.
+
+use super::ErrorResponse;
+use crate::core::CoreHandle;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use homebased_shared::error::{ApiError, ErrorCode};
+use homebased_shared::ids::JobId;
+use homebased_shared::wire::{CancelRequest, MoveRequest, RegisterRequest, SubmitRequest};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Bodies larger than this are refused before parsing.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// Which listener a router serves: the socket serves everything; TCP serves reads and the
+/// three guarded writes, since submit and register run arbitrary commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listener {
+    Socket,
+    Tcp,
+}
+
+#[derive(Clone)]
+struct AppState {
+    core: CoreHandle,
+    /// Asks the daemon to shut down (`daemon stop`), socket only.
+    shutdown: tokio::sync::mpsc::UnboundedSender<()>,
+}
+
+type ApiResponse = Result<Json<Value>, ErrorResponse>;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct MachineQuery {
+    machine: Option<String>,
+}
+
+pub fn router(
+    listener: Listener,
+    core: CoreHandle,
+    shutdown: tokio::sync::mpsc::UnboundedSender<()>,
+) -> Router {
+    let common = Router::new()
+        .route("/v1/status", get(status))
+        .route("/v1/jobs/{job}", get(job_show))
+        .route("/v1/jobs/{job}/move", post(job_move))
+        .route("/v1/jobs/{job}/cancel", post(job_cancel));
+    let all = match listener {
+        Listener::Socket => common
+            .route("/v1/resources", get(resource_list).post(register))
+            .route("/v1/jobs", get(job_list).post(submit))
+            .route("/v1/shutdown", post(shutdown_daemon)),
+        Listener::Tcp => common
+            .route("/v1/resources", get(resource_list).post(socket_only))
+            .route("/v1/jobs", get(job_list).post(socket_only)),
+    };
+    all.fallback(not_found)
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(AppState { core, shutdown })
+}
+
+fn json<T: serde::Serialize>(value: T) -> ApiResponse {
+    serde_json::to_value(value)
+        .map(Json)
+        .map_err(|e| ApiError::internal(e).into())
+}
+
+/// Parses a body strictly: malformed or unknown fields are a usage error (400).
+fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ErrorResponse> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        ErrorResponse(ApiError::new(
+            ErrorCode::Usage,
+            format!("bad request body: {e}"),
+        ))
+    })
+}
+
+fn job_id(text: &str) -> Result<JobId, ErrorResponse> {
+    text.parse().map_err(|_| {
+        ErrorResponse(
+            ApiError::new(
+                ErrorCode::InvalidQueueInput,
+                format!("{text:?} is not a full job UUID"),
+            )
+            .with_input(serde_json::json!({ "job": text })),
+        )
+    })
+}
+
+fn machine(
+    q: Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Option<String>, ErrorResponse> {
+    q.map(|Query(q)| q.machine)
+        .map_err(|e| ErrorResponse(ApiError::new(ErrorCode::Usage, e.body_text())))
+}
+
+async fn status(State(s): State<AppState>) -> ApiResponse {
+    json(s.core.call(|core| core.status()).await?)
+}
+
+async fn resource_list(
+    State(s): State<AppState>,
+    q: Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResponse {
+    let m = machine(q)?;
+    json(
+        s.core
+            .call(move |core| {
+                core.check_local_machine(m.as_deref())?;
+                core.resource_list()
+            })
+            .await?,
+    )
+}
+
+async fn job_list(
+    State(s): State<AppState>,
+    q: Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResponse {
+    let m = machine(q)?;
+    json(
+        s.core
+            .call(move |core| {
+                core.check_local_machine(m.as_deref())?;
+                core.job_list()
+            })
+            .await?,
+    )
+}
+
+async fn job_show(
+    State(s): State<AppState>,
+    Path(job): Path<String>,
+    q: Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResponse {
+    let m = machine(q)?;
+    let id = job_id(&job)?;
+    json(
+        s.core
+            .call(move |core| {
+                core.check_local_machine(m.as_deref())?;
+                core.job_detail(id)
+            })
+            .await?,
+    )
+}
+
+async fn register(State(s): State<AppState>, bytes: Bytes) -> ApiResponse {
+    let req: RegisterRequest = body(&bytes)?;
+    let view = s.core.call(move |core| core.register(req)).await?;
+    let mut value = serde_json::to_value(view).map_err(ApiError::internal)?;
+    value["api_version"] = serde_json::json!(homebased_shared::API_VERSION);
+    Ok(Json(value))
+}
+
+async fn submit(State(s): State<AppState>, bytes: Bytes) -> ApiResponse {
+    let req: SubmitRequest = body(&bytes)?;
+    json(s.core.call(move |core| core.submit(req)).await?)
+}
+
+async fn job_move(
+    State(s): State<AppState>,
+    Path(job): Path<String>,
+    q: Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>,
+    bytes: Bytes,
+) -> ApiResponse {
+    let m = machine(q)?;
+    let id = job_id(&job)?;
+    let req: MoveRequest = body(&bytes)?;
+    json(
+        s.core
+            .call(move |core| {
+                core.check_local_machine(m.as_deref())?;
+                core.move_job(id, req)
+            })
+            .await?,
+    )
+}
+
+async fn job_cancel(
+    State(s): State<AppState>,
+    Path(job): Path<String>,
+    q: Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>,
+    bytes: Bytes,
+) -> ApiResponse {
+    let m = machine(q)?;
+    let id = job_id(&job)?;
+    let req: CancelRequest = body(&bytes)?;
+    let result = s
+        .core
+        .call(move |core| {
+            core.check_local_machine(m.as_deref())?;
+            core.cancel(id, req)
+        })
+        .await?;
+    let mut value = serde_json::to_value(result).map_err(ApiError::internal)?;
+    value["api_version"] = serde_json::json!(homebased_shared::API_VERSION);
+    Ok(Json(value))
+}
+
+async fn shutdown_daemon(State(s): State<AppState>) -> ApiResponse {
+    let _ = s.shutdown.send(());
+    Ok(Json(
+        serde_json::json!({ "api_version": homebased_shared::API_VERSION, "stopping": true }),
+    ))
+}
+
+async fn socket_only() -> (StatusCode, Json<Value>) {
+    let e = ApiError::new(
+        ErrorCode::Permission,
+        "job submit and resource registration run arbitrary commands: use the Unix socket",
+    );
+    (StatusCode::METHOD_NOT_ALLOWED, Json(e.envelope()))
+}
+
+async fn not_found() -> ErrorResponse {
+    ErrorResponse(ApiError::new(ErrorCode::Usage, "no such route"))
+}

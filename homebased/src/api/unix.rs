@@ -1,0 +1,73 @@
+//! Serving the router on the Unix socket: mode 0600, and connections from another uid are
+//! refused before a byte is read.
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use tokio::net::UnixListener;
+
+/// Binds the socket (replacing a stale file; the caller holds `daemon.lock`, so no live
+/// daemon owns it) with mode 0600.
+pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    // Create it private from the start: no window in which another user could connect.
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    let listener = UnixListener::bind(path);
+    nix::sys::stat::umask(old);
+    let listener = listener?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// Accepts connections until `shutdown` resolves.
+pub async fn serve(
+    listener: UnixListener,
+    router: Router,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let me = nix::unistd::getuid().as_raw();
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "socket accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == me => {}
+            Ok(cred) => {
+                tracing::warn!(
+                    uid = cred.uid(),
+                    "refused a socket connection from another user"
+                );
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read socket peer credentials");
+                continue;
+            }
+        }
+        let service = TowerToHyperService::new(router.clone());
+        tokio::spawn(async move {
+            let conn = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+            if let Err(e) = conn {
+                tracing::debug!(error = %e, "socket connection ended with an error");
+            }
+        });
+    }
+}

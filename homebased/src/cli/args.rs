@@ -1,0 +1,186 @@
+//! The command line of SPEC section 2, as clap types.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "homebased",
+    version,
+    about = "Per-machine GPU job queue",
+    disable_help_subcommand = true
+)]
+pub struct Cli {
+    /// The state home (default: HOMEBASED_HOME, $XDG_STATE_HOME/homebased, ~/.local/state/homebased).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub home: Option<PathBuf>,
+    /// The config file (default: HOMEBASED_CONFIG, ~/.config/homebased/config.toml).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Print one JSON object per command.
+    #[arg(long, global = true, conflicts_with = "quiet")]
+    pub json: bool,
+    /// Print only ids, one per line.
+    #[arg(long, global = true)]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run and control the daemon.
+    #[command(subcommand)]
+    Daemon(DaemonCommand),
+    /// Resources, the queue and jobs.
+    #[command(subcommand)]
+    Resource(ResourceCommand),
+    /// Read a run's output.
+    #[command(subcommand)]
+    Task(TaskCommand),
+    /// Read a thread's event inbox.
+    Events(EventsArgs),
+    /// Check the configuration file.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Version, git revision, API and Fleet protocol versions.
+    Version,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DaemonCommand {
+    /// Run the daemon in the foreground.
+    Serve {
+        /// TCP address for the web listener, or `off`.
+        #[arg(long, value_name = "ADDR|off", env = "HOMEBASED_WEB_LISTEN")]
+        web_listen: Option<String>,
+    },
+    /// Start the daemon in the background; returns once its socket answers.
+    Start,
+    /// Stop the daemon. Refuses while jobs are queued or active unless --yes.
+    Stop {
+        /// Cancel queued and active jobs first and wait for their cleanup.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Stop and start the daemon without touching running work (loads changed settings).
+    Restart,
+    /// Whether the daemon runs; works with the daemon down.
+    Status,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ResourceCommand {
+    /// Resources and their active run phase.
+    List(MachineArg),
+    /// Queued and active jobs in serving order.
+    Jobs(MachineArg),
+    /// Add a manual lane (local only).
+    Register {
+        #[arg(long)]
+        name: String,
+        /// CUDA device index exported as CUDA_VISIBLE_DEVICES.
+        #[arg(long)]
+        device: Option<u32>,
+    },
+    /// Clear an Attention hold after a person checked the machine.
+    Release {
+        #[arg(long, value_name = "ATTENTION")]
+        attention: String,
+        #[arg(long, value_name = "UUID")]
+        operation_id: Option<String>,
+        #[command(flatten)]
+        machine: MachineArg,
+    },
+    /// Print the JSON Schema of the job spec.
+    Schema,
+    /// Submit, inspect, move and cancel jobs.
+    #[command(subcommand)]
+    Job(JobCommand),
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct MachineArg {
+    /// A Fleet machine name or UUID (default: local, or the job's saved authority).
+    #[arg(long, value_name = "M")]
+    pub machine: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum JobCommand {
+    /// Submit a job (socket only).
+    Submit {
+        /// Your own job UUID, so a retry after a lost reply is safe.
+        #[arg(long, value_name = "J")]
+        job_id: Option<String>,
+        /// The spec file, or `-` for standard input.
+        #[arg(long, value_name = "FILE|-")]
+        spec: String,
+        /// Allow a run to submit work into another thread than its own job's.
+        #[arg(long)]
+        allow_other_thread: bool,
+    },
+    /// The job, its slot, every run with its task UUID, cleanup results and events.
+    Show {
+        job: String,
+        #[command(flatten)]
+        machine: MachineArg,
+    },
+    /// Change a job's level or position.
+    Move {
+        job: String,
+        #[arg(long)]
+        front: bool,
+        #[arg(long)]
+        back: bool,
+        #[arg(long, value_name = "low|medium|high")]
+        priority: Option<String>,
+        #[arg(long, value_name = "J2")]
+        before: Option<String>,
+        #[arg(long, value_name = "J2")]
+        after: Option<String>,
+        #[arg(long, value_name = "UUID")]
+        operation_id: Option<String>,
+        #[command(flatten)]
+        machine: MachineArg,
+    },
+    /// Cancel queued work, or request stop and cleanup of the active run.
+    Cancel {
+        job: String,
+        #[arg(long, value_name = "UUID")]
+        operation_id: Option<String>,
+        #[command(flatten)]
+        machine: MachineArg,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TaskCommand {
+    /// A run's output.log.
+    Log {
+        task: String,
+        /// Only the last N lines (at most 5000).
+        #[arg(long, value_name = "N")]
+        tail: Option<usize>,
+        /// Keep printing new output until the run ends.
+        #[arg(long)]
+        follow: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct EventsArgs {
+    #[arg(long, value_name = "T")]
+    pub thread: String,
+    /// Only events after this inbox line number.
+    #[arg(long, value_name = "SEQ")]
+    pub after: Option<u64>,
+    #[arg(long)]
+    pub follow: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigCommand {
+    /// Print the config path, whether it exists and the effective settings.
+    Validate,
+}

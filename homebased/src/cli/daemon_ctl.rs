@@ -1,0 +1,249 @@
+//! `daemon start|stop|restart|status`: the background lifecycle, driven through the socket
+//! and `daemon.lock`. None of it touches running work, except `stop --yes`, which cancels
+//! queued and active jobs first, as asked.
+
+use super::args::DaemonCommand;
+use super::client::{Client, Retry};
+use super::Printed;
+use crate::daemon::lock;
+use crate::store::{jobs, machine, Store};
+use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
+use homebased_shared::home::Home;
+use homebased_shared::ids::OperationId;
+use homebased_shared::wire::{DaemonStatus, JobList, ResourceList};
+use homebased_shared::API_VERSION;
+use serde_json::json;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const START_BOUND: Duration = Duration::from_secs(30);
+const STOP_BOUND: Duration = Duration::from_secs(30);
+/// `stop --yes` waits this long for cancelled runs to finish their cleanup.
+const DRAIN_BOUND: Duration = Duration::from_secs(300);
+const POLL: Duration = Duration::from_millis(50);
+
+pub fn run(
+    cmd: DaemonCommand,
+    home: &Home,
+    home_flag: &Option<PathBuf>,
+    config_flag: &Option<PathBuf>,
+) -> ApiResult<Printed> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(ApiError::internal)?;
+    let client = Client::new(home.socket());
+    rt.block_on(async {
+        match cmd {
+            DaemonCommand::Serve { .. } => Err(ApiError::internal("serve runs in the foreground")),
+            DaemonCommand::Status => status(home, &client).await,
+            DaemonCommand::Start => start(home, home_flag, config_flag, &client).await,
+            DaemonCommand::Stop { yes } => stop(home, &client, yes).await,
+            DaemonCommand::Restart => {
+                stop_daemon(home, &client).await?;
+                start(home, home_flag, config_flag, &client).await
+            }
+        }
+    })
+}
+
+fn printed(status: DaemonStatus, headline: &str) -> ApiResult<Printed> {
+    let human = format!(
+        "{headline}\nsocket {}  pid {}  home {}  web {}  in flight {}  version {}",
+        status.socket,
+        status.pid.map_or_else(|| "-".into(), |p| p.to_string()),
+        status.home,
+        status.web.as_deref().unwrap_or("off"),
+        status.in_flight,
+        status.version
+    );
+    let ids = status.pid.map(|p| p.to_string()).into_iter().collect();
+    let json = serde_json::to_value(&status).map_err(ApiError::internal)?;
+    Ok(Printed { json, ids, human })
+}
+
+async fn live_status(client: &Client) -> ApiResult<Option<DaemonStatus>> {
+    match client.get("/v1/status").await {
+        Ok(v) => serde_json::from_value(v)
+            .map(Some)
+            .map_err(ApiError::internal),
+        Err(e) if e.code == ErrorCode::DaemonUnavailable => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The status read from the database while no daemon answers.
+fn offline_status(home: &Home) -> ApiResult<DaemonStatus> {
+    let (in_flight, machine) = match Store::open_read_only(&home.database())? {
+        None => (0, None),
+        Some(store) => (
+            jobs::count_in_flight(store.conn())?,
+            machine::get(store.conn())?,
+        ),
+    };
+    Ok(DaemonStatus {
+        api_version: API_VERSION,
+        socket: "down".into(),
+        pid: None,
+        home: home.root().display().to_string(),
+        web: None,
+        in_flight,
+        version: env!("CARGO_PKG_VERSION").into(),
+        machine,
+    })
+}
+
+async fn status(home: &Home, client: &Client) -> ApiResult<Printed> {
+    match live_status(client).await? {
+        Some(s) => printed(s, "daemon is running"),
+        None => printed(offline_status(home)?, "daemon is not running"),
+    }
+}
+
+async fn start(
+    home: &Home,
+    home_flag: &Option<PathBuf>,
+    config_flag: &Option<PathBuf>,
+    client: &Client,
+) -> ApiResult<Printed> {
+    if lock::is_held(home) {
+        return Err(crate::daemon::already_running(home));
+    }
+    home.create()
+        .map_err(|e| ApiError::internal(format!("cannot create the home: {e}")))?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(home.daemon_log())
+        .map_err(|e| {
+            ApiError::internal(format!("cannot open {}: {e}", home.daemon_log().display()))
+        })?;
+    let log_err = log.try_clone().map_err(ApiError::internal)?;
+    let exe = std::env::current_exe().map_err(ApiError::internal)?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("--home").arg(
+        home_flag
+            .clone()
+            .unwrap_or_else(|| home.root().to_path_buf()),
+    );
+    if let Some(c) = config_flag {
+        cmd.arg("--config").arg(c);
+    }
+    cmd.args(["daemon", "serve"])
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err);
+    // SAFETY: setsid is async-signal-safe; the daemon leaves the caller's session so that
+    // closing the terminal does not signal it.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| ApiError::internal(format!("cannot start the daemon: {e}")))?;
+    let started = Instant::now();
+    while started.elapsed() < START_BOUND {
+        if let Some(exit) = child.try_wait().map_err(ApiError::internal)? {
+            if exit.code() == Some(ErrorCode::DaemonAlreadyRunning.exit_code()) {
+                return Err(crate::daemon::already_running(home));
+            }
+            return Err(ApiError::internal(format!(
+                "the daemon exited with {exit} during start; see {}",
+                home.daemon_log().display()
+            )));
+        }
+        if let Some(s) = live_status(client).await? {
+            return printed(s, "daemon started");
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    Err(ApiError::internal(format!(
+        "the daemon did not answer within {START_BOUND:?}; see {}",
+        home.daemon_log().display()
+    )))
+}
+
+async fn stop(home: &Home, client: &Client, yes: bool) -> ApiResult<Printed> {
+    let Some(status) = live_status(client).await? else {
+        return printed(offline_status(home)?, "daemon is not running");
+    };
+    if status.in_flight > 0 {
+        if !yes {
+            return Err(ApiError::new(
+                ErrorCode::JobsInFlight,
+                format!(
+                    "{} jobs are queued or active; let them finish, or pass --yes to cancel them \
+                     and wait for their cleanup",
+                    status.in_flight
+                ),
+            )
+            .with_input(json!({ "in_flight": status.in_flight })));
+        }
+        cancel_all_and_drain(client).await?;
+    }
+    stop_daemon(home, client).await?;
+    printed(offline_status(home)?, "daemon stopped")
+}
+
+async fn cancel_all_and_drain(client: &Client) -> ApiResult<()> {
+    let list: JobList =
+        serde_json::from_value(client.get("/v1/jobs").await?).map_err(ApiError::internal)?;
+    for job in list.jobs {
+        let body = json!({ "operation_id": OperationId::new() });
+        match client
+            .post(&format!("/v1/jobs/{}/cancel", job.id), &body, Retry::Safe)
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.code == ErrorCode::JobNotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let started = Instant::now();
+    loop {
+        let resources: ResourceList = serde_json::from_value(client.get("/v1/resources").await?)
+            .map_err(ApiError::internal)?;
+        let busy = resources.resources.iter().any(|r| {
+            r.run.as_ref().is_some_and(|run| {
+                !matches!(
+                    run.phase,
+                    homebased_shared::wire::PhaseView::Attention { .. }
+                )
+            })
+        });
+        if !busy {
+            return Ok(());
+        }
+        if started.elapsed() > DRAIN_BOUND {
+            return Err(ApiError::internal(
+                "cancelled runs did not finish their cleanup in time",
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Asks the daemon to exit and waits until it released the home. Running work goes on.
+async fn stop_daemon(home: &Home, client: &Client) -> ApiResult<()> {
+    match client.post("/v1/shutdown", &json!({}), Retry::Once).await {
+        Ok(_) => {}
+        Err(e) if e.code == ErrorCode::DaemonUnavailable => {}
+        Err(e) => return Err(e),
+    }
+    let started = Instant::now();
+    while lock::is_held(home) {
+        if started.elapsed() > STOP_BOUND {
+            return Err(ApiError::internal(format!(
+                "the daemon (pid {:?}) did not exit within {STOP_BOUND:?}",
+                lock::recorded_pid(home)
+            )));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    Ok(())
+}

@@ -1,0 +1,164 @@
+//! Human output: aligned tables and one-line confirmations, for a quick look. Scripts use
+//! `--json`.
+
+use homebased_shared::time::{now_ms, Millis};
+use homebased_shared::wire::{JobList, PhaseView, ResourceList};
+
+/// Formats rows as columns separated by two spaces, the last column unpadded.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let last = cells.len().saturating_sub(1);
+        let mut out = String::new();
+        for (i, cell) in cells.into_iter().enumerate() {
+            if i == last {
+                out.push_str(&cell);
+            } else {
+                out.push_str(&format!("{cell:<width$}  ", width = widths[i]));
+            }
+        }
+        out.trim_end().to_string()
+    };
+    let mut out = line(header.iter().map(|h| h.to_string()).collect());
+    for row in rows {
+        out.push('\n');
+        out.push_str(&line(row.clone()));
+    }
+    out
+}
+
+fn seconds_since(at: Millis) -> i64 {
+    ((now_ms() - at) / 1000).max(0)
+}
+
+pub fn resources(list: &ResourceList) -> String {
+    let rows: Vec<Vec<String>> = list
+        .resources
+        .iter()
+        .map(|r| {
+            let device = r.device.map_or_else(|| "-".to_string(), |d| d.to_string());
+            let (state, run) = match &r.run {
+                None => ("idle".to_string(), "-".to_string()),
+                Some(run) => {
+                    let state = run.phase.kind().as_str().to_string();
+                    let detail = match &run.phase {
+                        PhaseView::Stopping {
+                            cause,
+                            requested_at,
+                            ..
+                        } => format!(
+                            "{} / {}s ({})",
+                            run.task,
+                            seconds_since(*requested_at),
+                            cause.as_str()
+                        ),
+                        PhaseView::Attention { id, .. } => {
+                            format!("{} attention {id}", run.task)
+                        }
+                        _ => run.task.to_string(),
+                    };
+                    (state, detail)
+                }
+            };
+            vec![r.id.to_string(), r.name.clone(), device, state, run]
+        })
+        .collect();
+    table(&["ID", "NAME", "DEVICE", "STATE", "RUN / YIELD AGE"], &rows)
+}
+
+pub fn jobs(list: &JobList) -> String {
+    let rows: Vec<Vec<String>> = list
+        .jobs
+        .iter()
+        .map(|j| {
+            vec![
+                j.id.to_string(),
+                j.priority.to_string(),
+                j.position.map_or_else(|| "-".into(), |p| p.to_string()),
+                j.state.name().to_string(),
+                format!("{} / {}", j.target, j.name),
+            ]
+        })
+        .collect();
+    table(
+        &["JOB", "PRIORITY", "POSITION", "STATE", "TARGET / NAME"],
+        &rows,
+    )
+}
+
+pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
+    let j = d;
+    let mut out = format!(
+        "job {}  {}\nstate {}  priority {}  position {}  step {} of {}  target {}\nthread {}",
+        j.id,
+        j.name,
+        j.state.name(),
+        j.priority,
+        j.position.map_or_else(|| "-".into(), |p| p.to_string()),
+        j.step + 1,
+        j.steps,
+        j.target,
+        d.thread,
+    );
+    if let Some(cause) = d.last_stop_cause {
+        out.push_str(&format!("\nlast stop cause {}", cause.as_str()));
+    }
+    if d.runs.is_empty() {
+        out.push_str("\nno runs yet");
+    } else {
+        let rows: Vec<Vec<String>> = d
+            .runs
+            .iter()
+            .map(|r| {
+                let cleanup = r
+                    .cleanup
+                    .as_ref()
+                    .and_then(|c| c.get("result").and_then(|v| v.as_str()).map(String::from))
+                    .unwrap_or_else(|| "-".into());
+                vec![
+                    r.task.to_string(),
+                    r.run_number.to_string(),
+                    r.step.to_string(),
+                    r.status.as_str().to_string(),
+                    r.stop_cause.map_or("-", |c| c.as_str()).to_string(),
+                    r.process
+                        .as_ref()
+                        .map_or_else(|| "-".into(), |p| p.to_string()),
+                    cleanup,
+                ]
+            })
+            .collect();
+        out.push('\n');
+        out.push_str(&table(
+            &[
+                "TASK", "RUN", "STEP", "STATUS", "STOP", "PROCESS", "CLEANUP",
+            ],
+            &rows,
+        ));
+    }
+    for e in &d.events {
+        out.push_str(&format!(
+            "\nevent {} {} {}",
+            e["seq"],
+            e["event"].as_str().unwrap_or("?"),
+            e["at"].as_str().unwrap_or("")
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_align_and_last_is_unpadded() {
+        let t = table(&["A", "LONGER"], &[vec!["xyz".into(), "1".into()]]);
+        assert_eq!(t, "A    LONGER\nxyz  1");
+    }
+}

@@ -1,0 +1,167 @@
+//! The core: the single owner of the store and of every decision. It runs on its own thread;
+//! API handlers and run watchers send it closures and await their results, so every request
+//! and every observation is applied one at a time, each as one transaction, followed by its
+//! side effects and a scheduling pass.
+//!
+//! One file per verb: [`register`], [`submit`], [`move_job`], [`cancel`]; [`views`] builds
+//! the read shapes.
+
+pub mod cancel;
+pub mod classify;
+pub mod launch;
+pub mod move_job;
+pub mod observe;
+pub mod pass;
+pub mod reconcile;
+pub mod register;
+pub mod stop;
+pub mod submit;
+pub mod views;
+
+use crate::store::Store;
+use homebased_shared::config::Config;
+use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
+use homebased_shared::home::Home;
+use homebased_shared::ids::MachineId;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Facts about the running daemon that status reports.
+#[derive(Debug, Clone)]
+pub struct DaemonFacts {
+    pub pid: u32,
+    pub web: Option<String>,
+}
+
+pub struct Core {
+    pub store: Store,
+    pub home: Home,
+    pub config: Config,
+    pub machine: MachineId,
+    pub machine_name: String,
+    pub facts: DaemonFacts,
+    /// Set by a change that may let work start or stop; the loop then runs a pass.
+    dirty: bool,
+    /// A handle to this core, for the watchers it starts.
+    me: CoreHandle,
+    /// Taken by [`Core::spawn`].
+    inbox: Option<mpsc::Receiver<Call>>,
+}
+
+type Call = Box<dyn FnOnce(&mut Core) + Send>;
+
+/// A cheap, cloneable way to reach the core from any thread or task.
+#[derive(Clone)]
+pub struct CoreHandle {
+    /// Closures to run on the core thread, in arrival order.
+    calls: mpsc::Sender<Call>,
+}
+
+impl CoreHandle {
+    /// Runs `f` on the core and returns its result.
+    pub async fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Core) -> ApiResult<T> + Send + 'static,
+    ) -> ApiResult<T> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let call: Call = Box::new(move |core| {
+            let _ = reply.send(f(core));
+        });
+        self.calls.send(call).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    /// Sends `f` without waiting for it (watchers and timers).
+    pub fn post(&self, f: impl FnOnce(&mut Core) + Send + 'static) {
+        let _ = self.calls.send(Box::new(f));
+    }
+}
+
+fn stopped() -> ApiError {
+    ApiError::new(ErrorCode::DaemonUnavailable, "the daemon is shutting down")
+}
+
+impl Core {
+    pub fn new(store: Store, home: Home, config: Config, facts: DaemonFacts) -> ApiResult<Core> {
+        let machine = crate::store::machine::ensure(store.conn())?;
+        let machine_name = config.fleet.machine_name.clone().unwrap_or_else(host_name);
+        let (calls, inbox) = mpsc::channel::<Call>();
+        Ok(Core {
+            store,
+            home,
+            config,
+            machine,
+            machine_name,
+            facts,
+            dirty: true,
+            me: CoreHandle { calls },
+            inbox: Some(inbox),
+        })
+    }
+
+    /// A handle to this core, for threads it starts.
+    pub fn handle(&self) -> CoreHandle {
+        self.me.clone()
+    }
+
+    /// Notes that the queue changed and a scheduling pass is due.
+    pub fn mark_dirty(&mut self) {
+        self.dirty = true;
+    }
+
+    /// Starts the core thread: it reconciles every run first, then serves calls until the
+    /// returned stop flag is raised.
+    pub fn spawn(mut self) -> std::io::Result<(CoreHandle, CoreStop, std::thread::JoinHandle<()>)> {
+        let handle = self.handle();
+        let stop = CoreStop(Arc::new(AtomicBool::new(false)));
+        let stopped = stop.clone();
+        let inbox = self
+            .inbox
+            .take()
+            .ok_or_else(|| std::io::Error::other("the core was already started"))?;
+        let thread = std::thread::Builder::new()
+            .name("core".into())
+            .spawn(move || {
+                self.reconcile();
+                // A slow safety tick catches anything a lost hint missed.
+                let tick = Duration::from_millis(500);
+                while !stopped.is_raised() {
+                    match inbox.recv_timeout(tick) {
+                        Ok(call) => call(&mut self),
+                        Err(mpsc::RecvTimeoutError::Timeout) => self.tick(),
+                        Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                    }
+                    if self.dirty {
+                        self.dirty = false;
+                        self.pass();
+                    }
+                }
+            })?;
+        Ok((handle, stop, thread))
+    }
+}
+
+/// Tells the core thread to finish (its own handle keeps the channel open, so dropping the
+/// other handles is not enough).
+#[derive(Clone)]
+pub struct CoreStop(Arc<AtomicBool>);
+
+impl CoreStop {
+    pub fn raise(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    fn is_raised(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+fn host_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}

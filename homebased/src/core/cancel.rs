@@ -1,0 +1,77 @@
+//! `resource job cancel`: a queued job is cancelled at once; for an active job a stop and
+//! cleanup are requested (the answer does not prove cleanup finished); a finished job answers
+//! `already_terminal`.
+
+use super::Core;
+use crate::store::events;
+use crate::store::{jobs, operations, runs};
+use homebased_shared::error::{ApiError, ApiResult};
+use homebased_shared::event::EventKind;
+use homebased_shared::ids::JobId;
+use homebased_shared::queue::{JobStatus, PhaseKind, StopCause};
+use homebased_shared::wire::{CancelRequest, CancelResult};
+
+impl Core {
+    pub fn cancel(&mut self, id: JobId, req: CancelRequest) -> ApiResult<CancelResult> {
+        let content = serde_json::json!({ "job": id });
+        let digest = operations::digest("cancel", &self.machine.to_string(), &content);
+        let machine = self.machine;
+        let mut stop_to_enact = None;
+        let result = self.store.write(|tx| {
+            if let Some(stored) = operations::replay(tx, req.operation_id, "cancel", &digest)? {
+                return serde_json::from_value(stored).map_err(ApiError::internal);
+            }
+            let job = jobs::require(tx, id)?;
+            let result = match job.status {
+                JobStatus::Succeeded | JobStatus::Failed | JobStatus::Cancelled => {
+                    CancelResult::AlreadyTerminal {
+                        state: job.status.as_str().into(),
+                    }
+                }
+                JobStatus::Queued => {
+                    jobs::finish(tx, &job, JobStatus::Cancelled, None)?;
+                    events::append(
+                        tx,
+                        machine,
+                        &job,
+                        EventKind::JobCancelled,
+                        None,
+                        Default::default(),
+                    )?;
+                    CancelResult::Cancelled
+                }
+                JobStatus::Active => {
+                    let run = runs::list_for_job(tx, id)?
+                        .into_iter()
+                        .find(|r| {
+                            matches!(
+                                r.phase,
+                                Some(
+                                    PhaseKind::Launching
+                                        | PhaseKind::Executing
+                                        | PhaseKind::Stopping
+                                )
+                            )
+                        })
+                        .ok_or_else(|| {
+                            ApiError::internal(format!("active job {id} has no live run"))
+                        })?;
+                    super::stop::commit(tx, &run, StopCause::UserCancel, None)?;
+                    stop_to_enact = Some(run.task);
+                    CancelResult::Stopping {
+                        resource: run.resource,
+                        task: run.task,
+                    }
+                }
+            };
+            let stored = serde_json::to_value(&result).map_err(ApiError::internal)?;
+            operations::record(tx, req.operation_id, "cancel", &digest, &stored)?;
+            Ok(result)
+        })?;
+        if let Some(task) = stop_to_enact {
+            self.enact_stop(task);
+        }
+        self.mark_dirty();
+        Ok(result)
+    }
+}

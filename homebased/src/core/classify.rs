@@ -1,0 +1,224 @@
+//! How a run's end moves its job (SPEC section 4, "How a run's end moves its job"): a pure
+//! function of what the worker recorded, the committed stop cause and whether the step was
+//! the last.
+
+use homebased_shared::event::EventKind;
+use homebased_shared::queue::{RunStatus, StopCause};
+use homebased_shared::rundir::{ExitReason, EXIT_YIELDED};
+
+/// What ended the run, as observed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunEnd {
+    /// The worker recorded it in `exit.json`.
+    Recorded(ExitReason),
+    /// The worker vanished without `exit.json`.
+    Lost,
+}
+
+/// Where the job goes next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobNext {
+    Succeeded,
+    /// Queued again at the next step, keeping its slot.
+    NextStep,
+    /// Queued again at the same step, keeping its slot; `resume` after a yield.
+    Requeue {
+        resume: bool,
+    },
+    Cancelled,
+    Failed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    pub run: RunStatus,
+    pub job: JobNext,
+    pub event: Option<EventKind>,
+}
+
+pub fn classify(end: &RunEnd, cause: Option<StopCause>, last_step: bool) -> Outcome {
+    use JobNext::*;
+    let outcome = |run, job, event| Outcome { run, job, event };
+    let exited_zero = matches!(end, RunEnd::Recorded(ExitReason::Exit { code: 0 }));
+    // A genuine exit 0 is never turned into a failure or a preemption.
+    if exited_zero {
+        return match (last_step, cause) {
+            (true, _) => outcome(
+                RunStatus::Succeeded,
+                Succeeded,
+                Some(EventKind::JobSucceeded),
+            ),
+            (false, Some(StopCause::UserCancel)) => outcome(
+                RunStatus::Succeeded,
+                Cancelled,
+                Some(EventKind::JobCancelled),
+            ),
+            (false, _) => outcome(RunStatus::Succeeded, NextStep, None),
+        };
+    }
+    if cause == Some(StopCause::UserCancel) {
+        return outcome(
+            RunStatus::Cancelled,
+            Cancelled,
+            Some(EventKind::JobCancelled),
+        );
+    }
+    match (end, cause) {
+        (RunEnd::Recorded(ExitReason::Exit { code: EXIT_YIELDED }), Some(StopCause::Yield)) => {
+            outcome(
+                RunStatus::Preempted,
+                Requeue { resume: true },
+                Some(EventKind::JobPreempted),
+            )
+        }
+        (RunEnd::Recorded(ExitReason::Cancelled), Some(StopCause::Restart)) => outcome(
+            RunStatus::Preempted,
+            Requeue { resume: false },
+            Some(EventKind::JobPreempted),
+        ),
+        (RunEnd::Recorded(ExitReason::Cancelled), _) => outcome(
+            RunStatus::Cancelled,
+            Cancelled,
+            Some(EventKind::JobCancelled),
+        ),
+        (RunEnd::Lost, _) => outcome(RunStatus::Lost, Failed, Some(EventKind::JobFailed)),
+        (RunEnd::Recorded(_), _) => outcome(RunStatus::Failed, Failed, Some(EventKind::JobFailed)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ExitReason::*;
+    use JobNext::*;
+    use StopCause::*;
+
+    fn exit(code: i32) -> RunEnd {
+        RunEnd::Recorded(Exit { code })
+    }
+
+    #[test]
+    fn the_spec_table() {
+        let cancelled = RunEnd::Recorded(ExitReason::Cancelled);
+        let signal = RunEnd::Recorded(Signal { signal: 9 });
+        let spawn = RunEnd::Recorded(SpawnFailed {
+            message: "x".into(),
+        });
+        let cases: Vec<(RunEnd, Option<StopCause>, bool, RunStatus, JobNext)> = vec![
+            (exit(0), None, true, RunStatus::Succeeded, Succeeded),
+            (
+                exit(0),
+                Some(UserCancel),
+                true,
+                RunStatus::Succeeded,
+                Succeeded,
+            ),
+            (exit(0), Some(Yield), true, RunStatus::Succeeded, Succeeded),
+            (exit(0), None, false, RunStatus::Succeeded, NextStep),
+            (exit(0), Some(Yield), false, RunStatus::Succeeded, NextStep),
+            (
+                exit(0),
+                Some(Restart),
+                false,
+                RunStatus::Succeeded,
+                NextStep,
+            ),
+            (
+                exit(0),
+                Some(UserCancel),
+                false,
+                RunStatus::Succeeded,
+                JobNext::Cancelled,
+            ),
+            (
+                exit(75),
+                Some(Yield),
+                false,
+                RunStatus::Preempted,
+                Requeue { resume: true },
+            ),
+            (
+                exit(75),
+                Some(Yield),
+                true,
+                RunStatus::Preempted,
+                Requeue { resume: true },
+            ),
+            (
+                cancelled.clone(),
+                Some(Restart),
+                true,
+                RunStatus::Preempted,
+                Requeue { resume: false },
+            ),
+            (
+                exit(75),
+                Some(UserCancel),
+                true,
+                RunStatus::Cancelled,
+                JobNext::Cancelled,
+            ),
+            (
+                exit(3),
+                Some(UserCancel),
+                true,
+                RunStatus::Cancelled,
+                JobNext::Cancelled,
+            ),
+            (
+                RunEnd::Lost,
+                Some(UserCancel),
+                true,
+                RunStatus::Cancelled,
+                JobNext::Cancelled,
+            ),
+            (
+                cancelled.clone(),
+                None,
+                true,
+                RunStatus::Cancelled,
+                JobNext::Cancelled,
+            ),
+            (
+                cancelled,
+                Some(Yield),
+                true,
+                RunStatus::Cancelled,
+                JobNext::Cancelled,
+            ),
+            (exit(75), None, true, RunStatus::Failed, Failed),
+            (exit(75), Some(Restart), true, RunStatus::Failed, Failed),
+            (exit(1), None, false, RunStatus::Failed, Failed),
+            (exit(1), Some(Yield), false, RunStatus::Failed, Failed),
+            (signal, Some(Restart), true, RunStatus::Failed, Failed),
+            (spawn, None, true, RunStatus::Failed, Failed),
+            (RunEnd::Lost, None, true, RunStatus::Lost, Failed),
+            (RunEnd::Lost, Some(Restart), false, RunStatus::Lost, Failed),
+        ];
+        for (end, cause, last, run, job) in cases {
+            let o = classify(&end, cause, last);
+            assert_eq!((o.run, o.job), (run, job), "{end:?} {cause:?} last={last}");
+        }
+    }
+
+    #[test]
+    fn events_follow_the_job() {
+        assert_eq!(
+            classify(&exit(0), None, true).event,
+            Some(EventKind::JobSucceeded)
+        );
+        assert_eq!(classify(&exit(0), None, false).event, None);
+        assert_eq!(
+            classify(&exit(75), Some(Yield), false).event,
+            Some(EventKind::JobPreempted)
+        );
+        assert_eq!(
+            classify(&RunEnd::Lost, None, false).event,
+            Some(EventKind::JobFailed)
+        );
+        assert_eq!(
+            classify(&exit(2), Some(UserCancel), false).event,
+            Some(EventKind::JobCancelled)
+        );
+    }
+}

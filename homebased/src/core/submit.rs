@@ -1,0 +1,125 @@
+//! `resource job submit`: validate the spec, then store the job at the back of its level.
+//! Idempotent on the job UUID: the same id with the same canonical spec returns the job as it
+//! is now; another spec is `job_conflict`.
+
+use super::Core;
+use crate::store::{jobs, resources, runs};
+use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
+use homebased_shared::spec::{self, SubmitContext};
+use homebased_shared::wire::{SubmitRequest, SubmitResult};
+use homebased_shared::API_VERSION;
+
+impl Core {
+    pub fn submit(&mut self, req: SubmitRequest) -> ApiResult<SubmitResult> {
+        let raw = serde_json::to_vec(&req.spec).map_err(ApiError::internal)?;
+        let ctx = SubmitContext {
+            path: req.submitter.path.clone(),
+            cwd: req.submitter.cwd.clone(),
+        };
+        let valid = spec::validate(&raw, &ctx)?;
+        if let Some(machine) = &valid.spec.machine {
+            self.check_local_machine(Some(machine))?;
+        }
+        if let Some(parent) = req.submitter.parent_task {
+            if !req.allow_other_thread {
+                self.check_parent_thread(parent, valid.spec.thread)?;
+            }
+        }
+        let conn = self.store.conn();
+        let target = match &valid.spec.resource {
+            None => None,
+            Some(name) => Some(
+                resources::find(conn, name)?
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            ErrorCode::ResourceNotFound,
+                            format!("no resource {name:?} on this machine to pin the job to"),
+                        )
+                        .with_input(serde_json::json!({ "pointer": "/resource", "value": name }))
+                    })?
+                    .id,
+            ),
+        };
+        let id = req.job;
+        let job = self.store.write(|tx| {
+            if let Some(existing) = jobs::get(tx, id)? {
+                if existing.digest != valid.digest {
+                    return Err(ApiError::new(
+                        ErrorCode::JobConflict,
+                        format!("job {id} was already submitted with a different spec"),
+                    )
+                    .with_input(serde_json::json!({ "job": id })));
+                }
+                return Ok(existing);
+            }
+            jobs::insert(
+                tx,
+                &jobs::NewJob {
+                    id,
+                    thread: valid.spec.thread,
+                    name: &valid.spec.name,
+                    priority: valid.spec.priority,
+                    target,
+                    spec: &valid.canonical,
+                    digest: &valid.digest,
+                    env_path: req.submitter.path.as_deref(),
+                    env_home: req.submitter.home.as_deref(),
+                    steps: valid.spec.steps.len() as u32,
+                },
+            )?;
+            jobs::require(tx, id)
+        })?;
+        self.mark_dirty();
+        Ok(SubmitResult {
+            api_version: API_VERSION,
+            job: job.id,
+            machine: self.machine,
+            state: job.status.as_str().into(),
+            priority: job.priority,
+            position: job.position,
+        })
+    }
+
+    /// A run submitting follow-up work keeps its events in the same thread.
+    fn check_parent_thread(
+        &self,
+        parent: homebased_shared::ids::TaskId,
+        thread: homebased_shared::ids::ThreadId,
+    ) -> ApiResult<()> {
+        let conn = self.store.conn();
+        let Some(run) = runs::get(conn, parent)? else {
+            return Ok(());
+        };
+        let parent_job = jobs::require(conn, run.job)?;
+        if parent_job.thread != thread {
+            return Err(ApiError::new(
+                ErrorCode::ThreadMismatch,
+                format!(
+                    "this submission comes from run {parent} of a job in thread {}; use that \
+                     thread or pass --allow-other-thread",
+                    parent_job.thread
+                ),
+            )
+            .with_input(serde_json::json!({
+                "pointer": "/thread",
+                "value": thread,
+                "parent_thread": parent_job.thread,
+            })));
+        }
+        Ok(())
+    }
+
+    /// `--machine` (or the spec's `machine`) names this machine, by UUID or name; any other
+    /// machine is unknown until Fleet is enabled.
+    pub fn check_local_machine(&self, machine: Option<&str>) -> ApiResult<()> {
+        match machine {
+            None => Ok(()),
+            Some(m) if m == self.machine.to_string() || m == self.machine_name => Ok(()),
+            Some(m) => Err(ApiError::new(
+                ErrorCode::MachineNotFound,
+                format!("no machine {m:?} is known here (Fleet is not enabled)"),
+            )
+            .with_input(serde_json::json!({ "machine": m }))),
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! The read shapes of SPEC section 9, built from the store.
+
+use super::Core;
+use crate::store::events;
+use crate::store::jobs::{self, Job};
+use crate::store::resources::{self, Resource};
+use crate::store::runs::{self, Run};
+use homebased_shared::error::{ApiError, ApiResult};
+use homebased_shared::ids::JobId;
+use homebased_shared::queue::{JobStatus, PhaseKind};
+use homebased_shared::wire::{
+    ActiveRunView, DaemonStatus, JobDetail, JobList, JobStateView, JobSummary, PhaseView,
+    ResourceList, ResourceView, RunView,
+};
+use homebased_shared::API_VERSION;
+
+impl Core {
+    pub fn resource_list(&self) -> ApiResult<ResourceList> {
+        let conn = self.store.conn();
+        let holding = runs::list_holding(conn)?;
+        let resources = resources::list(conn)?
+            .into_iter()
+            .map(|r| {
+                let run = holding.iter().find(|run| run.resource == r.id);
+                resource_view(r, run)
+            })
+            .collect::<ApiResult<_>>()?;
+        Ok(ResourceList {
+            api_version: API_VERSION,
+            machine: self.machine,
+            resources,
+        })
+    }
+
+    pub fn job_list(&self) -> ApiResult<JobList> {
+        let jobs = jobs::list_open(self.store.conn())?
+            .iter()
+            .map(job_summary)
+            .collect();
+        Ok(JobList {
+            api_version: API_VERSION,
+            machine: self.machine,
+            jobs,
+        })
+    }
+
+    pub fn job_detail(&self, id: JobId) -> ApiResult<JobDetail> {
+        let conn = self.store.conn();
+        let job = jobs::require(conn, id)?;
+        let history = runs::list_for_job(conn, id)?;
+        let active_run = history
+            .iter()
+            .find(|r| {
+                matches!(
+                    r.phase,
+                    Some(PhaseKind::Launching | PhaseKind::Executing | PhaseKind::Stopping)
+                )
+            })
+            .map(|r| r.task);
+        let summary = job_summary(&job);
+        Ok(JobDetail {
+            api_version: API_VERSION,
+            machine: self.machine,
+            id: summary.id,
+            name: summary.name,
+            priority: summary.priority,
+            position: summary.position,
+            state: summary.state,
+            target: summary.target,
+            step: summary.step,
+            steps: summary.steps,
+            created_at: summary.created_at,
+            updated_at: summary.updated_at,
+            thread: job.thread,
+            spec: job.spec.clone(),
+            active_run,
+            runs: history.iter().map(run_view).collect(),
+            last_stop_cause: job.last_stop_cause,
+            events: events::list_for_job(conn, id)?,
+        })
+    }
+
+    pub fn status(&self) -> ApiResult<DaemonStatus> {
+        Ok(DaemonStatus {
+            api_version: API_VERSION,
+            socket: "up".into(),
+            pid: Some(self.facts.pid),
+            home: self.home.root().display().to_string(),
+            web: self.facts.web.clone(),
+            in_flight: jobs::count_in_flight(self.store.conn())?,
+            version: env!("CARGO_PKG_VERSION").into(),
+            machine: Some(self.machine),
+        })
+    }
+}
+
+pub fn resource_view(r: Resource, run: Option<&Run>) -> ApiResult<ResourceView> {
+    let run = run.map(active_run_view).transpose()?.flatten();
+    Ok(ResourceView {
+        id: r.id,
+        name: r.name,
+        device: r.device,
+        origin: r.origin,
+        run,
+    })
+}
+
+fn active_run_view(run: &Run) -> ApiResult<Option<ActiveRunView>> {
+    let Some(kind) = run.phase else {
+        return Ok(None);
+    };
+    let inconsistent = || ApiError::internal(format!("run {} has an inconsistent phase", run.task));
+    let phase = match kind {
+        PhaseKind::Launching => PhaseView::Launching {
+            reserved_at: run.reserved_at,
+        },
+        PhaseKind::Executing => PhaseView::Executing {
+            started_at: run.started_at.ok_or_else(inconsistent)?,
+        },
+        PhaseKind::Stopping => PhaseView::Stopping {
+            cause: run.stop_cause.ok_or_else(inconsistent)?,
+            requested_at: run.stop_requested_at.ok_or_else(inconsistent)?,
+            started_at: run.started_at.unwrap_or(run.reserved_at),
+        },
+        PhaseKind::Cleaning => PhaseView::Cleaning {
+            attempt: run.cleanup_attempt.max(1),
+        },
+        PhaseKind::Attention => PhaseView::Attention {
+            id: run.attention.ok_or_else(inconsistent)?,
+            failure: run.cleanup.clone().unwrap_or(serde_json::Value::Null),
+        },
+    };
+    Ok(Some(ActiveRunView {
+        job: run.job,
+        task: run.task,
+        run_number: run.run_number,
+        step: run.step,
+        resume: run.resume,
+        phase,
+    }))
+}
+
+pub fn job_state_view(job: &Job) -> JobStateView {
+    match job.status {
+        JobStatus::Queued => JobStateView::Queued { resume: job.resume },
+        JobStatus::Active => match job.active_resource {
+            Some(resource) => JobStateView::Active { resource },
+            // Cannot happen while the store keeps its invariants; show it as queued.
+            None => JobStateView::Queued { resume: job.resume },
+        },
+        JobStatus::Succeeded => JobStateView::Succeeded,
+        JobStatus::Failed => JobStateView::Failed {
+            run: job.failed_run,
+        },
+        JobStatus::Cancelled => JobStateView::Cancelled,
+    }
+}
+
+pub fn job_summary(job: &Job) -> JobSummary {
+    JobSummary {
+        id: job.id,
+        name: job.name.clone(),
+        priority: job.priority,
+        position: job.position,
+        state: job_state_view(job),
+        target: job
+            .target
+            .map_or_else(|| "any".to_string(), |t| t.to_string()),
+        step: job.step,
+        steps: job.steps,
+        runs: job.runs,
+        created_at: job.created_at,
+        updated_at: job.updated_at,
+    }
+}
+
+pub fn run_view(run: &Run) -> RunView {
+    RunView {
+        task: run.task,
+        run_number: run.run_number,
+        step: run.step,
+        resource: run.resource,
+        status: run.status,
+        resume: run.resume,
+        stop_cause: run.stop_cause,
+        started_at: run.started_at,
+        ended_at: run.ended_at,
+        process: run.process.clone(),
+        cleanup: run.cleanup.clone(),
+    }
+}

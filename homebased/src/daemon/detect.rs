@@ -1,0 +1,114 @@
+//! GPU detection at daemon start: run the probe (the I/O), let [`crate::detection::plan`]
+//! decide (pure), apply the plan in one transaction.
+
+use crate::detection::{self, Change, ExistingResource, Platform, ProbeOutcome};
+use crate::store::{resources, runs, Store};
+use homebased_shared::error::ApiResult;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long `nvidia-smi -L` may take before it counts as failed.
+const PROBE_BOUND: Duration = Duration::from_secs(30);
+
+/// The probe binary: `HOMEBASED_NVIDIA_SMI` (tests use a fake), else `nvidia-smi` on `PATH`.
+fn probe_program() -> String {
+    std::env::var("HOMEBASED_NVIDIA_SMI")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "nvidia-smi".into())
+}
+
+pub fn probe() -> ProbeOutcome {
+    let program = probe_program();
+    let child = Command::new(&program)
+        .arg("-L")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return ProbeOutcome::NotInstalled,
+        Err(e) => return ProbeOutcome::Failed(format!("cannot run {program}: {e}")),
+    };
+    let started = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if started.elapsed() > PROBE_BOUND => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return ProbeOutcome::Failed(format!(
+                    "{program} -L did not finish within {PROBE_BOUND:?}"
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return ProbeOutcome::Failed(format!("waiting for {program}: {e}")),
+        }
+    }
+    match child.wait_with_output() {
+        Ok(out) if out.status.success() => ProbeOutcome::Listed(detection::parse_nvidia_smi_list(
+            &String::from_utf8_lossy(&out.stdout),
+        )),
+        Ok(out) => ProbeOutcome::Failed(format!(
+            "{program} -L exited with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) => ProbeOutcome::Failed(format!("reading {program} output: {e}")),
+    }
+}
+
+fn platform() -> Platform {
+    if cfg!(target_os = "macos") {
+        Platform::MacOs
+    } else {
+        Platform::Linux
+    }
+}
+
+/// Detects resources and applies the plan. Manual registrations are never changed.
+pub fn detect(store: &mut Store) -> ApiResult<()> {
+    let outcome = match platform() {
+        Platform::MacOs => ProbeOutcome::NotInstalled,
+        Platform::Linux => probe(),
+    };
+    store.write(|tx| {
+        let holding = runs::list_holding(tx)?;
+        let existing: Vec<ExistingResource> = resources::list(tx)?
+            .into_iter()
+            .map(|r| ExistingResource {
+                busy: holding.iter().any(|run| run.resource == r.id),
+                id: r.id,
+                name: r.name,
+                device: r.device,
+                origin: r.origin,
+            })
+            .collect();
+        let plan = detection::plan(platform(), &existing, &outcome);
+        if let Some(warning) = &plan.warning {
+            tracing::warn!("GPU detection: {warning}");
+        }
+        for change in plan.changes {
+            match change {
+                Change::Add {
+                    name,
+                    device,
+                    origin,
+                } => {
+                    resources::insert(tx, &name, device, origin)?;
+                    tracing::info!(%name, ?device, origin = origin.as_str(), "resource detected");
+                }
+                Change::AdoptFallback {
+                    id,
+                    new_name,
+                    device,
+                } => {
+                    resources::adopt(tx, id, new_name.as_deref(), device)?;
+                    tracing::info!(%id, device, "fallback resource adopted the first detected GPU");
+                }
+            }
+        }
+        Ok(())
+    })
+}

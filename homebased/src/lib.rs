@@ -1,0 +1,22 @@
+//! homebased: a per-machine GPU job queue. This crate is the daemon and its CLI.
+//!
+//! # Layout
+//! - [`cli`]: the `homebased` command line; talks to the daemon over the Unix socket.
+//! - [`daemon`]: `daemon serve`: the lock, start-up, detection, listeners, shutdown.
+//! - [`api`]: the HTTP/JSON routes, shared by the socket and the TCP listener.
+//! - [`core`]: the single owner of the store; one file per verb.
+//! - [`store`]: SQLite, one file per table; the only code that writes the database.
+//! - [`scheduler`]: the pure decision: which jobs start where, which runs to stop.
+//! - [`placement`]: the pure placement rule of `job move`.
+//! - [`detection`]: the pure reading of `nvidia-smi -L` and the resource plan.
+//! - [`supervisor`]: launching and watching `homebased-worker` processes.
+
+pub mod api;
+pub mod cli;
+pub mod core;
+pub mod daemon;
+pub mod detection;
+pub mod placement;
+pub mod scheduler;
+pub mod store;
+pub mod supervisor;

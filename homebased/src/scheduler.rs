@@ -1,0 +1,252 @@
+//! The queue's brain: a pure function from what the store holds now to what should happen
+//! next (SPEC section 4, "Decide, then act" in DESIGN).
+//!
+//! [`decide`] never performs I/O. The core builds a [`Snapshot`] inside its transaction,
+//! re-checks each decision before committing it, then acts. A pass is recomputed from
+//! scratch every time, so a decision that was not committed simply reappears next pass,
+//! and a committed stop shows up in the snapshot as [`SlotPhase::Stopping`]: `decide`
+//! never withdraws one.
+//!
+//! # Layout
+//! - [`order`]: serving order of jobs, resource order and natural name order.
+//! - [`filling`]: free resources to waiting jobs.
+//! - [`preemption`]: the victim-mode table and the choice of victims.
+
+mod filling;
+mod order;
+mod preemption;
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;
+
+pub use order::{natural_cmp, resource_order};
+pub use preemption::stop_cause_now;
+
+use homebased_shared::ids::{JobId, ResourceId, TaskId};
+use homebased_shared::queue::{PhaseKind, PreemptMode, Priority, StopCause};
+use homebased_shared::time::Millis;
+use std::time::Duration;
+
+/// Everything `decide` looks at, read in one transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The clock used for run ages (`now - started_at`).
+    pub now: Millis,
+    /// Every registered resource, in any order.
+    pub resources: Vec<ResourceSlot>,
+    /// Every queued job, in any order; `decide` sorts them by serving order.
+    pub jobs: Vec<WaitingJob>,
+}
+
+/// One exclusive lane and the run that holds it, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceSlot {
+    pub id: ResourceId,
+    pub name: String,
+    /// The CUDA device index; lanes with one are preferred for `any` jobs.
+    pub device: Option<u32>,
+    /// `None` is the only free state: a run in any phase holds the lane.
+    pub run: Option<RunSlot>,
+}
+
+impl ResourceSlot {
+    pub fn is_free(&self) -> bool {
+        self.run.is_none()
+    }
+}
+
+/// The run holding a resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunSlot {
+    pub job: JobId,
+    pub task: TaskId,
+    /// The level of the owning job as it is now: a move can raise or lower it, and only
+    /// the current level decides whether a waiting job is strictly higher.
+    pub priority: Priority,
+    pub mode: PreemptMode,
+    /// The owning job's permission to restart young work, if it gave one.
+    pub restart_within: Option<Duration>,
+    pub phase: SlotPhase,
+}
+
+/// The phase of a run, with only the data `decide` needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotPhase {
+    /// Reserved, worker not yet confirmed: never a victim.
+    Launching,
+    /// The workload runs; its age comes from the stored start, so restarts keep it.
+    Executing { started_at: Millis },
+    /// A committed stop in flight. `for_job` is the waiting job it was decided for, when
+    /// known; the stop stands even if that job has gone.
+    Stopping {
+        cause: StopCause,
+        for_job: Option<JobId>,
+    },
+    /// The workload ended and cleanup runs; the lane frees itself soon.
+    Cleaning,
+    /// Cleanup failed; only a person frees the lane.
+    Attention,
+}
+
+impl SlotPhase {
+    pub fn kind(&self) -> PhaseKind {
+        match self {
+            SlotPhase::Launching => PhaseKind::Launching,
+            SlotPhase::Executing { .. } => PhaseKind::Executing,
+            SlotPhase::Stopping { .. } => PhaseKind::Stopping,
+            SlotPhase::Cleaning => PhaseKind::Cleaning,
+            SlotPhase::Attention => PhaseKind::Attention,
+        }
+    }
+
+    /// A lane that will free itself without anyone deciding anything more: a stop in
+    /// flight (any cause, a user cancel included) or a cleanup. Attention is not: it
+    /// waits for a person.
+    pub fn is_becoming_free(&self) -> bool {
+        matches!(self, SlotPhase::Stopping { .. } | SlotPhase::Cleaning)
+    }
+}
+
+/// Where a job may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// Any resource; free ones are taken in [`resource_order`].
+    Any,
+    /// Only this resource.
+    Pinned(ResourceId),
+}
+
+impl Target {
+    pub fn allows(&self, resource: ResourceId) -> bool {
+        match self {
+            Target::Any => true,
+            Target::Pinned(pinned) => *pinned == resource,
+        }
+    }
+}
+
+/// A queued job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitingJob {
+    pub id: JobId,
+    pub priority: Priority,
+    /// The 1-based slot within its level.
+    pub position: u32,
+    pub target: Target,
+    /// Its previous run is still cleaning or in Attention somewhere: leftovers could still
+    /// write to its checkpoint directory, so it neither starts nor preempts.
+    pub blocked_by_own_run: bool,
+}
+
+/// What the core should commit and then enact.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Decisions {
+    /// Free resources to reserve, in serving order of their jobs.
+    pub launches: Vec<Launch>,
+    /// New preemptive stops, at most one per waiting job.
+    pub stops: Vec<Stop>,
+    /// The first job in serving order that found no free resource (blocked notices).
+    pub first_blocked: Option<BlockedHead>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Launch {
+    pub job: JobId,
+    pub resource: ResourceId,
+}
+
+/// A preemptive stop of an executing run, decided for one waiting job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stop {
+    pub resource: ResourceId,
+    /// The exact run to stop: the core re-checks that it still holds the lane.
+    pub task: TaskId,
+    /// [`StopCause::Yield`] or [`StopCause::Restart`], never a user cancel.
+    pub cause: StopCause,
+    pub for_job: JobId,
+}
+
+/// The first blocked job and what holds it up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockedHead {
+    pub job: JobId,
+    /// Every busy lane the job may use, in resource order.
+    pub blockers: Vec<Blocker>,
+    /// A yield is in flight or decided on a lane the job may use: the notice uses the
+    /// shorter `yield` delay, since a checkpoint is expected.
+    pub yield_requested: bool,
+}
+
+/// One busy lane in front of the blocked head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blocker {
+    /// A run in any phase but Attention.
+    Run {
+        resource: ResourceId,
+        job: JobId,
+        task: TaskId,
+    },
+    /// A lane held until a person releases its Attention.
+    Attention { resource: ResourceId },
+}
+
+/// One pass of the queue: filling first, then victims for the jobs still waiting, then the
+/// blocked head.
+pub fn decide(snapshot: &Snapshot) -> Decisions {
+    let resources = order::sorted_resources(&snapshot.resources);
+    // Jobs whose own previous run is not done take no part at all: they neither start,
+    // nor preempt, nor count as the blocked head.
+    let mut jobs: Vec<&WaitingJob> = snapshot
+        .jobs
+        .iter()
+        .filter(|job| !job.blocked_by_own_run)
+        .collect();
+    jobs.sort_by(|a, b| order::serving_order(a, b));
+
+    let filled = filling::fill(&resources, &jobs);
+    let stops = preemption::choose_victims(snapshot.now, &resources, &filled.waiting);
+    let first_blocked = filled
+        .waiting
+        .first()
+        .map(|head| blocked_head(head, &resources, &stops));
+
+    Decisions {
+        launches: filled.launches,
+        stops,
+        first_blocked,
+    }
+}
+
+fn blocked_head(job: &WaitingJob, resources: &[&ResourceSlot], stops: &[Stop]) -> BlockedHead {
+    let mut blockers = Vec::new();
+    let mut yield_requested = stops
+        .iter()
+        .any(|stop| stop.for_job == job.id && stop.cause == StopCause::Yield);
+    for resource in resources.iter().filter(|r| job.target.allows(r.id)) {
+        let Some(run) = &resource.run else { continue };
+        if matches!(
+            run.phase,
+            SlotPhase::Stopping {
+                cause: StopCause::Yield,
+                ..
+            }
+        ) {
+            yield_requested = true;
+        }
+        blockers.push(match run.phase {
+            SlotPhase::Attention => Blocker::Attention {
+                resource: resource.id,
+            },
+            _ => Blocker::Run {
+                resource: resource.id,
+                job: run.job,
+                task: run.task,
+            },
+        });
+    }
+    BlockedHead {
+        job: job.id,
+        blockers,
+        yield_requested,
+    }
+}

@@ -1,0 +1,261 @@
+//! Preemption: which runs may be stopped now, and which ones the waiting jobs stop.
+
+use super::order::resource_order;
+use super::{ResourceSlot, RunSlot, SlotPhase, Stop, WaitingJob};
+use homebased_shared::ids::{JobId, ResourceId};
+use homebased_shared::queue::{PreemptMode, StopCause};
+use homebased_shared::time::Millis;
+use std::cmp::Ordering;
+use std::time::Duration;
+
+/// The victim-mode table of SPEC section 4: how an executing run started at `started_at`
+/// may be stopped at `now` for strictly higher work, or `None` when it may not.
+///
+/// `restart_within` is a permission to restart young work (`age < window`, the edge
+/// itself is outside), never a timer. A start in the future (the clock went back) counts
+/// as age zero.
+pub fn stop_cause_now(
+    mode: PreemptMode,
+    restart_within: Option<Duration>,
+    started_at: Millis,
+    now: Millis,
+) -> Option<StopCause> {
+    let age = u128::from(now.saturating_sub(started_at).max(0).unsigned_abs());
+    let young = restart_within.is_some_and(|window| age < window.as_millis());
+    match mode {
+        PreemptMode::Restart => Some(StopCause::Restart),
+        PreemptMode::Yield if young => Some(StopCause::Restart),
+        PreemptMode::Yield => Some(StopCause::Yield),
+        PreemptMode::Wait if young => Some(StopCause::Restart),
+        PreemptMode::Wait => None,
+    }
+}
+
+/// Walks the still-waiting jobs (serving order) twice. First each takes at most one lane
+/// that is already becoming free for it, so it needs no new stop. Then each job left picks
+/// at most one executing victim of strictly lower level. Hence N urgent jobs at a full
+/// machine stop N runs at once, and never more runs than there are jobs to use the lanes.
+pub(super) fn choose_victims(
+    now: Millis,
+    resources: &[&ResourceSlot],
+    waiting: &[&WaitingJob],
+) -> Vec<Stop> {
+    let waiting_ids: Vec<JobId> = waiting.iter().map(|job| job.id).collect();
+    let mut claimed: Vec<ResourceId> = Vec::new();
+    let mut needing_victim = Vec::new();
+    for &job in waiting {
+        match becoming_free_lane(job, resources, &claimed, &waiting_ids) {
+            Some(lane) => claimed.push(lane),
+            None => needing_victim.push(job),
+        }
+    }
+
+    let mut stops: Vec<Stop> = Vec::new();
+    for job in needing_victim {
+        let best = resources
+            .iter()
+            .filter(|r| job.target.allows(r.id) && !stops.iter().any(|s| s.resource == r.id))
+            .filter_map(|r| Candidate::for_job(job, r, now))
+            .min_by(victim_order);
+        if let Some(victim) = best {
+            stops.push(Stop {
+                resource: victim.resource.id,
+                task: victim.run.task,
+                cause: victim.cause,
+                for_job: job.id,
+            });
+        }
+    }
+    stops
+}
+
+/// The becoming-free lane `job` should count on: a stop decided for it first, then one
+/// nobody waiting is counting on (a cleanup, a stop whose job is gone or unknown), and
+/// only then a stop meant for a later job, which that job then replaces with a stop of
+/// its own. Ties go by resource order.
+fn becoming_free_lane(
+    job: &WaitingJob,
+    resources: &[&ResourceSlot],
+    claimed: &[ResourceId],
+    waiting_ids: &[JobId],
+) -> Option<ResourceId> {
+    resources
+        .iter()
+        .filter(|r| job.target.allows(r.id) && !claimed.contains(&r.id))
+        .filter_map(|r| {
+            let run = r.run.as_ref()?;
+            let preference = match run.phase {
+                SlotPhase::Stopping {
+                    for_job: Some(for_job),
+                    ..
+                } if for_job == job.id => 0,
+                SlotPhase::Stopping {
+                    for_job: Some(for_job),
+                    ..
+                } if waiting_ids.contains(&for_job) => 2,
+                phase if phase.is_becoming_free() => 1,
+                _ => return None,
+            };
+            Some((preference, r.id))
+        })
+        // `min_by_key` keeps the first of equal keys, so resource order breaks ties.
+        .min_by_key(|(preference, _)| *preference)
+        .map(|(_, id)| id)
+}
+
+/// An executing run that `job` may stop now.
+struct Candidate<'a> {
+    resource: &'a ResourceSlot,
+    run: &'a RunSlot,
+    cause: StopCause,
+    started_at: Millis,
+}
+
+impl<'a> Candidate<'a> {
+    fn for_job(job: &WaitingJob, resource: &'a ResourceSlot, now: Millis) -> Option<Self> {
+        let run = resource.run.as_ref()?;
+        // Launching runs have no confirmed workload yet; every other phase is already
+        // stopping, cleaning or held.
+        let SlotPhase::Executing { started_at } = run.phase else {
+            return None;
+        };
+        // Equal levels never preempt, whatever moves happened.
+        if run.priority >= job.priority {
+            return None;
+        }
+        let cause = stop_cause_now(run.mode, run.restart_within, started_at, now)?;
+        Some(Candidate {
+            resource,
+            run,
+            cause,
+            started_at,
+        })
+    }
+}
+
+/// Lowest level first, then restart before yield (a restart frees the lane within the
+/// grace period), then the youngest run (least work lost), then resource order.
+fn victim_order(a: &Candidate<'_>, b: &Candidate<'_>) -> Ordering {
+    a.run
+        .priority
+        .cmp(&b.run.priority)
+        .then(cause_rank(a.cause).cmp(&cause_rank(b.cause)))
+        .then(b.started_at.cmp(&a.started_at))
+        .then_with(|| resource_order(a.resource, b.resource))
+}
+
+fn cause_rank(cause: StopCause) -> u8 {
+    match cause {
+        StopCause::Restart => 0,
+        StopCause::Yield => 1,
+        StopCause::UserCancel => 2,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::Target;
+    use homebased_shared::ids::TaskId;
+    use homebased_shared::queue::Priority;
+
+    const MINUTE: i64 = 60_000;
+    const NOW: Millis = 1_000 * MINUTE;
+
+    fn window(minutes: u64) -> Option<Duration> {
+        Some(Duration::from_secs(minutes * 60))
+    }
+
+    #[test]
+    fn victim_mode_table() {
+        use PreemptMode::{Restart, Wait, Yield};
+        let restart = Some(StopCause::Restart);
+        let yield_ = Some(StopCause::Yield);
+        // (mode, restart_within, age in ms, expected)
+        let cases: [(PreemptMode, Option<Duration>, i64, Option<StopCause>); 16] = [
+            (Restart, None, 0, restart),
+            (Restart, None, 600 * MINUTE, restart),
+            (Yield, window(10), 9 * MINUTE, restart),
+            (Yield, window(10), 11 * MINUTE, yield_),
+            (Yield, None, 0, yield_),
+            (Wait, window(10), 9 * MINUTE, restart),
+            (Wait, window(10), 11 * MINUTE, None),
+            (Wait, None, 0, None),
+            // The exact edge is outside the window.
+            (Yield, window(10), 10 * MINUTE, yield_),
+            (Wait, window(10), 10 * MINUTE, None),
+            (Yield, window(10), 10 * MINUTE - 1, restart),
+            (Wait, window(10), 10 * MINUTE - 1, restart),
+            // A start in the future (clock went back) is age zero: inside any window.
+            (Wait, window(1), -5 * MINUTE, restart),
+            (Yield, window(1), -5 * MINUTE, restart),
+            (Wait, None, -5 * MINUTE, None),
+            (Restart, None, -5 * MINUTE, restart),
+        ];
+        for (mode, within, age, expected) in cases {
+            assert_eq!(
+                stop_cause_now(mode, within, NOW - age, NOW),
+                expected,
+                "{mode:?} within {within:?} age {age}"
+            );
+        }
+    }
+
+    #[test]
+    fn extreme_times_do_not_overflow() {
+        assert_eq!(
+            stop_cause_now(PreemptMode::Wait, window(1), Millis::MIN, Millis::MAX),
+            None
+        );
+        assert_eq!(
+            stop_cause_now(PreemptMode::Wait, window(1), Millis::MAX, Millis::MIN),
+            Some(StopCause::Restart)
+        );
+    }
+
+    fn becoming_free(name: &str, phase: SlotPhase) -> ResourceSlot {
+        ResourceSlot {
+            id: ResourceId::new(),
+            name: name.to_string(),
+            device: None,
+            run: Some(RunSlot {
+                job: JobId::new(),
+                task: TaskId::new(),
+                priority: Priority::Low,
+                mode: PreemptMode::Yield,
+                restart_within: None,
+                phase,
+            }),
+        }
+    }
+
+    #[test]
+    fn becoming_free_lane_prefers_its_own_stop_then_unclaimed_ones() {
+        let me = WaitingJob {
+            id: JobId::new(),
+            priority: Priority::High,
+            position: 1,
+            target: Target::Any,
+            blocked_by_own_run: false,
+        };
+        let later = JobId::new();
+        let stop_for = |job| SlotPhase::Stopping {
+            cause: StopCause::Yield,
+            for_job: Some(job),
+        };
+        let for_later = becoming_free("a", stop_for(later));
+        let cleaning = becoming_free("b", SlotPhase::Cleaning);
+        let mine = becoming_free("c", stop_for(me.id));
+        let attention = becoming_free("d", SlotPhase::Attention);
+        let waiting = [me.id, later];
+        let all = [&for_later, &cleaning, &mine, &attention];
+
+        let pick = |lanes: &[&ResourceSlot], claimed: &[ResourceId]| {
+            becoming_free_lane(&me, lanes, claimed, &waiting)
+        };
+        assert_eq!(pick(&all, &[]), Some(mine.id));
+        assert_eq!(pick(&all, &[mine.id]), Some(cleaning.id));
+        assert_eq!(pick(&all, &[mine.id, cleaning.id]), Some(for_later.id));
+        assert_eq!(pick(&[&attention], &[]), None);
+    }
+}

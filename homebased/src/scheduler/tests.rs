@@ -1,0 +1,612 @@
+//! Whole passes of `decide`: filling, victims and the blocked head together.
+
+use super::*;
+use homebased_shared::queue::PreemptMode::{Restart, Wait, Yield};
+use homebased_shared::queue::Priority::{High, Low, Medium};
+
+const MINUTE: i64 = 60_000;
+const NOW: Millis = 100_000 * MINUTE;
+
+fn lane(name: &str, device: Option<u32>) -> ResourceSlot {
+    ResourceSlot {
+        id: ResourceId::new(),
+        name: name.to_string(),
+        device,
+        run: None,
+    }
+}
+
+fn busy(name: &str, device: Option<u32>, run: RunSlot) -> ResourceSlot {
+    ResourceSlot {
+        run: Some(run),
+        ..lane(name, device)
+    }
+}
+
+fn run(priority: Priority, mode: PreemptMode, phase: SlotPhase) -> RunSlot {
+    RunSlot {
+        job: JobId::new(),
+        task: TaskId::new(),
+        priority,
+        mode,
+        restart_within: None,
+        phase,
+    }
+}
+
+fn executing(priority: Priority, mode: PreemptMode, minutes_ago: i64) -> RunSlot {
+    run(
+        priority,
+        mode,
+        SlotPhase::Executing {
+            started_at: NOW - minutes_ago * MINUTE,
+        },
+    )
+}
+
+fn within(mut run: RunSlot, minutes: u64) -> RunSlot {
+    run.restart_within = Some(Duration::from_secs(minutes * 60));
+    run
+}
+
+fn stopping(cause: StopCause, for_job: Option<JobId>) -> RunSlot {
+    run(Low, Yield, SlotPhase::Stopping { cause, for_job })
+}
+
+fn job(priority: Priority, position: u32) -> WaitingJob {
+    WaitingJob {
+        id: JobId::new(),
+        priority,
+        position,
+        target: Target::Any,
+        blocked_by_own_run: false,
+    }
+}
+
+fn pinned(priority: Priority, position: u32, resource: &ResourceSlot) -> WaitingJob {
+    WaitingJob {
+        target: Target::Pinned(resource.id),
+        ..job(priority, position)
+    }
+}
+
+fn decide_on(resources: Vec<ResourceSlot>, jobs: Vec<WaitingJob>) -> Decisions {
+    decide(&Snapshot {
+        now: NOW,
+        resources,
+        jobs,
+    })
+}
+
+fn launch(job: &WaitingJob, resource: &ResourceSlot) -> Launch {
+    Launch {
+        job: job.id,
+        resource: resource.id,
+    }
+}
+
+fn stop(resource: &ResourceSlot, cause: StopCause, for_job: &WaitingJob) -> Stop {
+    let task = resource.run.as_ref().map(|r| r.task).unwrap_or_default();
+    Stop {
+        resource: resource.id,
+        task,
+        cause,
+        for_job: for_job.id,
+    }
+}
+
+fn run_blocker(resource: &ResourceSlot) -> Blocker {
+    let run = resource.run.as_ref().unwrap();
+    Blocker::Run {
+        resource: resource.id,
+        job: run.job,
+        task: run.task,
+    }
+}
+
+// ---- filling ----
+
+#[test]
+fn pinned_job_waiting_on_busy_lane_does_not_hold_up_any_jobs_behind_it() {
+    let gpu0 = busy("gpu0", Some(0), executing(High, Wait, 60));
+    let gpu1 = lane("gpu1", Some(1));
+    let head = pinned(Medium, 1, &gpu0);
+    let behind = job(Medium, 2);
+    let d = decide_on(
+        vec![gpu0.clone(), gpu1.clone()],
+        vec![behind.clone(), head.clone()],
+    );
+    assert_eq!(d.launches, [launch(&behind, &gpu1)]);
+    assert!(d.stops.is_empty());
+    assert_eq!(d.first_blocked.map(|h| h.job), Some(head.id));
+}
+
+#[test]
+fn several_jobs_start_in_one_pass_in_serving_order() {
+    let gpu0 = lane("gpu0", Some(0));
+    let gpu1 = lane("gpu1", Some(1));
+    let gpu2 = lane("gpu2", Some(2));
+    let low = job(Low, 1);
+    let medium_second = job(Medium, 2);
+    let medium_first = job(Medium, 1);
+    let high = job(High, 3);
+    let d = decide_on(
+        vec![gpu2.clone(), gpu0.clone(), gpu1.clone()],
+        vec![
+            low.clone(),
+            medium_second.clone(),
+            high.clone(),
+            medium_first.clone(),
+        ],
+    );
+    assert_eq!(
+        d.launches,
+        [
+            launch(&high, &gpu0),
+            launch(&medium_first, &gpu1),
+            launch(&medium_second, &gpu2),
+        ]
+    );
+    assert!(d.stops.is_empty());
+    assert_eq!(d.first_blocked.map(|h| h.job), Some(low.id));
+}
+
+#[test]
+fn any_jobs_take_lowest_device_then_unindexed_lanes_by_natural_name() {
+    let resources = [
+        lane("gpu10", None),
+        lane("gpu2", None),
+        lane("gpu3", Some(3)),
+        lane("gpu1", Some(1)),
+    ];
+    let jobs: Vec<WaitingJob> = (1..=4).map(|position| job(Low, position)).collect();
+    let d = decide_on(resources.to_vec(), jobs.clone());
+    let names: Vec<&str> = d
+        .launches
+        .iter()
+        .map(|l| {
+            let resource = resources.iter().find(|r| r.id == l.resource).unwrap();
+            resource.name.as_str()
+        })
+        .collect();
+    assert_eq!(names, ["gpu1", "gpu3", "gpu2", "gpu10"]);
+    let served: Vec<JobId> = d.launches.iter().map(|l| l.job).collect();
+    assert_eq!(served, jobs.iter().map(|j| j.id).collect::<Vec<_>>());
+    assert_eq!(d.first_blocked, None);
+}
+
+#[test]
+fn no_phase_but_idle_is_free() {
+    let phases = [
+        SlotPhase::Launching,
+        SlotPhase::Executing { started_at: NOW },
+        SlotPhase::Stopping {
+            cause: StopCause::UserCancel,
+            for_job: None,
+        },
+        SlotPhase::Cleaning,
+        SlotPhase::Attention,
+    ];
+    for phase in phases {
+        let gpu0 = busy("gpu0", Some(0), run(High, Wait, phase));
+        let waiting = job(Low, 1);
+        let d = decide_on(vec![gpu0], vec![waiting.clone()]);
+        assert!(d.launches.is_empty(), "{phase:?}");
+        assert_eq!(
+            d.first_blocked.map(|h| h.job),
+            Some(waiting.id),
+            "{phase:?}"
+        );
+    }
+}
+
+#[test]
+fn jobs_blocked_by_their_own_run_neither_start_nor_preempt_nor_head_the_queue() {
+    let gpu0 = lane("gpu0", Some(0));
+    let gpu1 = busy("gpu1", Some(1), executing(Low, Restart, 5));
+    let gpu2 = busy("gpu2", Some(2), run(High, Wait, SlotPhase::Cleaning));
+    let mut own_run_cleaning = job(High, 1);
+    own_run_cleaning.blocked_by_own_run = true;
+    let next = job(Medium, 1);
+    let d = decide_on(
+        vec![gpu0.clone(), gpu1.clone(), gpu2],
+        vec![own_run_cleaning, next.clone()],
+    );
+    assert_eq!(d.launches, [launch(&next, &gpu0)]);
+    assert!(d.stops.is_empty());
+    assert_eq!(d.first_blocked, None);
+}
+
+// ---- the blocked head ----
+
+#[test]
+fn first_blocked_lists_every_busy_lane_it_may_use_in_resource_order() {
+    let gpu0 = busy("gpu0", Some(0), executing(High, Yield, 60));
+    let gpu1 = busy("gpu1", Some(1), run(High, Wait, SlotPhase::Attention));
+    let gpu2 = busy("gpu2", Some(2), run(Low, Wait, SlotPhase::Cleaning));
+    let aux = busy("aux", None, run(Low, Wait, SlotPhase::Launching));
+    let head = job(High, 1);
+    let d = decide_on(
+        vec![aux.clone(), gpu2.clone(), gpu1.clone(), gpu0.clone()],
+        vec![head.clone()],
+    );
+    let expected = BlockedHead {
+        job: head.id,
+        blockers: vec![
+            run_blocker(&gpu0),
+            Blocker::Attention { resource: gpu1.id },
+            run_blocker(&gpu2),
+            run_blocker(&aux),
+        ],
+        yield_requested: false,
+    };
+    assert_eq!(d.first_blocked, Some(expected));
+    // The cleaning lane will free itself: no stop for the head.
+    assert!(d.stops.is_empty());
+}
+
+#[test]
+fn pinned_head_is_blocked_only_by_its_lane() {
+    let gpu0 = busy("gpu0", Some(0), executing(Low, Wait, 60));
+    let gpu1 = busy("gpu1", Some(1), executing(Low, Wait, 60));
+    let head = pinned(Medium, 1, &gpu1);
+    let d = decide_on(vec![gpu0, gpu1.clone()], vec![head]);
+    let head_view = d.first_blocked.unwrap();
+    assert_eq!(head_view.blockers, [run_blocker(&gpu1)]);
+}
+
+#[test]
+fn yield_requested_for_the_head_selects_the_yield_notice_delay() {
+    struct Case {
+        name: &'static str,
+        run: RunSlot,
+        expected: bool,
+    }
+    let cases = [
+        Case {
+            name: "yield decided now",
+            run: executing(Low, Yield, 60),
+            expected: true,
+        },
+        Case {
+            name: "restart decided now",
+            run: executing(Low, Restart, 60),
+            expected: false,
+        },
+        Case {
+            name: "committed yield in flight",
+            run: stopping(StopCause::Yield, None),
+            expected: true,
+        },
+        Case {
+            name: "committed restart in flight",
+            run: stopping(StopCause::Restart, None),
+            expected: false,
+        },
+        Case {
+            name: "wait mode out of window",
+            run: executing(Low, Wait, 60),
+            expected: false,
+        },
+        Case {
+            name: "attention",
+            run: run(Low, Yield, SlotPhase::Attention),
+            expected: false,
+        },
+    ];
+    for case in cases {
+        let gpu0 = busy("gpu0", Some(0), case.run);
+        let head = job(High, 1);
+        let d = decide_on(vec![gpu0], vec![head]);
+        let flag = d.first_blocked.map(|h| h.yield_requested);
+        assert_eq!(flag, Some(case.expected), "{}", case.name);
+    }
+}
+
+// ---- preemption ----
+
+#[test]
+fn victim_modes_inside_and_outside_the_restart_window() {
+    // (mode, restart_within minutes, age minutes, expected cause)
+    let cases: [(PreemptMode, Option<u64>, i64, Option<StopCause>); 10] = [
+        (Restart, None, 1, Some(StopCause::Restart)),
+        (Restart, None, 600, Some(StopCause::Restart)),
+        (Yield, Some(10), 9, Some(StopCause::Restart)),
+        (Yield, Some(10), 11, Some(StopCause::Yield)),
+        (Yield, None, 0, Some(StopCause::Yield)),
+        (Wait, Some(10), 9, Some(StopCause::Restart)),
+        (Wait, Some(10), 11, None),
+        (Wait, None, 0, None),
+        // The exact edge is outside: the window is `age < restart_within`.
+        (Yield, Some(10), 10, Some(StopCause::Yield)),
+        (Wait, Some(10), 10, None),
+    ];
+    for (mode, window, age, expected) in cases {
+        let mut victim = executing(Low, mode, age);
+        if let Some(minutes) = window {
+            victim = within(victim, minutes);
+        }
+        let gpu0 = busy("gpu0", Some(0), victim);
+        let urgent = job(High, 1);
+        let d = decide_on(vec![gpu0.clone()], vec![urgent.clone()]);
+        let expected: Vec<Stop> = expected
+            .map(|cause| stop(&gpu0, cause, &urgent))
+            .into_iter()
+            .collect();
+        assert_eq!(d.stops, expected, "{mode:?} within {window:?} age {age}m");
+        assert!(d.launches.is_empty());
+    }
+}
+
+#[test]
+fn equal_levels_never_preempt() {
+    for level in [Low, Medium, High] {
+        for mode in [Restart, Yield, Wait] {
+            let gpu0 = busy("gpu0", Some(0), within(executing(level, mode, 0), 60));
+            let d = decide_on(vec![gpu0], vec![job(level, 1)]);
+            assert!(d.stops.is_empty(), "{level:?} {mode:?}");
+        }
+    }
+}
+
+#[test]
+fn lower_waiting_jobs_never_preempt_higher_runs() {
+    let gpu0 = busy("gpu0", Some(0), executing(Medium, Restart, 1));
+    let d = decide_on(vec![gpu0], vec![job(Low, 1)]);
+    assert!(d.stops.is_empty());
+}
+
+#[test]
+fn move_that_raises_the_victim_to_the_waiting_level_prevents_preemption() {
+    // The run's job was moved from low to high while a high job waits.
+    let gpu0 = busy("gpu0", Some(0), executing(High, Restart, 1));
+    let d = decide_on(vec![gpu0], vec![job(High, 1)]);
+    assert!(d.stops.is_empty());
+}
+
+#[test]
+fn launching_runs_are_not_victims() {
+    let gpu0 = busy("gpu0", Some(0), run(Low, Restart, SlotPhase::Launching));
+    let d = decide_on(vec![gpu0], vec![job(High, 1)]);
+    assert!(d.stops.is_empty());
+    assert!(d.launches.is_empty());
+}
+
+#[test]
+fn pinned_waiting_jobs_only_preempt_their_lane() {
+    let gpu0 = busy("gpu0", Some(0), executing(Low, Restart, 1));
+    let gpu1 = busy("gpu1", Some(1), executing(Medium, Wait, 60));
+    let urgent = pinned(High, 1, &gpu1);
+    let d = decide_on(vec![gpu0.clone(), gpu1.clone()], vec![urgent.clone()]);
+    assert!(d.stops.is_empty());
+
+    let gpu1 = busy("gpu1", Some(1), executing(Medium, Yield, 60));
+    let urgent = pinned(High, 1, &gpu1);
+    let d = decide_on(vec![gpu0, gpu1.clone()], vec![urgent.clone()]);
+    assert_eq!(d.stops, [stop(&gpu1, StopCause::Yield, &urgent)]);
+}
+
+#[test]
+fn wait_mode_head_does_not_keep_a_later_job_from_preempting() {
+    let lane_a = busy("gpu0", Some(0), executing(Low, Wait, 60));
+    let lane_b = busy("gpu1", Some(1), executing(Low, Restart, 60));
+    let head = pinned(High, 1, &lane_a);
+    let later = job(High, 2);
+    let d = decide_on(
+        vec![lane_a, lane_b.clone()],
+        vec![head.clone(), later.clone()],
+    );
+    assert_eq!(d.stops, [stop(&lane_b, StopCause::Restart, &later)]);
+    assert_eq!(d.first_blocked.map(|h| h.job), Some(head.id));
+}
+
+#[test]
+fn two_urgent_jobs_stop_two_victims_at_once_and_no_more() {
+    let gpu0 = busy("gpu0", Some(0), executing(Low, Restart, 30));
+    let gpu1 = busy("gpu1", Some(1), executing(Low, Restart, 20));
+    let gpu2 = busy("gpu2", Some(2), executing(Low, Restart, 10));
+    let first = job(High, 1);
+    let second = job(High, 2);
+    let d = decide_on(
+        vec![gpu0, gpu1.clone(), gpu2.clone()],
+        vec![second.clone(), first.clone()],
+    );
+    // The youngest runs lose the least work.
+    assert_eq!(
+        d.stops,
+        [
+            stop(&gpu2, StopCause::Restart, &first),
+            stop(&gpu1, StopCause::Restart, &second),
+        ]
+    );
+}
+
+#[test]
+fn victims_are_chosen_lowest_level_then_restart_then_youngest_then_resource_order() {
+    struct Case {
+        name: &'static str,
+        runs: [RunSlot; 2],
+        expected_lane: usize,
+        expected_cause: StopCause,
+    }
+    let cases = [
+        Case {
+            name: "lowest level first",
+            runs: [executing(Medium, Restart, 1), executing(Low, Yield, 60)],
+            expected_lane: 1,
+            expected_cause: StopCause::Yield,
+        },
+        Case {
+            name: "restart before yield",
+            runs: [executing(Low, Yield, 1), executing(Low, Restart, 60)],
+            expected_lane: 1,
+            expected_cause: StopCause::Restart,
+        },
+        Case {
+            name: "young yield-mode run restarts, so it counts as restart",
+            runs: [
+                executing(Low, Yield, 1),
+                within(executing(Low, Yield, 5), 10),
+            ],
+            expected_lane: 1,
+            expected_cause: StopCause::Restart,
+        },
+        Case {
+            name: "youngest run",
+            runs: [executing(Low, Yield, 60), executing(Low, Yield, 30)],
+            expected_lane: 1,
+            expected_cause: StopCause::Yield,
+        },
+        Case {
+            name: "resource order on a full tie",
+            runs: [executing(Low, Yield, 30), executing(Low, Yield, 30)],
+            expected_lane: 0,
+            expected_cause: StopCause::Yield,
+        },
+        Case {
+            name: "a stoppable run over a wait-mode one",
+            runs: [executing(Low, Wait, 1), executing(Medium, Yield, 60)],
+            expected_lane: 1,
+            expected_cause: StopCause::Yield,
+        },
+    ];
+    for case in cases {
+        let [first, second] = case.runs;
+        let lanes = [busy("gpu0", Some(0), first), busy("gpu1", Some(1), second)];
+        let urgent = job(High, 1);
+        let d = decide_on(
+            vec![lanes[1].clone(), lanes[0].clone()],
+            vec![urgent.clone()],
+        );
+        let expected = stop(&lanes[case.expected_lane], case.expected_cause, &urgent);
+        assert_eq!(d.stops, [expected], "{}", case.name);
+    }
+}
+
+#[test]
+fn medium_waiting_job_preempts_low_runs_only() {
+    let gpu0 = busy("gpu0", Some(0), executing(Low, Restart, 1));
+    let gpu1 = busy("gpu1", Some(1), executing(Medium, Restart, 1));
+    let high = job(High, 1);
+    let medium = job(Medium, 1);
+    let d = decide_on(
+        vec![gpu0.clone(), gpu1.clone()],
+        vec![medium.clone(), high.clone()],
+    );
+    // The high job takes the only low victim first; the medium one finds nothing it
+    // may stop.
+    assert_eq!(d.stops, [stop(&gpu0, StopCause::Restart, &high)]);
+}
+
+// ---- lanes already becoming free ----
+
+#[test]
+fn lanes_already_becoming_free_need_no_new_stop() {
+    let becoming_free = [
+        ("cleaning", run(Low, Wait, SlotPhase::Cleaning)),
+        ("yield in flight", stopping(StopCause::Yield, None)),
+        ("restart in flight", stopping(StopCause::Restart, None)),
+        ("user cancel", stopping(StopCause::UserCancel, None)),
+    ];
+    for (name, phase_run) in becoming_free {
+        let gpu0 = busy("gpu0", Some(0), phase_run);
+        let gpu1 = busy("gpu1", Some(1), executing(Low, Restart, 1));
+        let d = decide_on(vec![gpu0, gpu1], vec![job(High, 1)]);
+        assert!(d.stops.is_empty(), "{name}");
+        assert!(d.launches.is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn attention_is_not_becoming_free() {
+    let gpu0 = busy("gpu0", Some(0), run(Low, Wait, SlotPhase::Attention));
+    let gpu1 = busy("gpu1", Some(1), executing(Low, Restart, 1));
+    let urgent = job(High, 1);
+    let d = decide_on(vec![gpu0, gpu1.clone()], vec![urgent.clone()]);
+    assert_eq!(d.stops, [stop(&gpu1, StopCause::Restart, &urgent)]);
+}
+
+#[test]
+fn stop_in_flight_for_the_same_job_gets_no_second_stop() {
+    let urgent = job(High, 1);
+    let gpu0 = busy("gpu0", Some(0), stopping(StopCause::Yield, Some(urgent.id)));
+    let gpu1 = busy("gpu1", Some(1), executing(Low, Restart, 1));
+    let d = decide_on(vec![gpu0, gpu1], vec![urgent.clone()]);
+    assert!(d.stops.is_empty());
+    assert_eq!(
+        d.first_blocked.map(|h| (h.job, h.yield_requested)),
+        Some((urgent.id, true))
+    );
+}
+
+#[test]
+fn one_becoming_free_lane_serves_one_job_and_the_next_preempts() {
+    let gpu0 = busy("gpu0", Some(0), run(Low, Wait, SlotPhase::Cleaning));
+    let gpu1 = busy("gpu1", Some(1), executing(Low, Restart, 1));
+    let first = job(High, 1);
+    let second = job(High, 2);
+    let d = decide_on(vec![gpu0, gpu1.clone()], vec![first, second.clone()]);
+    assert_eq!(d.stops, [stop(&gpu1, StopCause::Restart, &second)]);
+}
+
+#[test]
+fn each_job_keeps_the_stop_decided_for_it() {
+    // Both stops were committed in an earlier pass, in the opposite lane order: the next
+    // pass must see both jobs served and stop nothing more.
+    let first = job(High, 1);
+    let second = job(High, 2);
+    let gpu0 = busy("gpu0", Some(0), stopping(StopCause::Yield, Some(second.id)));
+    let gpu1 = busy("gpu1", Some(1), stopping(StopCause::Yield, Some(first.id)));
+    let gpu2 = busy("gpu2", Some(2), executing(Low, Restart, 1));
+    let d = decide_on(vec![gpu0, gpu1, gpu2], vec![first, second]);
+    assert!(d.stops.is_empty());
+}
+
+#[test]
+fn cancelled_preemptor_leaves_its_committed_stop_and_nothing_new() {
+    let cancelled = JobId::new();
+    let gpu0 = busy("gpu0", Some(0), stopping(StopCause::Yield, Some(cancelled)));
+    let gpu1 = busy("gpu1", Some(1), executing(Low, Restart, 1));
+    let d = decide_on(vec![gpu0.clone(), gpu1.clone()], vec![]);
+    assert_eq!(d, Decisions::default());
+
+    // A low job that arrives meanwhile waits for the still-busy lane and stops nothing.
+    let low = job(Low, 1);
+    let d = decide_on(vec![gpu0, gpu1], vec![low.clone()]);
+    assert!(d.launches.is_empty());
+    assert!(d.stops.is_empty());
+    assert_eq!(d.first_blocked.map(|h| h.job), Some(low.id));
+}
+
+#[test]
+fn orphaned_stop_serves_another_urgent_job() {
+    // The job the stop was for moved down or left; another high job takes over the lane
+    // instead of stopping a second run.
+    let gpu0 = busy(
+        "gpu0",
+        Some(0),
+        stopping(StopCause::Restart, Some(JobId::new())),
+    );
+    let gpu1 = busy("gpu1", Some(1), executing(Low, Restart, 1));
+    let d = decide_on(vec![gpu0, gpu1], vec![job(High, 1)]);
+    assert!(d.stops.is_empty());
+}
+
+#[test]
+fn decisions_are_deterministic_whatever_the_input_order() {
+    let resources = vec![
+        busy("gpu0", Some(0), executing(Low, Yield, 30)),
+        busy("gpu1", Some(1), executing(Low, Yield, 30)),
+        lane("aux", None),
+        busy("gpu2", Some(2), run(Low, Wait, SlotPhase::Cleaning)),
+    ];
+    let jobs = vec![job(High, 1), job(High, 2), job(Medium, 1), job(High, 3)];
+    let expected = decide_on(resources.clone(), jobs.clone());
+    let mut reversed_resources = resources.clone();
+    reversed_resources.reverse();
+    let mut reversed_jobs = jobs.clone();
+    reversed_jobs.reverse();
+    assert_eq!(decide_on(reversed_resources, reversed_jobs), expected);
+    assert_eq!(expected.launches.len(), 1);
+    assert_eq!(expected.stops.len(), 2);
+}

@@ -1,0 +1,168 @@
+//! The store: the only code that touches SQLite. One connection, owned by the core; every
+//! change is one `BEGIN IMMEDIATE` transaction.
+//!
+//! - `schema.sql` and [`MIGRATIONS`]: versioned schema (`PRAGMA user_version`).
+//! - [`machine`], [`resources`], [`jobs`], [`runs`], [`events`], [`operations`]: one file
+//!   per table, plain functions over a connection or transaction.
+
+pub mod events;
+pub mod jobs;
+pub mod machine;
+pub mod operations;
+pub mod resources;
+pub mod runs;
+
+use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use std::path::Path;
+
+/// Migration N brings a database from `user_version` N-1 to N.
+const MIGRATIONS: &[&str] = &[include_str!("store/schema.sql")];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+pub struct Store {
+    conn: Connection,
+}
+
+impl Store {
+    /// Opens (creating if needed) and migrates the database. A database written by a newer
+    /// homebased is refused and left untouched.
+    pub fn open(path: &Path) -> ApiResult<Store> {
+        let conn = Connection::open(path).map_err(|e| db_error("open", e))?;
+        configure(&conn)?;
+        migrate(&conn)?;
+        Ok(Store { conn })
+    }
+
+    /// Opens an existing database read-only (for `daemon status` with the daemon down).
+    pub fn open_read_only(path: &Path) -> ApiResult<Option<Store>> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| db_error("open", e))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(|e| db_error("open", e))?;
+        let version = user_version(&conn)?;
+        if version > SCHEMA_VERSION {
+            return Err(newer_schema(version));
+        }
+        if version < SCHEMA_VERSION {
+            // Not yet migrated by a daemon of this version: nothing useful to read.
+            return Ok(None);
+        }
+        Ok(Some(Store { conn }))
+    }
+
+    pub fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Runs `f` in one immediate transaction: committed when it returns `Ok`, rolled back
+    /// otherwise, so a refused request changes nothing.
+    pub fn write<T>(&mut self, f: impl FnOnce(&Transaction) -> ApiResult<T>) -> ApiResult<T> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| db_error("begin", e))?;
+        let value = f(&tx)?;
+        tx.commit().map_err(|e| db_error("commit", e))?;
+        Ok(value)
+    }
+}
+
+fn configure(conn: &Connection) -> ApiResult<()> {
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(|e| db_error("configure", e))?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(|e| db_error("configure", e))?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(|e| db_error("configure", e))?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(|e| db_error("configure", e))?;
+    Ok(())
+}
+
+fn user_version(conn: &Connection) -> ApiResult<i64> {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| db_error("read version", e))
+}
+
+fn newer_schema(version: i64) -> ApiError {
+    ApiError::internal(format!(
+        "the database has schema version {version}, newer than this homebased understands \
+         ({SCHEMA_VERSION}); it was left untouched: run the newer homebased"
+    ))
+}
+
+fn migrate(conn: &Connection) -> ApiResult<()> {
+    let version = user_version(conn)?;
+    if version > SCHEMA_VERSION {
+        return Err(newer_schema(version));
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let next = index as i64 + 1;
+        // The migration and its version bump commit together or not at all.
+        let script = format!("BEGIN IMMEDIATE;\n{sql}\nPRAGMA user_version = {next};\nCOMMIT;");
+        if let Err(e) = conn.execute_batch(&script) {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(db_error("migrate", e));
+        }
+    }
+    Ok(())
+}
+
+/// Any SQLite failure is `internal`: the evidence stays in the database, nobody edits it.
+pub fn db_error(what: &str, e: rusqlite::Error) -> ApiError {
+    ApiError::new(ErrorCode::Internal, format!("database {what} failed: {e}"))
+}
+
+/// Shorthand for mapping rusqlite results inside store functions.
+pub(crate) trait DbResult<T> {
+    fn db(self, what: &str) -> ApiResult<T>;
+}
+
+impl<T> DbResult<T> for rusqlite::Result<T> {
+    fn db(self, what: &str) -> ApiResult<T> {
+        self.map_err(|e| db_error(what, e))
+    }
+}
+
+#[cfg(test)]
+pub(crate) fn test_store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("homebased.sqlite")).unwrap();
+    (dir, store)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrates_once_and_refuses_a_newer_schema() {
+        let (dir, store) = test_store();
+        assert_eq!(user_version(store.conn()).unwrap(), SCHEMA_VERSION);
+        drop(store);
+        let path = dir.path().join("homebased.sqlite");
+        Store::open(&path).unwrap();
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+            .unwrap();
+        drop(conn);
+        let err = Store::open(&path).err().unwrap();
+        assert_eq!(err.code, ErrorCode::Internal);
+        assert!(err.message.contains("newer"));
+        let conn = Connection::open(&path).unwrap();
+        assert_eq!(
+            user_version(&conn).unwrap(),
+            SCHEMA_VERSION + 1,
+            "left untouched"
+        );
+    }
+}

@@ -1,0 +1,339 @@
+//! Jobs: canonical spec, level and dense 1-based position, state, step and counters.
+//!
+//! Positions are dense per level and enforced by a unique index. SQLite checks unique
+//! indexes row by row, so shifting a range of slots moves it through a disjoint range
+//! (`+ SHIFT_OFFSET`) first.
+
+use super::resources::bad_column;
+use super::DbResult;
+use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
+use homebased_shared::ids::{JobId, ResourceId, TaskId, ThreadId};
+use homebased_shared::queue::{JobStatus, Priority, StopCause};
+use homebased_shared::time::{now_ms, Millis};
+use rusqlite::{Connection, OptionalExtension, Row};
+use serde_json::Value;
+
+const SHIFT_OFFSET: i64 = 1_000_000_000;
+/// A slot no real job can hold, used while a job is between levels.
+const PARKED: i64 = 2 * SHIFT_OFFSET + 1;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub id: JobId,
+    pub thread: ThreadId,
+    pub name: String,
+    pub priority: Priority,
+    pub position: Option<u32>,
+    pub status: JobStatus,
+    pub resume: bool,
+    pub target: Option<ResourceId>,
+    pub spec: Value,
+    pub digest: String,
+    pub env_path: Option<String>,
+    pub env_home: Option<String>,
+    pub step: u32,
+    pub steps: u32,
+    pub runs: u32,
+    pub event_seq: u32,
+    pub failed_run: Option<TaskId>,
+    pub last_stop_cause: Option<StopCause>,
+    /// The lane of the run that holds the job while it is active.
+    pub active_resource: Option<ResourceId>,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+/// What a submission stores.
+pub struct NewJob<'a> {
+    pub id: JobId,
+    pub thread: ThreadId,
+    pub name: &'a str,
+    pub priority: Priority,
+    pub target: Option<ResourceId>,
+    pub spec: &'a Value,
+    pub digest: &'a str,
+    pub env_path: Option<&'a str>,
+    pub env_home: Option<&'a str>,
+    pub steps: u32,
+}
+
+const COLUMNS: &str = "j.id, j.thread, j.name, j.priority, j.position, j.state, j.resume, \
+    j.target, j.spec, j.digest, j.env_path, j.env_home, j.step, j.steps, j.runs, j.event_seq, \
+    j.failed_run, j.last_stop_cause, j.created_at, j.updated_at, \
+    (SELECT r.resource FROM runs r WHERE r.job = j.id \
+       AND r.phase IN ('launching', 'executing', 'stopping')) AS active_resource";
+
+fn parse<T: std::str::FromStr>(name: &str, text: String) -> rusqlite::Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    text.parse().map_err(|e| bad_column(name, e))
+}
+
+fn opt<T: std::str::FromStr>(name: &str, text: Option<String>) -> rusqlite::Result<Option<T>>
+where
+    T::Err: std::fmt::Display,
+{
+    text.map(|t| parse(name, t)).transpose()
+}
+
+fn from_row(r: &Row) -> rusqlite::Result<Job> {
+    let priority: i64 = r.get("priority")?;
+    let spec: String = r.get("spec")?;
+    Ok(Job {
+        id: parse("id", r.get("id")?)?,
+        thread: parse("thread", r.get("thread")?)?,
+        name: r.get("name")?,
+        priority: Priority::from_rank(priority).ok_or_else(|| bad_column("priority", priority))?,
+        position: r.get::<_, Option<i64>>("position")?.map(|p| p as u32),
+        status: parse("state", r.get("state")?)?,
+        resume: r.get("resume")?,
+        target: opt("target", r.get("target")?)?,
+        spec: serde_json::from_str(&spec).map_err(|e| bad_column("spec", e))?,
+        digest: r.get("digest")?,
+        env_path: r.get("env_path")?,
+        env_home: r.get("env_home")?,
+        step: r.get("step")?,
+        steps: r.get("steps")?,
+        runs: r.get("runs")?,
+        event_seq: r.get("event_seq")?,
+        failed_run: opt("failed_run", r.get("failed_run")?)?,
+        last_stop_cause: opt("last_stop_cause", r.get("last_stop_cause")?)?,
+        active_resource: opt("active_resource", r.get("active_resource")?)?,
+        created_at: r.get("created_at")?,
+        updated_at: r.get("updated_at")?,
+    })
+}
+
+pub fn get(conn: &Connection, id: JobId) -> ApiResult<Option<Job>> {
+    conn.prepare_cached(&format!("SELECT {COLUMNS} FROM jobs j WHERE j.id = ?1"))
+        .db("read job")?
+        .query_row([id.to_string()], from_row)
+        .optional()
+        .db("read job")
+}
+
+/// The job, or `job_not_found`.
+pub fn require(conn: &Connection, id: JobId) -> ApiResult<Job> {
+    get(conn, id)?.ok_or_else(|| not_found(id))
+}
+
+pub fn not_found(id: JobId) -> ApiError {
+    ApiError::new(
+        ErrorCode::JobNotFound,
+        format!("no job {id} on this machine"),
+    )
+    .with_input(serde_json::json!({ "job": id }))
+}
+
+/// Queued and active jobs in serving order: high, medium, low; then position.
+pub fn list_open(conn: &Connection) -> ApiResult<Vec<Job>> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM jobs j WHERE j.position IS NOT NULL \
+             ORDER BY j.priority DESC, j.position ASC"
+        ))
+        .db("list jobs")?;
+    let rows = stmt.query_map([], from_row).db("list jobs")?;
+    rows.collect::<Result<_, _>>().db("list jobs")
+}
+
+/// How many jobs hold a slot in `level`.
+pub fn level_len(conn: &Connection, level: Priority) -> ApiResult<u32> {
+    conn.prepare_cached("SELECT COUNT(*) FROM jobs WHERE priority = ?1 AND position IS NOT NULL")
+        .db("count level")?
+        .query_row([level.rank()], |r| r.get(0))
+        .db("count level")
+}
+
+/// Stores a new job at the back of its level.
+pub fn insert(conn: &Connection, job: &NewJob) -> ApiResult<()> {
+    let position = i64::from(level_len(conn, job.priority)?) + 1;
+    let now = now_ms();
+    conn.prepare_cached(
+        "INSERT INTO jobs (id, thread, name, priority, position, state, resume, target, spec, \
+         digest, env_path, env_home, step, steps, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 0, ?6, ?7, ?8, ?9, ?10, 0, ?11, ?12, ?12)",
+    )
+    .db("insert job")?
+    .execute(rusqlite::params![
+        job.id.to_string(),
+        job.thread.to_string(),
+        job.name,
+        job.priority.rank(),
+        position,
+        job.target.map(|t| t.to_string()),
+        job.spec.to_string(),
+        job.digest,
+        job.env_path,
+        job.env_home,
+        job.steps,
+        now,
+    ])
+    .db("insert job")?;
+    Ok(())
+}
+
+/// Shifts the slots `>= from` of `level` by `delta`, through a disjoint range.
+fn shift(conn: &Connection, level: Priority, from: i64, delta: i64) -> ApiResult<()> {
+    conn.prepare_cached(
+        "UPDATE jobs SET position = position + ?3 \
+         WHERE priority = ?1 AND position >= ?2 AND position < ?3",
+    )
+    .db("shift slots")?
+    .execute((level.rank(), from, SHIFT_OFFSET))
+    .db("shift slots")?;
+    conn.prepare_cached(
+        "UPDATE jobs SET position = position - ?2 + ?3 \
+         WHERE priority = ?1 AND position >= ?2 AND position < ?4",
+    )
+    .db("shift slots")?
+    .execute((level.rank(), SHIFT_OFFSET, delta, PARKED))
+    .db("shift slots")?;
+    Ok(())
+}
+
+/// Puts `job` at `position` (1-based, at most the level's length + 1) of `level`, closing
+/// the gap it leaves and opening the one it needs.
+pub fn place(conn: &Connection, job: &Job, level: Priority, position: u32) -> ApiResult<()> {
+    let old = job
+        .position
+        .ok_or_else(|| ApiError::internal(format!("job {} has no slot to move", job.id)))?;
+    let id = job.id.to_string();
+    conn.execute("UPDATE jobs SET position = ?2 WHERE id = ?1", (&id, PARKED))
+        .db("park job")?;
+    shift(conn, job.priority, i64::from(old) + 1, -1)?;
+    shift(conn, level, i64::from(position), 1)?;
+    conn.execute(
+        "UPDATE jobs SET priority = ?2, position = ?3, updated_at = ?4 WHERE id = ?1",
+        (&id, level.rank(), i64::from(position), now_ms()),
+    )
+    .db("place job")?;
+    Ok(())
+}
+
+/// Ends a job: it leaves its slot (the gap closes) and takes its terminal state.
+pub fn finish(
+    conn: &Connection,
+    job: &Job,
+    status: JobStatus,
+    failed_run: Option<TaskId>,
+) -> ApiResult<()> {
+    debug_assert!(status.is_terminal());
+    conn.execute(
+        "UPDATE jobs SET state = ?2, position = NULL, resume = 0, failed_run = ?3, updated_at = ?4 \
+         WHERE id = ?1",
+        (job.id.to_string(), status.as_str(), failed_run.map(|t| t.to_string()), now_ms()),
+    )
+    .db("finish job")?;
+    if let Some(old) = job.position {
+        shift(conn, job.priority, i64::from(old) + 1, -1)?;
+    }
+    Ok(())
+}
+
+/// Takes the next event number of a job (gapless, from 1).
+pub fn next_event_seq(conn: &Connection, id: JobId) -> ApiResult<u32> {
+    conn.prepare_cached(
+        "UPDATE jobs SET event_seq = event_seq + 1 WHERE id = ?1 RETURNING event_seq",
+    )
+    .db("number event")?
+    .query_row([id.to_string()], |r| r.get(0))
+    .db("number event")
+}
+
+/// Counts queued and active jobs (`daemon status`, `daemon stop`).
+pub fn count_in_flight(conn: &Connection) -> ApiResult<u64> {
+    conn.query_row(
+        "SELECT COUNT(*) FROM jobs WHERE position IS NOT NULL",
+        [],
+        |r| r.get(0),
+    )
+    .db("count jobs")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_store;
+
+    fn add(conn: &Connection, priority: Priority) -> JobId {
+        let id = JobId::new();
+        let spec = serde_json::json!({});
+        insert(
+            conn,
+            &NewJob {
+                id,
+                thread: ThreadId::new(),
+                name: "j",
+                priority,
+                target: None,
+                spec: &spec,
+                digest: "d",
+                env_path: None,
+                env_home: None,
+                steps: 1,
+            },
+        )
+        .unwrap();
+        id
+    }
+
+    fn slots(conn: &Connection) -> Vec<(JobId, Priority, u32)> {
+        list_open(conn)
+            .unwrap()
+            .into_iter()
+            .map(|j| (j.id, j.priority, j.position.unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn new_jobs_join_the_back_of_their_level() {
+        let (_d, store) = test_store();
+        let c = store.conn();
+        let a = add(c, Priority::Low);
+        let b = add(c, Priority::High);
+        let d = add(c, Priority::Low);
+        assert_eq!(
+            slots(c),
+            vec![
+                (b, Priority::High, 1),
+                (a, Priority::Low, 1),
+                (d, Priority::Low, 2)
+            ]
+        );
+    }
+
+    #[test]
+    fn placing_and_finishing_keep_positions_dense() {
+        let (_d, store) = test_store();
+        let c = store.conn();
+        let ids: Vec<_> = (0..4).map(|_| add(c, Priority::Medium)).collect();
+        let last = get(c, ids[3]).unwrap().unwrap();
+        place(c, &last, Priority::Medium, 1).unwrap();
+        let order: Vec<_> = slots(c).into_iter().map(|s| s.0).collect();
+        assert_eq!(order, vec![ids[3], ids[0], ids[1], ids[2]]);
+        let first = get(c, ids[0]).unwrap().unwrap();
+        place(c, &first, Priority::High, 1).unwrap();
+        let second = get(c, ids[1]).unwrap().unwrap();
+        finish(c, &second, JobStatus::Cancelled, None).unwrap();
+        assert_eq!(
+            slots(c),
+            vec![
+                (ids[0], Priority::High, 1),
+                (ids[3], Priority::Medium, 1),
+                (ids[2], Priority::Medium, 2)
+            ]
+        );
+        assert_eq!(get(c, ids[1]).unwrap().unwrap().position, None);
+    }
+
+    #[test]
+    fn event_numbers_are_gapless() {
+        let (_d, store) = test_store();
+        let c = store.conn();
+        let a = add(c, Priority::Low);
+        assert_eq!(next_event_seq(c, a).unwrap(), 1);
+        assert_eq!(next_event_seq(c, a).unwrap(), 2);
+    }
+}

@@ -1,0 +1,102 @@
+//! Operation ids: the first request with an id stores its result; an identical retry gets
+//! that stored result back unchanged, even if the queue changed since; the same id with other
+//! content is `operation_conflict`. A refused request stores nothing (its transaction rolls
+//! back).
+
+use super::DbResult;
+use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
+use homebased_shared::ids::OperationId;
+use homebased_shared::time::now_ms;
+use rusqlite::{Connection, OptionalExtension};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// The digest of what an operation asks for: its kind, machine and content.
+pub fn digest(kind: &str, machine: &str, content: &Value) -> String {
+    let mut h = Sha256::new();
+    h.update(kind.as_bytes());
+    h.update([0]);
+    h.update(machine.as_bytes());
+    h.update([0]);
+    h.update(content.to_string().as_bytes());
+    hex(&h.finalize())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The stored result of an earlier identical request, or `None` if the id is new.
+pub fn replay(
+    conn: &Connection,
+    id: OperationId,
+    kind: &str,
+    digest: &str,
+) -> ApiResult<Option<Value>> {
+    let row: Option<(String, String, String)> = conn
+        .query_row(
+            "SELECT kind, digest, result FROM operations WHERE id = ?1",
+            [id.to_string()],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()
+        .db("read operation")?;
+    match row {
+        None => Ok(None),
+        Some((k, d, result)) if k == kind && d == digest => serde_json::from_str(&result)
+            .map(Some)
+            .map_err(ApiError::internal),
+        Some(_) => Err(ApiError::new(
+            ErrorCode::OperationConflict,
+            format!(
+                "operation {id} was already used for a different request; a new action needs a \
+                 new operation UUID"
+            ),
+        )
+        .with_input(serde_json::json!({ "operation_id": id }))),
+    }
+}
+
+pub fn record(
+    conn: &Connection,
+    id: OperationId,
+    kind: &str,
+    digest: &str,
+    result: &Value,
+) -> ApiResult<()> {
+    conn.execute(
+        "INSERT INTO operations (id, kind, digest, result, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        (id.to_string(), kind, digest, result.to_string(), now_ms()),
+    )
+    .db("record operation")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_store;
+
+    #[test]
+    fn identical_retry_replays_and_other_content_conflicts() {
+        let (_dir, store) = test_store();
+        let conn = store.conn();
+        let id = OperationId::new();
+        let d1 = digest("move", "m", &serde_json::json!({"front": true}));
+        assert_eq!(replay(conn, id, "move", &d1).unwrap(), None);
+        record(conn, id, "move", &d1, &serde_json::json!({"position": 1})).unwrap();
+        assert_eq!(
+            replay(conn, id, "move", &d1).unwrap(),
+            Some(serde_json::json!({"position": 1}))
+        );
+        let d2 = digest("move", "m", &serde_json::json!({"back": true}));
+        assert_eq!(
+            replay(conn, id, "move", &d2).unwrap_err().code,
+            ErrorCode::OperationConflict
+        );
+        assert_eq!(
+            replay(conn, id, "cancel", &d1).unwrap_err().code,
+            ErrorCode::OperationConflict
+        );
+    }
+}

@@ -1,0 +1,254 @@
+//! Resources: exclusive lanes. Names and device indices are unique per machine, enforced by
+//! the schema; registration never tests the physical device.
+
+use super::DbResult;
+use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
+use homebased_shared::ids::{looks_like_uuid, ResourceId};
+use homebased_shared::time::{now_ms, Millis};
+use homebased_shared::wire::ResourceOrigin;
+use rusqlite::{Connection, OptionalExtension, Row};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resource {
+    pub id: ResourceId,
+    pub name: String,
+    pub device: Option<u32>,
+    pub origin: ResourceOrigin,
+    pub created_at: Millis,
+}
+
+/// Names are 1 to 63 of `[a-z0-9-]`, not starting or ending with `-`, never a UUID.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 63 {
+        return Err(format!("resource name {name:?} must be 1 to 63 characters"));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return Err(format!(
+            "resource name {name:?} may only use a-z, 0-9 and -"
+        ));
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        return Err(format!(
+            "resource name {name:?} must not start or end with -"
+        ));
+    }
+    if looks_like_uuid(name) {
+        return Err(format!("resource name {name:?} must not be a UUID"));
+    }
+    Ok(())
+}
+
+fn from_row(r: &Row) -> rusqlite::Result<Resource> {
+    let id: String = r.get("id")?;
+    let origin: String = r.get("origin")?;
+    let device: Option<i64> = r.get("device")?;
+    Ok(Resource {
+        id: id.parse().map_err(|e| bad_column("id", e))?,
+        name: r.get("name")?,
+        device: device.map(|d| d as u32),
+        origin: origin
+            .parse()
+            .map_err(|e: String| bad_column("origin", e))?,
+        created_at: r.get("created_at")?,
+    })
+}
+
+pub(crate) fn bad_column(name: &str, e: impl std::fmt::Display) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(
+        0,
+        rusqlite::types::Type::Text,
+        format!("column {name}: {e}").into(),
+    )
+}
+
+/// Every resource, in resource order (lowest device index, then natural name order).
+pub fn list(conn: &Connection) -> ApiResult<Vec<Resource>> {
+    let mut stmt = conn
+        .prepare_cached("SELECT id, name, device, origin, created_at FROM resources")
+        .db("list resources")?;
+    let mut rows: Vec<Resource> = stmt
+        .query_map([], from_row)
+        .db("list resources")?
+        .collect::<Result<_, _>>()
+        .db("list resources")?;
+    rows.sort_by(|a, b| {
+        let key = |r: &Resource| (r.device.is_none(), r.device);
+        key(a)
+            .cmp(&key(b))
+            .then_with(|| crate::scheduler::natural_cmp(&a.name, &b.name))
+    });
+    Ok(rows)
+}
+
+pub fn get(conn: &Connection, id: ResourceId) -> ApiResult<Option<Resource>> {
+    conn.query_row(
+        "SELECT id, name, device, origin, created_at FROM resources WHERE id = ?1",
+        [id.to_string()],
+        from_row,
+    )
+    .optional()
+    .db("read resource")
+}
+
+/// Finds a resource by UUID or by name.
+pub fn find(conn: &Connection, name_or_id: &str) -> ApiResult<Option<Resource>> {
+    if let Ok(id) = name_or_id.parse::<ResourceId>() {
+        return get(conn, id);
+    }
+    conn.query_row(
+        "SELECT id, name, device, origin, created_at FROM resources WHERE name = ?1",
+        [name_or_id],
+        from_row,
+    )
+    .optional()
+    .db("read resource")
+}
+
+/// Adds a lane; a taken name or device is `resource_conflict` and changes nothing.
+pub fn insert(
+    conn: &Connection,
+    name: &str,
+    device: Option<u32>,
+    origin: ResourceOrigin,
+) -> ApiResult<Resource> {
+    check_unique(conn, name, device, None)?;
+    let resource = Resource {
+        id: ResourceId::new(),
+        name: name.to_string(),
+        device,
+        origin,
+        created_at: now_ms(),
+    };
+    conn.execute(
+        "INSERT INTO resources (id, name, device, origin, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        (
+            resource.id.to_string(),
+            &resource.name,
+            device.map(i64::from),
+            origin.as_str(),
+            resource.created_at,
+        ),
+    )
+    .db("insert resource")?;
+    Ok(resource)
+}
+
+fn check_unique(
+    conn: &Connection,
+    name: &str,
+    device: Option<u32>,
+    except: Option<ResourceId>,
+) -> ApiResult<()> {
+    let except = except.map(|e| e.to_string()).unwrap_or_default();
+    let name_taken: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM resources WHERE name = ?1 AND id <> ?2)",
+            (name, &except),
+            |r| r.get(0),
+        )
+        .db("check resource name")?;
+    if name_taken {
+        return Err(ApiError::new(
+            ErrorCode::ResourceConflict,
+            format!("a resource named {name:?} already exists"),
+        )
+        .with_input(serde_json::json!({ "name": name })));
+    }
+    if let Some(device) = device {
+        let device_taken: bool = conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM resources WHERE device = ?1 AND id <> ?2)",
+                (i64::from(device), &except),
+                |r| r.get(0),
+            )
+            .db("check resource device")?;
+        if device_taken {
+            return Err(ApiError::new(
+                ErrorCode::ResourceConflict,
+                format!("device {device} already has a lane; do not register another for it"),
+            )
+            .with_input(serde_json::json!({ "device": device })));
+        }
+    }
+    Ok(())
+}
+
+/// Gives a fallback lane its detected device, keeping its UUID.
+pub fn adopt(
+    conn: &Connection,
+    id: ResourceId,
+    new_name: Option<&str>,
+    device: u32,
+) -> ApiResult<()> {
+    let current = get(conn, id)?
+        .ok_or_else(|| ApiError::internal(format!("fallback resource {id} vanished")))?;
+    let name = new_name.unwrap_or(&current.name);
+    check_unique(conn, name, Some(device), Some(id))?;
+    conn.execute(
+        "UPDATE resources SET name = ?2, device = ?3, origin = 'detected' WHERE id = ?1",
+        (id.to_string(), name, i64::from(device)),
+    )
+    .db("adopt fallback")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_store;
+
+    #[test]
+    fn names_follow_the_rules() {
+        for ok in ["gpu0", "auxiliary", "a", "a-b-9", &"x".repeat(63)] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        let uuid = ResourceId::new().to_string();
+        for bad in [
+            "",
+            "-a",
+            "a-",
+            "GPU0",
+            "gpu_0",
+            "gpu 0",
+            &"x".repeat(64),
+            uuid.as_str(),
+        ] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn name_and_device_conflicts_change_nothing() {
+        let (_dir, store) = test_store();
+        let c = store.conn();
+        insert(c, "gpu0", Some(0), ResourceOrigin::Detected).unwrap();
+        assert_eq!(
+            insert(c, "gpu0", None, ResourceOrigin::Manual)
+                .unwrap_err()
+                .code,
+            ErrorCode::ResourceConflict
+        );
+        assert_eq!(
+            insert(c, "other", Some(0), ResourceOrigin::Manual)
+                .unwrap_err()
+                .code,
+            ErrorCode::ResourceConflict
+        );
+        assert_eq!(list(c).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn listed_by_device_then_natural_name() {
+        let (_dir, store) = test_store();
+        let c = store.conn();
+        insert(c, "gpu10", None, ResourceOrigin::Manual).unwrap();
+        insert(c, "gpu2", None, ResourceOrigin::Manual).unwrap();
+        insert(c, "b", Some(1), ResourceOrigin::Manual).unwrap();
+        insert(c, "a", Some(3), ResourceOrigin::Manual).unwrap();
+        let names: Vec<_> = list(c).unwrap().into_iter().map(|r| r.name).collect();
+        assert_eq!(names, ["b", "a", "gpu2", "gpu10"]);
+    }
+}

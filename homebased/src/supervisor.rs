@@ -1,0 +1,181 @@
+//! The supervisor: the daemon's side of the run directory. It prepares a run directory,
+//! starts `homebased-worker` with the locked `runner.lock` handed over as fd 3, watches each
+//! live worker through that lock, and signals workers by verified identity. It never decides
+//! anything: the core does, and is told what happened through [`CoreHandle::post`].
+
+mod lost_cleanup;
+
+use crate::core::CoreHandle;
+use homebased_shared::home::Home;
+use homebased_shared::ids::TaskId;
+use homebased_shared::process;
+use homebased_shared::rundir::{write_json_atomic, RunDir, RunSpec};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+/// `flock(2)` on a raw descriptor. Not nix's `Flock` guard: dropping that unlocks the open
+/// file description, which the worker shares; the daemon must only close its copy.
+fn flock(file: &File, operation: libc::c_int) -> io::Result<()> {
+    loop {
+        // SAFETY: flock on a descriptor this function borrows; no memory is involved.
+        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// The fd number on which the worker receives its locked `runner.lock`.
+pub const LOCK_FD: i32 = 3;
+
+/// The worker binary: `HOMEBASED_WORKER`, else `homebased-worker` beside this executable.
+pub fn worker_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("HOMEBASED_WORKER").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("homebased-worker")))
+        .unwrap_or_else(|| PathBuf::from("homebased-worker"))
+}
+
+fn private_dir(path: &std::path::Path) -> io::Result<()> {
+    DirBuilder::new().recursive(true).mode(0o700).create(path)
+}
+
+/// Creates the run directory, `control/`, the job's checkpoint directory and `run.json`.
+pub fn prepare(home: &Home, spec: &RunSpec) -> io::Result<RunDir> {
+    let dir = RunDir::new(home.task_dir(spec.task));
+    private_dir(&dir.control_dir())?;
+    private_dir(&spec.job_dir)?;
+    write_json_atomic(&dir.run_json(), spec)?;
+    Ok(dir)
+}
+
+/// Locks `runner.lock`, starts the worker in a new session holding it, and releases the
+/// daemon's copy so that only the worker's life holds the lock.
+pub fn start_worker(dir: &RunDir) -> io::Result<Child> {
+    let lock = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(dir.runner_lock())?;
+    flock(&lock, libc::LOCK_EX | libc::LOCK_NB)?;
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.worker_log())?;
+    let log_err = log.try_clone()?;
+    let lock_fd = lock.as_raw_fd();
+    let mut cmd = Command::new(worker_binary());
+    cmd.arg(dir.root())
+        .arg("--lock-fd")
+        .arg(LOCK_FD.to_string())
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err);
+    // SAFETY: only async-signal-safe calls (setsid, dup2) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // Its own session: the worker outlives the daemon and its terminal.
+            nix::unistd::setsid().map_err(io::Error::from)?;
+            // dup2 clears close-on-exec on the copy: the worker inherits exactly this fd.
+            if libc::dup2(lock_fd, LOCK_FD) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn();
+    drop(lock);
+    child
+}
+
+/// Whether a live worker holds the run's lock (without waiting).
+pub fn worker_alive(dir: &RunDir) -> bool {
+    let Ok(file) = File::open(dir.runner_lock()) else {
+        return false;
+    };
+    flock(&file, libc::LOCK_SH | libc::LOCK_NB).is_err()
+}
+
+/// Watches a worker: a thread blocks on `runner.lock` and, once granted (the worker is gone),
+/// reaps it if it is our child and tells the core.
+pub fn watch(core: CoreHandle, dir: RunDir, task: TaskId, child: Option<Child>) {
+    let spawned = std::thread::Builder::new()
+        .name(format!("watch-{task}"))
+        .spawn(move || {
+            match File::open(dir.runner_lock()) {
+                Ok(file) => {
+                    // Blocks until every holder (the worker) has exited.
+                    if let Err(e) = flock(&file, libc::LOCK_SH) {
+                        tracing::warn!(%task, error = %e, "cannot wait on runner.lock");
+                    }
+                }
+                Err(e) => tracing::warn!(%task, error = %e, "cannot open runner.lock"),
+            }
+            if let Some(mut child) = child {
+                let _ = child.wait();
+            }
+            core.post(move |core| core.observe(task, true));
+        });
+    if let Err(e) = spawned {
+        tracing::error!(%task, error = %e, "cannot start a run watcher; the safety tick will notice");
+    }
+}
+
+/// Signals the worker of a run, only if the pid in `worker.json` still names the same
+/// process (a reused pid is never hit).
+pub fn signal_worker(dir: &RunDir, signal: Signal) {
+    let Ok(Some(record)) = dir.read_worker() else {
+        return;
+    };
+    let id = record.worker;
+    if process::is_same_process(id) {
+        if let Err(e) = kill(Pid::from_raw(id.pid as i32), signal) {
+            tracing::debug!(pid = id.pid, error = %e, "worker signal not delivered");
+        }
+    }
+}
+
+/// Cleans up after a lost worker on a thread of its own, writes `cleanup.json` as attempt
+/// `attempt`, and tells the core.
+pub fn clean_up_lost(
+    core: CoreHandle,
+    dir: RunDir,
+    task: TaskId,
+    attempt: u32,
+    config: homebased_shared::config::CleanupConfig,
+    protected: Vec<u32>,
+) {
+    let spawned = std::thread::Builder::new()
+        .name(format!("cleanup-{task}"))
+        .spawn(move || {
+            let outcome = lost_cleanup::clean(&dir, &config, &protected);
+            let record = homebased_shared::rundir::CleanupRecord {
+                attempt,
+                outcome,
+                finished_at: homebased_shared::time::now_ms(),
+            };
+            if let Err(e) = write_json_atomic(&dir.cleanup_json(), &record) {
+                tracing::error!(%task, error = %e, "cannot write cleanup.json");
+            }
+            core.post(move |core| core.observe(task, true));
+        });
+    if let Err(e) = spawned {
+        tracing::error!(%task, error = %e, "cannot start the cleanup of a lost worker");
+    }
+}

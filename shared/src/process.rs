@@ -1,0 +1,174 @@
+//! Process identity from `/proc`: a pid alone can be reused, so every process is named by
+//! `(pid, kernel start ticks)` and re-read right before anything acts on it. Used by the
+//! worker for its workload and by the daemon for a lost worker's leftovers.
+
+use crate::rundir::ProcessIdentity;
+use std::io;
+use std::path::Path;
+
+/// The fields of `/proc/<pid>/stat` that identify a process and place it in a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    pub pid: u32,
+    /// One letter: `R`, `S`, `D`, `Z` (zombie), `T`, ...
+    pub state: char,
+    pub ppid: u32,
+    pub pgrp: u32,
+    pub session: u32,
+    /// Field 22, clock ticks since boot.
+    pub start_ticks: u64,
+}
+
+impl ProcStat {
+    pub fn identity(&self) -> ProcessIdentity {
+        ProcessIdentity {
+            pid: self.pid,
+            start_ticks: self.start_ticks,
+        }
+    }
+    pub fn is_zombie(&self) -> bool {
+        self.state == 'Z'
+    }
+}
+
+/// Parses one `/proc/<pid>/stat` line. The command name (field 2) is in parentheses and may
+/// itself contain spaces and `)`, so fields are counted from the last `)`.
+pub fn parse_stat(text: &str) -> Option<ProcStat> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let pid = text.get(..open)?.trim().parse().ok()?;
+    // After the name: field 3 (state) is index 0, so field n is index n - 3.
+    let rest: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
+    let field = |n: usize| rest.get(n - 3).copied();
+    let mut state = field(3)?.chars();
+    let letter = state.next()?;
+    if state.next().is_some() {
+        return None;
+    }
+    Some(ProcStat {
+        pid,
+        state: letter,
+        ppid: field(4)?.parse().ok()?,
+        pgrp: field(5)?.parse().ok()?,
+        session: field(6)?.parse().ok()?,
+        start_ticks: field(22)?.parse().ok()?,
+    })
+}
+
+/// Reads `/proc/<pid>/stat`. A process that is gone reads as `NotFound`.
+pub fn read_stat(pid: u32) -> io::Result<ProcStat> {
+    read_stat_at(Path::new("/proc"), pid)
+}
+
+fn read_stat_at(proc_root: &Path, pid: u32) -> io::Result<ProcStat> {
+    let path = proc_root.join(pid.to_string()).join("stat");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        // A pid directory that vanished between listing and reading answers ESRCH on some
+        // kernels rather than ENOENT; both mean "gone".
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+            return Err(io::Error::new(io::ErrorKind::NotFound, e))
+        }
+        Err(e) => return Err(e),
+    };
+    parse_stat(&text).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: unexpected format", path.display()),
+        )
+    })
+}
+
+/// The identity of a live (or not yet reaped) process.
+pub fn identity(pid: u32) -> io::Result<ProcessIdentity> {
+    read_stat(pid).map(|s| s.identity())
+}
+
+/// True while the process named by `id` still exists (a zombie counts: its pid is not free).
+/// A different process under the same pid is not it.
+pub fn is_same_process(id: ProcessIdentity) -> bool {
+    matches!(read_stat(id.pid), Ok(s) if s.start_ticks == id.start_ticks)
+}
+
+/// Every pid under `/proc` at the moment of listing.
+pub fn list_pids() -> io::Result<Vec<u32>> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc")? {
+        let entry = entry?;
+        if let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) {
+            pids.push(pid);
+        }
+    }
+    pids.sort_unstable();
+    Ok(pids)
+}
+
+/// The processes whose process group is `pgid`. Processes that vanish while the table is
+/// read are skipped: they are no longer members.
+pub fn group_members(pgid: u32) -> io::Result<Vec<ProcStat>> {
+    let mut members = Vec::new();
+    for pid in list_pids()? {
+        match read_stat(pid) {
+            Ok(stat) if stat.pgrp == pgid => members.push(stat),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_name_with_spaces_and_parentheses() {
+        let line = "4242 (evil) (name x) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 \
+                    987654 1000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0";
+        let s = parse_stat(line).unwrap();
+        assert_eq!(
+            s,
+            ProcStat {
+                pid: 4242,
+                state: 'S',
+                ppid: 1,
+                pgrp: 4242,
+                session: 4242,
+                start_ticks: 987654,
+            }
+        );
+    }
+
+    #[test]
+    fn refuses_truncated_lines() {
+        assert!(parse_stat("12 (x) S 1 12 12").is_none());
+        assert!(parse_stat("").is_none());
+        assert!(parse_stat("x (y) S 1 2 3 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 5").is_none());
+    }
+
+    #[test]
+    fn reads_this_process_and_finds_it_in_its_group() {
+        let me = read_stat(std::process::id()).unwrap();
+        assert_eq!(me.pid, std::process::id());
+        assert!(me.start_ticks > 0);
+        assert!(is_same_process(me.identity()));
+        let moved = ProcessIdentity {
+            pid: me.pid,
+            start_ticks: me.start_ticks + 1,
+        };
+        assert!(
+            !is_same_process(moved),
+            "another start time is another process"
+        );
+        let members = group_members(me.pgrp).unwrap();
+        assert!(members.iter().any(|m| m.pid == me.pid));
+    }
+
+    #[test]
+    fn a_missing_process_reads_as_not_found() {
+        // Above the kernel's largest pid_max (2^22), so never a live pid.
+        let err = read_stat(5_000_000).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+}

@@ -1,0 +1,225 @@
+//! Reading the spec's JSON: the strict parse, RFC 6901 pointers, refusals that carry them,
+//! and field access that refuses unknown fields. Every rule file reads through these, so that
+//! every refusal names exactly where the user wrote the offending value.
+
+use super::MAX_SPEC_BYTES;
+use crate::error::{ApiError, ErrorCode};
+use serde_json::{json, Map, Value};
+use std::fmt::{self, Display};
+
+/// Size cap first (nothing is parsed past it), then JSON with duplicate keys refused: with
+/// duplicates, two readers of the same body could disagree on what was submitted.
+pub(super) fn parse(raw: &[u8]) -> Result<Value, ApiError> {
+    let root = Ptr::root();
+    if raw.len() > MAX_SPEC_BYTES {
+        return Err(invalid(
+            &root,
+            &Value::Null,
+            format!(
+                "the spec is {} bytes, over the limit of {MAX_SPEC_BYTES} bytes",
+                raw.len()
+            ),
+        ));
+    }
+    match serde_json::from_slice::<NoDuplicates>(raw) {
+        Ok(NoDuplicates(doc)) => Ok(doc),
+        Err(e) => Err(invalid(
+            &root,
+            &Value::Null,
+            format!("the spec is not valid JSON: {e}"),
+        )),
+    }
+}
+
+/// An RFC 6901 JSON pointer to where the user wrote a value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Ptr(String);
+
+impl Ptr {
+    pub(super) fn root() -> Ptr {
+        Ptr(String::new())
+    }
+
+    pub(super) fn key(&self, key: &str) -> Ptr {
+        Ptr(format!(
+            "{}/{}",
+            self.0,
+            key.replace('~', "~0").replace('/', "~1")
+        ))
+    }
+
+    pub(super) fn index(&self, i: usize) -> Ptr {
+        Ptr(format!("{}/{i}", self.0))
+    }
+}
+
+impl Display for Ptr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A refusal with the pointer and value the user wrote as `input`.
+pub(super) fn refuse(code: ErrorCode, at: &Ptr, value: &Value, why: impl Display) -> ApiError {
+    let place = if at.0.is_empty() { "spec" } else { &at.0 };
+    ApiError::new(code, format!("{place}: {why}"))
+        .with_input(json!({ "pointer": at.0, "value": value }))
+}
+
+/// An `invalid_spec` refusal, the code of every broken rule but a missing cwd or program.
+pub(super) fn invalid(at: &Ptr, value: &Value, why: impl Display) -> ApiError {
+    refuse(ErrorCode::InvalidSpec, at, value, why)
+}
+
+/// One JSON object of the spec whose fields were checked against the known ones.
+pub(super) struct Fields<'a> {
+    map: &'a Map<String, Value>,
+    at: Ptr,
+}
+
+impl<'a> Fields<'a> {
+    /// Refuses a non-object, or any field outside `known`; `hint` explains common mistakes.
+    pub(super) fn open(
+        v: &'a Value,
+        at: &Ptr,
+        what: &str,
+        known: &[&str],
+        hint: fn(&str) -> Option<&'static str>,
+    ) -> Result<Self, ApiError> {
+        let map = v
+            .as_object()
+            .ok_or_else(|| invalid(at, v, format!("must be {what}")))?;
+        if let Some((k, value)) = map.iter().find(|(k, _)| !known.contains(&k.as_str())) {
+            let why = match hint(k) {
+                Some(h) => format!("unknown field: {h}"),
+                None => format!("unknown field: {what} takes {}", known.join(", ")),
+            };
+            return Err(invalid(&at.key(k), value, why));
+        }
+        Ok(Fields {
+            map,
+            at: at.clone(),
+        })
+    }
+
+    /// A field that must be present and not null.
+    pub(super) fn required(&self, key: &str) -> Result<(&'a Value, Ptr), ApiError> {
+        self.optional(key)
+            .ok_or_else(|| invalid(&self.at.key(key), &Value::Null, "is required"))
+    }
+
+    /// An optional field; `null` means absent, so canonical JSON reads back as the same spec.
+    pub(super) fn optional(&self, key: &str) -> Option<(&'a Value, Ptr)> {
+        self.get(key).filter(|(v, _)| !v.is_null())
+    }
+
+    /// A field as written, `null` included.
+    pub(super) fn get(&self, key: &str) -> Option<(&'a Value, Ptr)> {
+        self.map.get(key).map(|v| (v, self.at.key(key)))
+    }
+}
+
+pub(super) fn text<'v>(v: &'v Value, at: &Ptr) -> Result<&'v str, ApiError> {
+    v.as_str().ok_or_else(|| invalid(at, v, "must be a string"))
+}
+
+/// An argv: strings without NUL bytes (the kernel could not pass them). `first_nonempty`
+/// requires a program name in element 0; otherwise the list may only not be empty.
+pub(super) fn argv(v: &Value, at: &Ptr, first_nonempty: bool) -> Result<Vec<String>, ApiError> {
+    let list = v
+        .as_array()
+        .filter(|l| !l.is_empty())
+        .ok_or_else(|| invalid(at, v, "must be a non-empty array of strings"))?;
+    let mut out = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let s = text(item, &at.index(i))?;
+        if s.contains('\0') {
+            return Err(invalid(&at.index(i), item, "must not contain NUL bytes"));
+        }
+        if i == 0 && first_nonempty && s.is_empty() {
+            return Err(invalid(
+                &at.index(i),
+                item,
+                "the program name must not be empty",
+            ));
+        }
+        out.push(s.to_string());
+    }
+    Ok(out)
+}
+
+/// A JSON value read with duplicate object keys refused (`serde_json::Value` keeps the last).
+struct NoDuplicates(Value);
+
+impl<'de> serde::Deserialize<'de> for NoDuplicates {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NoDuplicatesVisitor)
+    }
+}
+
+struct NoDuplicatesVisitor;
+
+impl<'de> serde::de::Visitor<'de> for NoDuplicatesVisitor {
+    type Value = NoDuplicates;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, b: bool) -> Result<NoDuplicates, E> {
+        Ok(NoDuplicates(Value::Bool(b)))
+    }
+
+    fn visit_i64<E>(self, n: i64) -> Result<NoDuplicates, E> {
+        Ok(NoDuplicates(Value::from(n)))
+    }
+
+    fn visit_u64<E>(self, n: u64) -> Result<NoDuplicates, E> {
+        Ok(NoDuplicates(Value::from(n)))
+    }
+
+    fn visit_f64<E>(self, n: f64) -> Result<NoDuplicates, E> {
+        Ok(NoDuplicates(Value::from(n)))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<NoDuplicates, E> {
+        Ok(NoDuplicates(Value::from(s)))
+    }
+
+    fn visit_unit<E>(self) -> Result<NoDuplicates, E> {
+        Ok(NoDuplicates(Value::Null))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<NoDuplicates, A::Error> {
+        let mut out = Vec::new();
+        while let Some(NoDuplicates(v)) = seq.next_element()? {
+            out.push(v);
+        }
+        Ok(NoDuplicates(Value::Array(out)))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<NoDuplicates, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.contains_key(&key) {
+                return Err(serde::de::Error::custom(format_args!(
+                    "duplicate field {key:?}"
+                )));
+            }
+            let NoDuplicates(v) = map.next_value()?;
+            out.insert(key, v);
+        }
+        Ok(NoDuplicates(Value::Object(out)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointers_escape_tilde_and_slash() {
+        let at = Ptr::root().key("env").key("a/b~c").index(3);
+        assert_eq!(at.to_string(), "/env/a~1b~0c/3");
+    }
+}

@@ -1,0 +1,280 @@
+//! The `task` step: one host command, its program resolved at submit, escape entry points
+//! refused.
+
+use super::input::{argv, invalid, refuse, Fields, Ptr};
+use super::validate::SubmitContext;
+use super::Step;
+use crate::error::{ApiError, ErrorCode};
+use serde_json::Value;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+pub(super) const TASK_FIELDS: &[&str] = &["type", "command"];
+
+/// Programs that hand work to a server outside the run (a terminal multiplexer, a service
+/// manager, a container engine, a remote shell). Cleanup finds work by the run's marker in
+/// its environment, which such work never carries.
+const ESCAPES: &[&str] = &[
+    "tmux",
+    "screen",
+    "launchctl",
+    "systemd-run",
+    "docker",
+    "podman",
+    "nerdctl",
+    "ssh",
+    "mosh",
+];
+
+/// Symlink hops followed before giving up, as the kernel's own limit (`ELOOP`).
+const MAX_LINK_HOPS: usize = 40;
+
+pub(super) fn task_step(
+    v: &Value,
+    at: &Ptr,
+    cwd: &Path,
+    ctx: &SubmitContext,
+) -> Result<Step, ApiError> {
+    let f = Fields::open(v, at, "a task step", TASK_FIELDS, task_hint)?;
+    let (cmd, cmd_at) = f.required("command")?;
+    let command = argv(cmd, &cmd_at, true)?;
+    let program_at = cmd_at.index(0);
+    let written = &cmd[0];
+
+    let program = resolve_program(&command[0], cwd, ctx.path.as_deref()).ok_or_else(|| {
+        let searched = if command[0].contains('/') {
+            format!("relative to {}", cwd.display())
+        } else if ctx.path.is_some() {
+            "on the submitter's PATH".to_string()
+        } else {
+            "(no PATH was given, so only a path containing '/' resolves)".to_string()
+        };
+        refuse(
+            ErrorCode::ExecutableMissing,
+            &program_at,
+            written,
+            format!("no executable file {:?} {searched}", command[0]),
+        )
+    })?;
+
+    if let Some(name) = escape_name(&program) {
+        return Err(invalid(
+            &program_at,
+            written,
+            format!(
+                "{} resolves to {name}: work handed to {name} runs outside the run and \
+                 escapes cleanup; run the work directly (or use a container step)",
+                program.display()
+            ),
+        ));
+    }
+    Ok(Step::Task { command })
+}
+
+fn task_hint(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "args" | "argv" => "put the arguments in \"command\" after the program",
+        "cwd" => "cwd is set once for the whole job, at the top level",
+        "env" | "environment" => {
+            "host steps run with the submitter's PATH and HOME; to set more, start the command \
+             with [\"env\", \"NAME=value\", ...]"
+        }
+        "shell" | "script" => "no shell is added; write [\"sh\", \"-c\", \"...\"] explicitly",
+        "image" | "memory" | "mounts" => "that belongs to a step of \"type\": \"container\"",
+        _ => return None,
+    })
+}
+
+/// Where `program` resolves, as `execvp` would: with a `/` relative to the job's cwd,
+/// otherwise the first executable regular file on `PATH` (an empty or relative entry is
+/// taken from the job's cwd, where the step will run).
+fn resolve_program(program: &str, cwd: &Path, path: Option<&str>) -> Option<PathBuf> {
+    if program.contains('/') {
+        let candidate = cwd.join(program);
+        return is_executable_file(&candidate).then_some(candidate);
+    }
+    path?
+        .split(':')
+        .map(|dir| cwd.join(dir).join(program))
+        .find(|candidate| is_executable_file(candidate))
+}
+
+/// A regular file (after symlinks) with an execute bit for someone.
+fn is_executable_file(path: &Path) -> bool {
+    fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The escape entry point `program` leads to, if any: its own name, every symlink hop on the
+/// way, and the fully resolved file are all checked, so neither a link named otherwise nor a
+/// chain through a `docker` link hides one.
+fn escape_name(program: &Path) -> Option<&'static str> {
+    let mut current = program.to_path_buf();
+    for _ in 0..MAX_LINK_HOPS {
+        if let Some(name) = escape_file_name(&current) {
+            return Some(name);
+        }
+        let Ok(target) = fs::read_link(&current) else {
+            break;
+        };
+        current = match current.parent() {
+            Some(dir) => dir.join(target),
+            None => target,
+        };
+    }
+    fs::canonicalize(program)
+        .ok()
+        .and_then(|resolved| escape_file_name(&resolved))
+}
+
+/// Compared without case: on case-insensitive file systems `Docker` is `docker`.
+fn escape_file_name(path: &Path) -> Option<&'static str> {
+    let name = path.file_name()?.to_str()?;
+    ESCAPES
+        .iter()
+        .copied()
+        .find(|e| e.eq_ignore_ascii_case(name))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::super::testkit::{Edit, Fixture};
+    use crate::error::ErrorCode;
+    use crate::spec::Step;
+    use serde_json::json;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn program_on_path_resolves_and_argv_is_kept_as_written() {
+        let fx = Fixture::new();
+        let valid = fx.validate(&fx.spec()).unwrap();
+        assert_eq!(
+            valid.spec.steps,
+            vec![Step::Task {
+                command: vec!["tool".into(), "--flag".into()]
+            }]
+        );
+    }
+
+    #[test]
+    fn command_with_slash_resolves_against_the_spec_cwd() {
+        let fx = Fixture::new();
+        fx.executable("work/run.sh");
+        let mut spec = fx.spec();
+        Edit::set("/cwd", json!("work")).apply(&mut spec);
+        Edit::set("/workload/command", json!(["./run.sh"])).apply(&mut spec);
+        fx.validate(&spec).unwrap();
+
+        // The same name is not looked up relative to the submitter's own cwd.
+        Edit::set("/cwd", json!(".")).apply(&mut spec);
+        fx.assert_refused(
+            "missing",
+            &spec,
+            ErrorCode::ExecutableMissing,
+            "/workload/command/0",
+        );
+    }
+
+    #[test]
+    fn relative_path_entries_are_taken_from_the_spec_cwd() {
+        let mut fx = Fixture::new();
+        fx.executable("work/tools/mine");
+        fx.ctx.path = Some("/nonexistent:tools".into());
+        let mut spec = fx.spec();
+        Edit::set("/cwd", json!("work")).apply(&mut spec);
+        Edit::set("/workload/command", json!(["mine"])).apply(&mut spec);
+        fx.validate(&spec).unwrap();
+    }
+
+    #[test]
+    fn task_rules_refuse_with_pointer_and_code() {
+        let fx = Fixture::new();
+        fx.file("bin/plain", 0o644);
+        std::fs::create_dir_all(fx.dir.path().join("bin/folder")).unwrap();
+        fx.executable("bin/docker");
+        fx.executable("bin/SSH");
+        symlink(
+            fx.dir.path().join("bin/docker"),
+            fx.dir.path().join("bin/mytool"),
+        )
+        .unwrap();
+        // hop2 -> hop -> alt/docker -> ../engine: only a link in the middle is named docker.
+        fx.executable("bin/engine");
+        std::fs::create_dir_all(fx.dir.path().join("bin/alt")).unwrap();
+        symlink("../engine", fx.dir.path().join("bin/alt/docker")).unwrap();
+        symlink("alt/docker", fx.dir.path().join("bin/hop")).unwrap();
+        symlink("hop", fx.dir.path().join("bin/hop2")).unwrap();
+        symlink("gone", fx.dir.path().join("bin/dangling")).unwrap();
+        let step = |command: serde_json::Value| json!({ "type": "task", "command": command });
+
+        use ErrorCode::{ExecutableMissing as Missing, InvalidSpec as Invalid};
+        #[rustfmt::skip]
+        let cases = [
+            ("missing command", json!({"type": "task"}), Invalid, "/steps/1/command"),
+            ("empty argv", step(json!([])), Invalid, "/steps/1/command"),
+            ("argv not a list", step(json!("tool")), Invalid, "/steps/1/command"),
+            ("non-string arg", step(json!(["tool", 3])), Invalid, "/steps/1/command/1"),
+            ("NUL in an arg", step(json!(["tool", "a\u{0}b"])), Invalid, "/steps/1/command/1"),
+            ("NUL in argv0", step(json!(["to\u{0}ol"])), Invalid, "/steps/1/command/0"),
+            ("empty program", step(json!([""])), Invalid, "/steps/1/command/0"),
+            ("unknown field", json!({"type": "task", "command": ["tool"], "env": {}}), Invalid, "/steps/1/env"),
+            ("not on PATH", step(json!(["no-such-tool"])), Missing, "/steps/1/command/0"),
+            ("not executable", step(json!(["plain"])), Missing, "/steps/1/command/0"),
+            ("a directory", step(json!(["folder"])), Missing, "/steps/1/command/0"),
+            ("dangling link", step(json!(["dangling"])), Missing, "/steps/1/command/0"),
+            ("missing path", step(json!(["./bin/nope"])), Missing, "/steps/1/command/0"),
+        ];
+        let refuse_in_steps = |behaviour: &str, bad_step: &serde_json::Value, code, pointer| {
+            let mut spec = fx.spec();
+            Edit::remove("/workload").apply(&mut spec);
+            Edit::set(
+                "/steps",
+                json!([{"type": "task", "command": ["tool"]}, bad_step]),
+            )
+            .apply(&mut spec);
+            fx.assert_refused(behaviour, &spec, code, pointer)
+        };
+        for (behaviour, bad_step, code, pointer) in cases {
+            refuse_in_steps(behaviour, &bad_step, code, pointer);
+        }
+
+        #[rustfmt::skip]
+        let escapes = [
+            ("named docker", json!(["docker", "run"])),
+            ("named by path", json!(["bin/docker"])),
+            ("other case", json!(["SSH"])),
+            ("link to docker", json!(["mytool"])),
+            ("chain via docker", json!(["hop2"])),
+        ];
+        for (behaviour, command) in escapes {
+            let err = refuse_in_steps(behaviour, &step(command), Invalid, "/steps/1/command/0");
+            assert!(
+                err.message.contains("escapes cleanup"),
+                "{behaviour}: {}",
+                err.message
+            );
+        }
+
+        // The file a docker-named link points at is fine when reached under its own name.
+        let mut spec = fx.spec();
+        Edit::set("/workload/command", json!(["engine"])).apply(&mut spec);
+        fx.validate(&spec).unwrap();
+    }
+
+    #[test]
+    fn no_path_resolves_only_slash_programs() {
+        let mut fx = Fixture::new();
+        fx.ctx.path = None;
+        let mut spec = fx.spec();
+        let err = fx.assert_refused(
+            "missing",
+            &spec,
+            ErrorCode::ExecutableMissing,
+            "/workload/command/0",
+        );
+        assert!(err.message.contains("no PATH"), "{}", err.message);
+        Edit::set("/workload/command", json!(["bin/tool"])).apply(&mut spec);
+        fx.validate(&spec).unwrap();
+    }
+}

@@ -1,0 +1,80 @@
+//! Reading the end of a log without reading all of it: at most the last 1 MiB, at most 5000
+//! lines.
+
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+
+pub const MAX_TAIL_LINES: usize = 5000;
+pub const MAX_TAIL_BYTES: u64 = 1024 * 1024;
+
+/// The last `lines` lines (all, up to the byte cap, when `None`) and whether anything before
+/// them was left out.
+pub fn read_tail(path: &Path, lines: Option<usize>) -> io::Result<(String, bool)> {
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let start = len.saturating_sub(MAX_TAIL_BYTES);
+    file.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::with_capacity((len - start) as usize);
+    file.read_to_end(&mut bytes)?;
+    let mut truncated = start > 0;
+    if start > 0 {
+        // Drop the partial first line.
+        match bytes.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                bytes.drain(..=i);
+            }
+            None => bytes.clear(),
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    Ok(match lines.map(|n| n.min(MAX_TAIL_LINES)) {
+        None => (text, truncated),
+        Some(n) => {
+            let body = text.strip_suffix('\n').unwrap_or(&text);
+            let all: Vec<&str> = if body.is_empty() {
+                vec![]
+            } else {
+                body.split('\n').collect()
+            };
+            if all.len() > n {
+                truncated = true;
+            }
+            let kept = &all[all.len().saturating_sub(n)..];
+            let mut out = kept.join("\n");
+            if !kept.is_empty() && text.ends_with('\n') {
+                out.push('\n');
+            }
+            (out, truncated)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_last_lines_and_says_so() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("output.log");
+        std::fs::write(&p, "a\nb\nc\n").unwrap();
+        assert_eq!(read_tail(&p, Some(2)).unwrap(), ("b\nc\n".into(), true));
+        assert_eq!(read_tail(&p, Some(5)).unwrap(), ("a\nb\nc\n".into(), false));
+        assert_eq!(read_tail(&p, None).unwrap(), ("a\nb\nc\n".into(), false));
+        assert_eq!(read_tail(&p, Some(0)).unwrap(), ("".into(), true));
+    }
+
+    #[test]
+    fn reads_at_most_the_last_mebibyte() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("output.log");
+        let line = "x".repeat(99) + "\n";
+        std::fs::write(&p, line.repeat(20_000)).unwrap();
+        let (text, truncated) = read_tail(&p, None).unwrap();
+        assert!(truncated);
+        assert!(text.len() as u64 <= MAX_TAIL_BYTES);
+        assert!(text.starts_with('x') && text.ends_with('\n'));
+        let (text, _) = read_tail(&p, Some(100_000)).unwrap();
+        assert_eq!(text.lines().count(), MAX_TAIL_LINES);
+    }
+}
