@@ -14,6 +14,7 @@ pub mod observe;
 pub mod pass;
 pub mod reconcile;
 pub mod register;
+pub mod release;
 pub mod stop;
 pub mod submit;
 pub mod views;

@@ -90,7 +90,9 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
                 let listener = tokio::net::TcpListener::bind(addr)
                     .await
                     .map_err(|e| ApiError::internal(format!("cannot listen on {addr}: {e}")))?;
-                let router = api::router(Listener::Tcp, handle.clone(), stop_tx.clone());
+                let router = api::router(Listener::Tcp, handle.clone(), stop_tx.clone()).layer(
+                    axum::middleware::from_fn_with_state(addr, api::guard::guard),
+                );
                 let mut rx = shut_rx.clone();
                 tracing::info!(%addr, "web listener up");
                 Some(tokio::spawn(async move {

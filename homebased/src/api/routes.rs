@@ -9,7 +9,10 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use homebased_shared::error::{ApiError, ErrorCode};
 use homebased_shared::ids::JobId;
-use homebased_shared::wire::{CancelRequest, MoveRequest, RegisterRequest, SubmitRequest};
+use homebased_shared::ids::TaskId;
+use homebased_shared::wire::{
+    CancelRequest, MoveRequest, RegisterRequest, ReleaseRequest, SubmitRequest,
+};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
@@ -49,7 +52,9 @@ pub fn router(
         .route("/v1/status", get(status))
         .route("/v1/jobs/{job}", get(job_show))
         .route("/v1/jobs/{job}/move", post(job_move))
-        .route("/v1/jobs/{job}/cancel", post(job_cancel));
+        .route("/v1/jobs/{job}/cancel", post(job_cancel))
+        .route("/v1/release", post(release))
+        .route("/v1/tasks/{task}/log", get(task_log));
     let all = match listener {
         Listener::Socket => common
             .route("/v1/resources", get(resource_list).post(register))
@@ -201,6 +206,56 @@ async fn job_cancel(
     let mut value = serde_json::to_value(result).map_err(ApiError::internal)?;
     value["api_version"] = serde_json::json!(homebased_shared::API_VERSION);
     Ok(Json(value))
+}
+
+async fn release(
+    State(s): State<AppState>,
+    q: Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>,
+    bytes: Bytes,
+) -> ApiResponse {
+    let m = machine(q)?;
+    let req: ReleaseRequest = body(&bytes)?;
+    json(
+        s.core
+            .call(move |core| {
+                core.check_local_machine(m.as_deref())?;
+                core.release(req)
+            })
+            .await?,
+    )
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct LogQuery {
+    machine: Option<String>,
+    tail: Option<usize>,
+}
+
+async fn task_log(
+    State(s): State<AppState>,
+    Path(task): Path<String>,
+    q: Result<Query<LogQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResponse {
+    let Query(q) = q.map_err(|e| ErrorResponse(ApiError::new(ErrorCode::Usage, e.body_text())))?;
+    let task: TaskId = task.parse().map_err(|_| {
+        ErrorResponse(
+            ApiError::new(
+                ErrorCode::InvalidQueueInput,
+                format!("{task:?} is not a full task UUID"),
+            )
+            .with_input(serde_json::json!({ "task": task })),
+        )
+    })?;
+    let machine = q.machine;
+    json(
+        s.core
+            .call(move |core| {
+                core.check_local_machine(machine.as_deref())?;
+                core.task_log(task, q.tail)
+            })
+            .await?,
+    )
 }
 
 async fn shutdown_daemon(State(s): State<AppState>) -> ApiResponse {

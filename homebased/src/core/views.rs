@@ -80,6 +80,38 @@ impl Core {
         })
     }
 
+    /// A run's `output.log`, bounded like `task log --tail`.
+    pub fn task_log(
+        &self,
+        task: homebased_shared::ids::TaskId,
+        tail: Option<usize>,
+    ) -> ApiResult<homebased_shared::wire::TaskLog> {
+        if runs::get(self.store.conn(), task)?.is_none() {
+            return Err(ApiError::new(
+                homebased_shared::error::ErrorCode::TaskNotFound,
+                format!("no run {task} on this machine"),
+            )
+            .with_input(serde_json::json!({ "task": task })));
+        }
+        let path = homebased_shared::rundir::RunDir::new(self.home.task_dir(task)).output_log();
+        let (log, truncated) = match homebased_shared::tail::read_tail(&path, tail) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), false),
+            Err(e) => {
+                return Err(ApiError::internal(format!(
+                    "cannot read {}: {e}",
+                    path.display()
+                )))
+            }
+        };
+        Ok(homebased_shared::wire::TaskLog {
+            api_version: API_VERSION,
+            task,
+            log,
+            truncated,
+        })
+    }
+
     pub fn status(&self) -> ApiResult<DaemonStatus> {
         Ok(DaemonStatus {
             api_version: API_VERSION,
