@@ -76,8 +76,12 @@ pub fn follow(
     }
 }
 
-/// SIGTERM to the group, up to `term_grace` for the workload, then SIGKILL to the group and up
-/// to `kill_grace`. Whatever else remains in the group is left to the cleanup.
+/// SIGTERM to the group, up to `term_grace` for the group to end, then SIGKILL to the group and
+/// up to `kill_grace`. The signals go to the whole group, so the grace is the whole group's:
+/// the workload being reaped is not the end while members it took down with it are still
+/// exiting (a shell's `sleep` may be scheduled after the shell itself died), or `exit.json`
+/// would call the group unconfirmed only because the worker looked too early. Whatever
+/// survives SIGKILL is left to the cleanup.
 fn stop(
     group: ProcessGroup,
     reaper: &mut Reaper,
@@ -85,7 +89,8 @@ fn stop(
     config: &CleanupConfig,
     log: &WorkerLog,
 ) {
-    let ended = |r: &Reaper| r.workload_ended().is_some();
+    // The group test counts zombies, so it also waits for the members to be reaped.
+    let ended = |r: &Reaper| r.workload_ended().is_some() && group.is_empty();
     for (signal, grace) in [
         (Signal::SIGTERM, config.term_grace),
         (Signal::SIGKILL, config.kill_grace),
@@ -99,10 +104,19 @@ fn stop(
         }
         if reaper.wait_until(signals, Instant::now() + grace, STOP_POLL, ended) {
             if let Some(reason) = reaper.workload_ended() {
-                log.note(format!("workload ended after {signal}: {reason:?}"));
+                log.note(format!(
+                    "workload and its process group ended after {signal}: {reason:?}"
+                ));
             }
             return;
         }
     }
-    log.note("workload not reaped after SIGKILL; recording the stop anyway");
+    if reaper.workload_ended().is_some() {
+        log.note(format!(
+            "process group {} not empty after SIGKILL; recording the stop, cleanup goes on",
+            group.id()
+        ));
+    } else {
+        log.note("workload not reaped after SIGKILL; recording the stop anyway");
+    }
 }

@@ -135,11 +135,17 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
             })?;
             Ok(None)
         }
-        Command::Daemon(cmd) => daemon_ctl::run(cmd, &home, &cli.home, &cli.config).map(Some),
+        Command::Daemon(cmd) => {
+            if matches!(cmd, DaemonCommand::Start | DaemonCommand::Restart) {
+                // Refuse a bad config here, before anything starts or stops.
+                load_config(config_source.as_ref())?;
+            }
+            daemon_ctl::run(cmd, &home, &cli.home, &cli.config).map(Some)
+        }
         Command::Task(TaskCommand::Log { task, tail, follow }) => {
             files::task_log(&home, &task, tail, follow)
         }
-        Command::Events(args) => files::events(&home, &args),
+        Command::Events(args) => files::events(&home, &args, cli.json),
         Command::Resource(cmd) => {
             let client = Client::new(home.socket());
             runtime()?.block_on(resource(cmd, &client))

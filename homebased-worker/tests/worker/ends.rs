@@ -46,9 +46,15 @@ fn the_stop_file_alone_cancels_the_run() {
     assert!(worker.wait().success(), "{}", run.diagnose());
     let exit = run.exit();
     assert_eq!(exit.reason, ExitReason::Cancelled);
-    assert_eq!(exit.group, GroupState::ConfirmedExited);
+    assert_eq!(
+        exit.group,
+        GroupState::ConfirmedExited,
+        "{}",
+        run.diagnose()
+    );
     assert_eq!(run.cleanup().outcome, CleanupOutcome::Clean);
     assert!(!is_same_process(child.process));
+    assert_group_gone(child.pgid);
 }
 
 #[test]
@@ -59,8 +65,56 @@ fn sigterm_to_the_worker_cancels_the_run() {
     kill(Pid::from_raw(worker.pid()), Signal::SIGTERM).unwrap();
     assert!(worker.wait().success(), "{}", run.diagnose());
     assert_eq!(run.exit().reason, ExitReason::Cancelled);
+    assert_eq!(run.exit().group, GroupState::ConfirmedExited);
     assert_eq!(run.cleanup().outcome, CleanupOutcome::Clean);
     assert!(!is_same_process(child.process));
+    assert_group_gone(child.pgid);
+}
+
+#[test]
+fn a_stop_gives_the_whole_group_the_grace() {
+    // The leader dies on TERM at once; the subshell in its group takes a moment to tidy up.
+    let mut run = Run::shell(
+        "(trap 'sleep 0.2; echo tidied; exit 0' TERM; touch trapped; \
+          while :; do sleep 0.05; done) & \
+         while [ ! -e trapped ]; do sleep 0.05; done; exec sleep 30",
+    );
+    // Long enough that the tidying never races the SIGKILL; nothing waits for it to pass.
+    run.set(
+        "cleanup",
+        json!({"term_grace": "15s", "kill_grace": "2s", "rescan": "20ms", "bound": "30s"}),
+    );
+    let mut worker = run.start();
+    let child = run.child();
+    crate::support::eventually("the trap to be set", || {
+        run.home
+            .parent()
+            .unwrap()
+            .join("trapped")
+            .exists()
+            .then_some(())
+    });
+    run.request_stop();
+    assert!(worker.wait().success(), "{}", run.diagnose());
+    let exit = run.exit();
+    assert_eq!(exit.reason, ExitReason::Cancelled);
+    assert_eq!(
+        exit.group,
+        GroupState::ConfirmedExited,
+        "the stop waited for the group, not only the leader\n{}",
+        run.diagnose()
+    );
+    assert!(run.output().contains("tidied"), "{}", run.diagnose());
+    assert!(!run.worker_log().contains("SIGKILL"), "{}", run.diagnose());
+    assert_eq!(run.cleanup().outcome, CleanupOutcome::Clean);
+    assert_group_gone(child.pgid);
+}
+
+/// Nothing of the workload's group is left once the worker exited: neither a live member nor
+/// an unreaped zombie (one handed to init may never be reaped).
+fn assert_group_gone(pgid: u32) {
+    let members = homebased_shared::process::group_members(pgid).unwrap();
+    assert!(members.is_empty(), "left in the group: {members:?}");
 }
 
 #[test]

@@ -138,10 +138,13 @@ pub fn list_open(conn: &Connection) -> ApiResult<Vec<Job>> {
     rows.collect::<Result<_, _>>().db("list jobs")
 }
 
-/// How many jobs hold a slot in `level`.
+/// How many jobs hold a slot in `level`. Positions are dense, so this is the highest one,
+/// which the slot index answers without counting.
 pub fn level_len(conn: &Connection, level: Priority) -> ApiResult<u32> {
-    conn.prepare_cached("SELECT COUNT(*) FROM jobs WHERE priority = ?1 AND position IS NOT NULL")
-        .db("count level")?
+    conn.prepare_cached(
+        "SELECT COALESCE(MAX(position), 0) FROM jobs WHERE priority = ?1 AND position IS NOT NULL",
+    )
+    .db("count level")?
         .query_row([level.rank()], |r| r.get(0))
         .db("count level")
 }
