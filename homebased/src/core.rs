@@ -10,6 +10,7 @@ pub mod cancel;
 pub mod classify;
 pub mod launch;
 pub mod move_job;
+pub mod notices;
 pub mod observe;
 pub mod pass;
 pub mod reconcile;
@@ -27,7 +28,7 @@ use homebased_shared::ids::MachineId;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Facts about the running daemon that status reports.
 #[derive(Debug, Clone)]
@@ -47,11 +48,16 @@ pub struct Core {
     dirty: bool,
     /// A handle to this core, for the watchers it starts.
     me: CoreHandle,
+    /// Wakes the event delivery loop when events may be pending ([`notices`]).
+    delivery_wake: Arc<tokio::sync::Notify>,
     /// Taken by [`Core::spawn`].
     inbox: Option<mpsc::Receiver<Call>>,
 }
 
 type Call = Box<dyn FnOnce(&mut Core) + Send>;
+
+/// How many queued calls the core serves before it runs a pending scheduling pass.
+const BURST: usize = 64;
 
 /// A cheap, cloneable way to reach the core from any thread or task.
 #[derive(Clone)]
@@ -98,6 +104,7 @@ impl Core {
             facts,
             dirty: true,
             me: CoreHandle { calls },
+            delivery_wake: Arc::new(tokio::sync::Notify::new()),
             inbox: Some(inbox),
         })
     }
@@ -127,12 +134,26 @@ impl Core {
             .spawn(move || {
                 self.reconcile();
                 // A slow safety tick catches anything a lost hint missed.
+                // The tick runs on a deadline, so a steady stream of calls cannot starve it.
                 let tick = Duration::from_millis(500);
+                let mut next_tick = Instant::now() + tick;
                 while !stopped.is_raised() {
-                    match inbox.recv_timeout(tick) {
-                        Ok(call) => call(&mut self),
-                        Err(mpsc::RecvTimeoutError::Timeout) => self.tick(),
+                    let wait = next_tick.saturating_duration_since(Instant::now());
+                    match inbox.recv_timeout(wait) {
+                        Ok(call) => {
+                            call(&mut self);
+                            // Serve what queued up meanwhile before deciding: one pass then
+                            // covers a burst of submissions.
+                            for call in inbox.try_iter().take(BURST) {
+                                call(&mut self);
+                            }
+                        }
+                        Err(mpsc::RecvTimeoutError::Timeout) => {}
                         Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                    }
+                    if Instant::now() >= next_tick {
+                        self.tick();
+                        next_tick = Instant::now() + tick;
                     }
                     if self.dirty {
                         self.dirty = false;

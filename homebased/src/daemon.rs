@@ -61,6 +61,7 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
         .enable_all()
         .build()
         .map_err(ApiError::internal)?;
+    let delivery_wake = core.delivery_wake();
     let (handle, core_stop, core_thread) = core.spawn().map_err(ApiError::internal)?;
     let result = runtime.block_on(async move {
         let (stop_tx, mut stop_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -83,6 +84,9 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
             }
         };
         let pokes = listen_for_pokes(&opts.home, handle.clone())?;
+        let sink = crate::delivery::sink::Sink::from_config(opts.config.events.command.as_deref());
+        let delivery =
+            crate::delivery::spawn(handle.clone(), opts.home.clone(), sink, delivery_wake);
         let (shut_tx, shut_rx) = tokio::sync::watch::channel(false);
         let tcp = match web {
             None => None,
@@ -112,6 +116,7 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
             let _ = tcp.await;
         }
         pokes.abort();
+        delivery.abort();
         let _ = std::fs::remove_file(opts.home.socket());
         let _ = std::fs::remove_file(opts.home.poke_socket());
         Ok::<(), ApiError>(())

@@ -5,6 +5,7 @@
 //! - [`daemon`]: `daemon serve`: the lock, start-up, detection, listeners, shutdown.
 //! - [`api`]: the HTTP/JSON routes, shared by the socket and the TCP listener.
 //! - [`core`]: the single owner of the store; one file per verb.
+//! - [`delivery`]: the per-job, ordered, at-least-once event delivery to the thread's sink.
 //! - [`store`]: SQLite, one file per table; the only code that writes the database.
 //! - [`scheduler`]: the pure decision: which jobs start where, which runs to stop.
 //! - [`placement`]: the pure placement rule of `job move`.
@@ -15,6 +16,7 @@ pub mod api;
 pub mod cli;
 pub mod core;
 pub mod daemon;
+pub mod delivery;
 pub mod detection;
 pub mod placement;
 pub mod scheduler;

@@ -1,13 +1,15 @@
 //! The store: the only code that touches SQLite. One connection, owned by the core; every
 //! change is one `BEGIN IMMEDIATE` transaction.
 //!
-//! - `schema.sql` and [`MIGRATIONS`]: versioned schema (`PRAGMA user_version`).
+//! - `schema.sql`, `schema_v2.sql` and [`MIGRATIONS`]: versioned schema (`PRAGMA user_version`).
 //! - [`machine`], [`resources`], [`jobs`], [`runs`], [`events`], [`operations`]: one file
 //!   per table, plain functions over a connection or transaction.
+//! - [`notices`]: blocked-notice episodes and the check-due mark of runs.
 
 pub mod events;
 pub mod jobs;
 pub mod machine;
+pub mod notices;
 pub mod operations;
 pub mod resources;
 pub mod runs;
@@ -17,7 +19,10 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use std::path::Path;
 
 /// Migration N brings a database from `user_version` N-1 to N.
-const MIGRATIONS: &[&str] = &[include_str!("store/schema.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("store/schema.sql"),
+    include_str!("store/schema_v2.sql"),
+];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -36,11 +36,38 @@ impl EventKind {
     pub fn is_notice(self) -> bool {
         matches!(self, EventKind::JobBlocked | EventKind::JobCheckDue)
     }
+
+    /// Every kind, in the order of SPEC section 8.
+    pub const ALL: [EventKind; 7] = [
+        EventKind::JobSucceeded,
+        EventKind::JobFailed,
+        EventKind::JobCancelled,
+        EventKind::JobPreempted,
+        EventKind::JobAttention,
+        EventKind::JobBlocked,
+        EventKind::JobCheckDue,
+    ];
+
+    /// The kind named `name` (`JOB_SUCCEEDED`, ...), if any.
+    pub fn from_name(name: &str) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
 }
 
 /// Formats one event object as its line (without the newline).
 pub fn event_line(event: &serde_json::Value) -> String {
     format!("{EVENT_LINE_PREFIX}{event}")
+}
+
+/// Reads one inbox line back into its event object; `None` for anything else (a torn line
+/// left by a crash mid-append, a blank line).
+pub fn parse_event_line(line: &str) -> Option<serde_json::Value> {
+    let json = line
+        .trim_end_matches(['\n', '\r'])
+        .strip_prefix(EVENT_LINE_PREFIX)?;
+    serde_json::from_str::<serde_json::Value>(json)
+        .ok()
+        .filter(serde_json::Value::is_object)
 }
 
 #[cfg(test)]
@@ -59,5 +86,28 @@ mod tests {
                 serde_json::json!(k.as_str())
             );
         }
+    }
+
+    #[test]
+    fn every_kind_is_found_by_its_name() {
+        for k in EventKind::ALL {
+            assert_eq!(EventKind::from_name(k.as_str()), Some(k));
+        }
+        assert_eq!(EventKind::from_name("JOB_DONE"), None);
+    }
+
+    #[test]
+    fn event_lines_round_trip_and_torn_lines_are_skipped() {
+        let event = serde_json::json!({"event": "JOB_SUCCEEDED", "seq": 1});
+        let line = event_line(&event);
+        assert!(line.starts_with("HOMEBASED_EVENT {"));
+        assert_eq!(parse_event_line(&line), Some(event.clone()));
+        assert_eq!(parse_event_line(&format!("{line}\n")), Some(event));
+        assert_eq!(
+            parse_event_line("HOMEBASED_EVENT {\"event\":\"JOB_SUC"),
+            None
+        );
+        assert_eq!(parse_event_line("HOMEBASED_EVENT 3"), None);
+        assert_eq!(parse_event_line(""), None);
     }
 }

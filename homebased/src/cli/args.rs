@@ -170,11 +170,16 @@ pub enum TaskCommand {
 
 #[derive(Args, Debug)]
 pub struct EventsArgs {
+    /// The thread UUID whose inbox to read.
     #[arg(long, value_name = "T")]
     pub thread: String,
-    /// Only events after this inbox line number.
+    /// Skip the first SEQ lines of the inbox. Positions count the inbox's lines from 1
+    /// across all of the thread's jobs (a job's own `seq` starts at 1 for every job);
+    /// `--json` answers the last position read as `position`, to pass here next time.
     #[arg(long, value_name = "SEQ")]
     pub after: Option<u64>,
+    /// Keep printing new events as they are delivered (with --json one event object per
+    /// line), until interrupted.
     #[arg(long)]
     pub follow: bool,
 }

@@ -3,7 +3,7 @@
 
 use super::Printed;
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
-use homebased_shared::event::EVENT_LINE_PREFIX;
+use homebased_shared::event::parse_event_line;
 use homebased_shared::home::Home;
 use homebased_shared::ids::{TaskId, ThreadId};
 use homebased_shared::rundir::RunDir;
@@ -81,8 +81,18 @@ pub fn task_log(
     }
 }
 
-/// Reads a thread's inbox: one `HOMEBASED_EVENT {...}` line per event.
-pub fn events(home: &Home, args: &super::args::EventsArgs) -> ApiResult<Option<Printed>> {
+/// Reads a thread's inbox: one `HOMEBASED_EVENT {...}` line per event, oldest first.
+///
+/// `--after N` skips the first N lines of the inbox: positions count the inbox's complete
+/// lines from 1, so they are a cursor across all of the thread's jobs (a `seq` is only
+/// unique within one job). `--json` answers the position of the last line read as
+/// `position`, to pass as `--after` next time. `--follow` keeps printing new lines as the
+/// daemon appends them (with `--json`, one event object per line) until interrupted.
+pub fn events(
+    home: &Home,
+    args: &super::args::EventsArgs,
+    json_output: bool,
+) -> ApiResult<Option<Printed>> {
     let thread: ThreadId = args.thread.parse().map_err(|_| {
         ApiError::new(
             ErrorCode::InvalidQueueInput,
@@ -90,42 +100,125 @@ pub fn events(home: &Home, args: &super::args::EventsArgs) -> ApiResult<Option<P
         )
         .with_input(json!({ "thread": args.thread }))
     })?;
-    let path = home.thread_inbox(thread);
-    let after = args.after.unwrap_or(0);
-    let read_lines = |from: usize| -> Vec<(usize, String)> {
-        std::fs::read_to_string(&path)
-            .unwrap_or_default()
-            .lines()
-            .enumerate()
-            .map(|(i, l)| (i + 1, l.to_string()))
-            .filter(|(n, _)| *n as u64 > after && *n > from)
-            .collect()
-    };
+    let mut inbox = Inbox::new(home.thread_inbox(thread), args.after.unwrap_or(0));
+    let lines = inbox.read_new()?;
     if !args.follow {
-        let lines = read_lines(0);
-        let events: Vec<Value> = lines
-            .iter()
-            .filter_map(|(_, l)| l.strip_prefix(EVENT_LINE_PREFIX))
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        let human = lines
-            .iter()
-            .map(|(_, l)| l.as_str())
-            .collect::<Vec<_>>()
-            .join("\n");
-        let v = json!({ "api_version": API_VERSION, "thread": thread, "events": events });
+        let events: Vec<Value> = lines.iter().filter_map(|l| parse_event_line(l)).collect();
+        let human = lines.join("\n");
+        let v = json!({
+            "api_version": API_VERSION,
+            "thread": thread,
+            "events": events,
+            "position": inbox.position,
+        });
         return Ok(Some(Printed {
             json: v,
             ids: vec![],
             human,
         }));
     }
-    let mut seen = 0;
+    let mut out = std::io::stdout();
+    let mut lines = lines;
     loop {
-        for (n, line) in read_lines(seen) {
-            seen = n;
-            println!("{line}");
+        for line in &lines {
+            let printed = if json_output {
+                parse_event_line(line).map(|event| event.to_string())
+            } else {
+                Some(line.clone())
+            };
+            if let Some(text) = printed {
+                if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {
+                    // The reader went away (a closed pipe): nothing more to show.
+                    return Ok(None);
+                }
+            }
         }
         std::thread::sleep(FOLLOW_POLL);
+        lines = inbox.read_new()?;
+    }
+}
+
+/// An inbox read incrementally: only complete lines count (a line still being appended,
+/// or torn by a crash, is left for later), each with its 1-based position.
+struct Inbox {
+    path: std::path::PathBuf,
+    /// Bytes consumed up to the end of the last complete line.
+    offset: u64,
+    /// The position of the last complete line consumed.
+    position: u64,
+    /// Lines at or before this position are skipped (`--after`).
+    after: u64,
+}
+
+impl Inbox {
+    fn new(path: std::path::PathBuf, after: u64) -> Inbox {
+        Inbox {
+            path,
+            offset: 0,
+            position: 0,
+            after,
+        }
+    }
+
+    /// The complete lines appended since the last read, past `after`. A missing inbox is
+    /// empty: no event was delivered to the thread yet.
+    fn read_new(&mut self) -> ApiResult<Vec<String>> {
+        let mut file = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => return Err(self.unreadable(e)),
+        };
+        let mut bytes = Vec::new();
+        file.seek(SeekFrom::Start(self.offset))
+            .and_then(|_| file.read_to_end(&mut bytes))
+            .map_err(|e| self.unreadable(e))?;
+        let mut lines = Vec::new();
+        let mut start = 0;
+        while let Some(end) = bytes[start..].iter().position(|b| *b == b'\n') {
+            let line = &bytes[start..start + end];
+            start += end + 1;
+            self.position += 1;
+            if self.position > self.after {
+                lines.push(String::from_utf8_lossy(line).into_owned());
+            }
+        }
+        self.offset += start as u64;
+        Ok(lines)
+    }
+
+    fn unreadable(&self, e: std::io::Error) -> ApiError {
+        ApiError::internal(format!("cannot read {}: {e}", self.path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inbox_positions_count_complete_lines_and_after_skips_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let mut missing = Inbox::new(dir.path().join("none.jsonl"), 0);
+        assert!(missing.read_new().unwrap().is_empty());
+
+        std::fs::write(&path, "one\ntwo\nthr").unwrap();
+        let mut all = Inbox::new(path.clone(), 0);
+        assert_eq!(all.read_new().unwrap(), vec!["one", "two"]);
+        assert_eq!(all.position, 2);
+        let mut after = Inbox::new(path.clone(), 1);
+        assert_eq!(after.read_new().unwrap(), vec!["two"]);
+
+        // The rest of the line arrives, then another: both show up once, in order.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"ee\nfour\n").unwrap();
+        assert_eq!(all.read_new().unwrap(), vec!["three", "four"]);
+        assert_eq!(all.position, 4);
+        assert!(all.read_new().unwrap().is_empty());
+        let mut late = Inbox::new(path, 3);
+        assert_eq!(late.read_new().unwrap(), vec!["four"]);
     }
 }

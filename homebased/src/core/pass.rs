@@ -26,6 +26,8 @@ impl Core {
         for stop in decisions.stops {
             self.preempt(stop);
         }
+        // Blocked notices: episode bookkeeping for the head (core/notices.rs).
+        self.notice_blocked_head(decisions.first_blocked);
     }
 
     /// The queue as the scheduler sees it.

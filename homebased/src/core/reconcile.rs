@@ -41,6 +41,8 @@ impl Core {
 
     /// The safety tick: abandons launches whose worker never came up.
     pub(super) fn tick(&mut self) {
+        // Blocked and check-due notices whose time has come (core/notices.rs).
+        self.notices_tick();
         let Ok(holding) = runs::list_holding(self.store.conn()) else {
             return;
         };

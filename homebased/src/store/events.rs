@@ -1,13 +1,18 @@
 //! The per-job event log: `seq` from 1 without gaps, appended in the same transaction as the
 //! change that caused it. The body is the full event object of SPEC section 8.
+//!
+//! Delivery state lives on the same rows: an event is pending until `delivered_at` is set
+//! (only after the sink confirmed) or it is `suppressed` (a notice no longer true; its seq
+//! stays taken). Only the oldest pending event of each job is ever offered for delivery, so
+//! a pending event holds back its own job's later events and no one else's.
 
 use super::jobs::{self, Job};
 use super::DbResult;
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::event::EventKind;
 use homebased_shared::ids::{JobId, MachineId, ResourceId, TaskId};
-use homebased_shared::time::{now_ms, rfc3339};
-use rusqlite::Connection;
+use homebased_shared::time::{now_ms, rfc3339, Millis};
+use rusqlite::{Connection, OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
 /// The run an event is about; every field is `null` in the event when there is none.
@@ -19,7 +24,8 @@ pub struct EventRun {
     pub step: u32,
 }
 
-/// Appends one event and returns its seq.
+/// Appends one event and returns its seq. `extra` holds the fields that are relevant to
+/// this kind only: `process`, `attention`, `blocked`, ...
 pub fn append(
     conn: &Connection,
     machine: MachineId,
@@ -76,4 +82,228 @@ pub fn list_for_job(conn: &Connection, job: JobId) -> ApiResult<Vec<Value>> {
         .iter()
         .map(|b| serde_json::from_str(b).map_err(ApiError::internal))
         .collect()
+}
+
+/// An event not yet delivered, as the delivery loop needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    pub job: JobId,
+    pub seq: u32,
+    /// `None` for a kind this build does not know (written by a newer one): delivered as is.
+    pub kind: Option<EventKind>,
+    pub body: Value,
+    pub created_at: Millis,
+    /// Failed attempts so far.
+    pub attempts: u32,
+    /// Not before this time (backoff after a failure); `None` means now.
+    pub next_attempt_at: Option<Millis>,
+}
+
+fn pending_from_row(r: &Row) -> rusqlite::Result<Pending> {
+    let job: String = r.get("job")?;
+    let kind: String = r.get("kind")?;
+    let body: String = r.get("body")?;
+    Ok(Pending {
+        job: job
+            .parse()
+            .map_err(|e| super::resources::bad_column("job", e))?,
+        seq: r.get("seq")?,
+        kind: EventKind::from_name(&kind),
+        body: serde_json::from_str(&body).map_err(|e| super::resources::bad_column("body", e))?,
+        created_at: r.get("created_at")?,
+        attempts: r.get("attempts")?,
+        next_attempt_at: r.get("next_attempt_at")?,
+    })
+}
+
+const PENDING_COLUMNS: &str =
+    "e.job, e.seq, e.kind, e.body, e.created_at, e.attempts, e.next_attempt_at";
+
+/// The oldest pending (neither delivered nor suppressed) event of every job, oldest first.
+pub fn pending_heads(conn: &Connection) -> ApiResult<Vec<Pending>> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {PENDING_COLUMNS} FROM events e \
+             WHERE e.delivered_at IS NULL AND e.suppressed = 0 AND NOT EXISTS ( \
+               SELECT 1 FROM events p WHERE p.job = e.job AND p.seq < e.seq \
+               AND p.delivered_at IS NULL AND p.suppressed = 0) \
+             ORDER BY e.created_at, e.job"
+        ))
+        .db("list pending events")?;
+    let rows = stmt
+        .query_map([], pending_from_row)
+        .db("list pending events")?;
+    rows.collect::<Result<_, _>>().db("list pending events")
+}
+
+/// One event with its delivery state.
+pub fn get(conn: &Connection, job: JobId, seq: u32) -> ApiResult<Option<Pending>> {
+    conn.prepare_cached(&format!(
+        "SELECT {PENDING_COLUMNS} FROM events e WHERE e.job = ?1 AND e.seq = ?2"
+    ))
+    .db("read event")?
+    .query_row((job.to_string(), seq), pending_from_row)
+    .optional()
+    .db("read event")
+}
+
+/// The sink confirmed the event. Returns false if it was no longer pending.
+pub fn mark_delivered(conn: &Connection, job: JobId, seq: u32, at: Millis) -> ApiResult<bool> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE events SET delivered_at = ?3, next_attempt_at = NULL \
+             WHERE job = ?1 AND seq = ?2 AND delivered_at IS NULL AND suppressed = 0",
+        )
+        .db("mark event delivered")?
+        .execute((job.to_string(), seq, at))
+        .db("mark event delivered")?;
+    Ok(changed == 1)
+}
+
+/// A failed attempt: counted, with the time before which it is not tried again. Returns the
+/// number of failed attempts so far.
+pub fn record_failure(
+    conn: &Connection,
+    job: JobId,
+    seq: u32,
+    next_attempt_at: Millis,
+    error: &str,
+) -> ApiResult<u32> {
+    conn.prepare_cached(
+        "UPDATE events SET attempts = attempts + 1, next_attempt_at = ?3, last_error = ?4 \
+         WHERE job = ?1 AND seq = ?2 AND delivered_at IS NULL RETURNING attempts",
+    )
+    .db("record delivery failure")?
+    .query_row((job.to_string(), seq, next_attempt_at, error), |r| r.get(0))
+    .optional()
+    .db("record delivery failure")
+    .map(Option::unwrap_or_default)
+}
+
+/// A notice that is no longer true: never delivered, its seq stays taken. Returns false if
+/// it was no longer pending.
+pub fn suppress(conn: &Connection, job: JobId, seq: u32) -> ApiResult<bool> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE events SET suppressed = 1, next_attempt_at = NULL \
+             WHERE job = ?1 AND seq = ?2 AND delivered_at IS NULL AND suppressed = 0",
+        )
+        .db("suppress notice")?
+        .execute((job.to_string(), seq))
+        .db("suppress notice")?;
+    Ok(changed == 1)
+}
+
+/// Whether an event was delivered, suppressed, or is still pending.
+pub fn delivery_state(conn: &Connection, job: JobId, seq: u32) -> ApiResult<Option<(bool, bool)>> {
+    conn.prepare_cached(
+        "SELECT delivered_at IS NOT NULL, suppressed FROM events WHERE job = ?1 AND seq = ?2",
+    )
+    .db("read delivery state")?
+    .query_row((job.to_string(), seq), |r| Ok((r.get(0)?, r.get(1)?)))
+    .optional()
+    .db("read delivery state")
+}
+
+/// A queued job with a fresh thread, for tests of the event and notice tables.
+#[cfg(test)]
+pub(crate) fn test_job(conn: &Connection) -> Job {
+    let id = JobId::new();
+    let spec = json!({});
+    jobs::insert(
+        conn,
+        &jobs::NewJob {
+            id,
+            thread: homebased_shared::ids::ThreadId::new(),
+            name: "test job",
+            priority: homebased_shared::queue::Priority::Medium,
+            target: None,
+            spec: &spec,
+            digest: "d",
+            env_path: None,
+            env_home: None,
+            steps: 1,
+        },
+    )
+    .unwrap();
+    jobs::require(conn, id).unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_store;
+
+    fn add(conn: &Connection, job: &Job, kind: EventKind) -> u32 {
+        append(conn, MachineId::new(), job, kind, None, Map::new()).unwrap()
+    }
+
+    #[test]
+    fn a_job_without_a_run_has_every_run_field_null() {
+        let (_d, store) = test_store();
+        let c = store.conn();
+        let job = test_job(c);
+        let machine = MachineId::new();
+        append(c, machine, &job, EventKind::JobCancelled, None, Map::new()).unwrap();
+        let body = &list_for_job(c, job.id).unwrap()[0];
+        for field in ["resource", "task", "run_number", "step"] {
+            assert_eq!(body.get(field), Some(&Value::Null), "{field}: {body}");
+        }
+        assert_eq!(body["api_version"], 1);
+        assert_eq!(body["event"], "JOB_CANCELLED");
+        assert_eq!(body["job"], json!(job.id));
+        assert_eq!(body["seq"], 1);
+        assert_eq!(body["thread"], json!(job.thread));
+        assert_eq!(body["name"], "test job");
+        assert_eq!(body["machine"], json!(machine));
+        assert!(body["at"].as_str().unwrap().ends_with('Z'));
+    }
+
+    #[test]
+    fn only_the_oldest_pending_event_of_each_job_is_offered() {
+        let (_d, store) = test_store();
+        let c = store.conn();
+        let a = test_job(c);
+        let b = test_job(c);
+        assert_eq!(add(c, &a, EventKind::JobPreempted), 1);
+        assert_eq!(add(c, &a, EventKind::JobSucceeded), 2);
+        assert_eq!(add(c, &b, EventKind::JobCancelled), 1);
+        let heads = |c| {
+            pending_heads(c)
+                .unwrap()
+                .iter()
+                .map(|p| (p.job, p.seq))
+                .collect::<Vec<_>>()
+        };
+        let mut now = heads(c);
+        now.sort();
+        let mut expected = vec![(a.id, 1), (b.id, 1)];
+        expected.sort();
+        assert_eq!(now, expected);
+
+        // A failure keeps the event pending and holds back only its own job.
+        assert_eq!(record_failure(c, a.id, 1, 5_000, "exit 1").unwrap(), 1);
+        assert_eq!(record_failure(c, a.id, 1, 7_000, "exit 1").unwrap(), 2);
+        assert!(mark_delivered(c, b.id, 1, 10).unwrap());
+        assert!(
+            !mark_delivered(c, b.id, 1, 11).unwrap(),
+            "already delivered"
+        );
+        let head = &pending_heads(c).unwrap()[0];
+        assert_eq!((head.job, head.seq), (a.id, 1));
+        assert_eq!((head.attempts, head.next_attempt_at), (2, Some(7_000)));
+
+        assert!(mark_delivered(c, a.id, 1, 20).unwrap());
+        assert_eq!(heads(c), vec![(a.id, 2)]);
+        assert!(suppress(c, a.id, 2).unwrap());
+        assert!(
+            !mark_delivered(c, a.id, 2, 30).unwrap(),
+            "suppressed is never delivered"
+        );
+        assert_eq!(heads(c), vec![]);
+        assert_eq!(delivery_state(c, a.id, 2).unwrap(), Some((false, true)));
+        assert_eq!(delivery_state(c, a.id, 1).unwrap(), Some((true, false)));
+        // A suppressed notice keeps its seq.
+        assert_eq!(add(c, &a, EventKind::JobCheckDue), 3);
+    }
 }

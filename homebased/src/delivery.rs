@@ -1,0 +1,178 @@
+//! Event delivery on the origin (SPEC section 8): per job, in seq order, at least once.
+//!
+//! One loop in the daemon asks the core for the oldest pending event of each job
+//! ([`outbox::take`]), delivers each in its own task with the sink I/O on a blocking
+//! thread ([`sink`]), and reports back ([`outbox::settle`]). An event is marked delivered
+//! only after the sink confirmed, so one delivered but not yet marked when the daemon dies
+//! is delivered again: never lost, possibly twice (consumers deduplicate on `(job, seq)`).
+//! A failed attempt leaves the event pending with a backoff (1 s doubling to 60 s, forever)
+//! and holds back only its own job. Evidence is under `<home>/jobs/<job>/delivery/`
+//! ([`evidence`]).
+//!
+//! The loop sleeps until the core wakes it (events appended), the earliest backoff ends,
+//! or a slow safety timer fires: a lost wake costs latency, never an event.
+
+pub mod evidence;
+pub mod outbox;
+pub mod sink;
+
+use crate::core::CoreHandle;
+use evidence::JobDelivery;
+use homebased_shared::error::{ApiError, ErrorCode};
+use homebased_shared::event::event_line;
+use homebased_shared::home::Home;
+use homebased_shared::ids::{JobId, ThreadId};
+use homebased_shared::time::now_ms;
+use outbox::Outcome;
+use sink::{Attempt, Sink};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// At most this many jobs have an attempt in flight at once.
+const MAX_IN_FLIGHT: usize = 16;
+/// The loop looks again at least this often, even without a wake.
+const SAFETY: Duration = Duration::from_secs(5);
+
+/// Everything an attempt needs, shared by the loop and its tasks.
+struct Shared {
+    core: CoreHandle,
+    home: Home,
+    sink: Sink,
+    /// Raised by the core when events may be pending, and by finished attempts.
+    wake: Arc<Notify>,
+    /// Jobs with an attempt in flight: their later events wait for it.
+    busy: Mutex<HashSet<JobId>>,
+}
+
+impl Shared {
+    fn busy(&self) -> std::sync::MutexGuard<'_, HashSet<JobId>> {
+        self.busy.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Starts the delivery loop on the current tokio runtime.
+pub fn spawn(
+    core: CoreHandle,
+    home: Home,
+    sink: Sink,
+    wake: Arc<Notify>,
+) -> tokio::task::JoinHandle<()> {
+    let shared = Arc::new(Shared {
+        core,
+        home,
+        sink,
+        wake,
+        busy: Mutex::new(HashSet::new()),
+    });
+    tokio::spawn(run(shared))
+}
+
+async fn run(shared: Arc<Shared>) {
+    loop {
+        let busy = shared.busy().clone();
+        let room = MAX_IN_FLIGHT.saturating_sub(busy.len());
+        let round = shared
+            .core
+            .call(move |core| outbox::take(core, &busy, now_ms(), room))
+            .await;
+        let mut sleep = SAFETY;
+        match round {
+            Ok(round) => {
+                for event in round.due {
+                    shared.busy().insert(event.job);
+                    tokio::spawn(attempt(shared.clone(), event));
+                }
+                if let Some(at) = round.next_retry_at {
+                    let wait = u64::try_from(at - now_ms()).unwrap_or(0);
+                    sleep = sleep.min(Duration::from_millis(wait));
+                }
+            }
+            Err(e) if e.code == ErrorCode::DaemonUnavailable => return,
+            Err(e) => tracing::error!(error = %e, "cannot read pending events"),
+        }
+        tokio::select! {
+            _ = shared.wake.notified() => {}
+            _ = tokio::time::sleep(sleep) => {}
+        }
+    }
+}
+
+/// One attempt at one event: the sink I/O on a blocking thread with the job's
+/// `delivery.lock` held until the outcome is recorded.
+async fn attempt(shared: Arc<Shared>, event: crate::store::events::Pending) {
+    let (job, seq) = (event.job, event.seq);
+    let io = {
+        let shared = shared.clone();
+        tokio::task::spawn_blocking(move || deliver_blocking(&shared, &event))
+    };
+    let (outcome, lock) = match io.await {
+        Ok(done) => done,
+        Err(e) => (Outcome::Failed(format!("delivery task failed: {e}")), None),
+    };
+    let recorded = {
+        let outcome = outcome.clone();
+        shared
+            .core
+            .call(move |core| outbox::settle(core, job, seq, &outcome, now_ms()))
+            .await
+    };
+    drop(lock);
+    match (&outcome, recorded) {
+        (_, Err(e)) => tracing::warn!(%job, seq, error = %e, "cannot record a delivery"),
+        (Outcome::Failed(why), Ok(next)) => {
+            tracing::warn!(%job, seq, error = %why, next = ?next, "delivery failed, will retry")
+        }
+        (Outcome::Delivered, Ok(_)) => tracing::debug!(%job, seq, "event delivered"),
+    }
+    shared.busy().remove(&job);
+    // The job's next event, if any, is due now.
+    shared.wake.notify_one();
+}
+
+fn deliver_blocking(
+    shared: &Shared,
+    event: &crate::store::events::Pending,
+) -> (Outcome, Option<evidence::DeliveryLock>) {
+    let failed = |why: String| (Outcome::Failed(why), None);
+    let dir = match JobDelivery::open(&shared.home, event.job) {
+        Ok(d) => d,
+        Err(e) => return failed(format!("cannot create the delivery directory: {e}")),
+    };
+    let lock = match dir.try_lock() {
+        Ok(Some(lock)) => lock,
+        Ok(None) => return failed("delivery.lock is held by another process".into()),
+        Err(e) => return failed(format!("cannot take delivery.lock: {e}")),
+    };
+    let mut log = match dir.callback_log() {
+        Ok(l) => l,
+        Err(e) => return failed(format!("cannot open callback.log: {e}")),
+    };
+    let thread = match thread_of(&event.body) {
+        Ok(t) => t,
+        Err(e) => return failed(e.message),
+    };
+    let name = event.body["event"].as_str().unwrap_or("UNKNOWN");
+    let line = event_line(&event.body);
+    let attempt = Attempt {
+        home: &shared.home,
+        thread,
+        seq: event.seq,
+        event: name,
+        line: &line,
+        number: event.attempts + 1,
+    };
+    let outcome = match sink::deliver(&shared.sink, &attempt, &mut log) {
+        Ok(()) => Outcome::Delivered,
+        Err(why) => Outcome::Failed(why),
+    };
+    (outcome, Some(lock))
+}
+
+fn thread_of(body: &serde_json::Value) -> Result<ThreadId, ApiError> {
+    body["thread"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| ApiError::internal(format!("stored event has no thread: {body}")))
+}

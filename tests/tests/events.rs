@@ -1,0 +1,587 @@
+//! Events as a thread receives them: the line in the inbox with every field, a command sink
+//! that fails and is retried in order, delivery across a killed daemon, blocked notices with
+//! short configured delays (once per episode, suppressed when no longer true), and
+//! `events --follow`.
+//!
+//! Workloads are tiny shell scripts; anything that must stay running waits on a gate file
+//! the test creates, and every loop is bounded.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{wait_until, Probe, Spec, TestHome, PATIENCE};
+use nix::sys::signal::Signal;
+use serde_json::{json, Value};
+use std::io::BufRead;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+const TERMINAL: [&str; 3] = ["succeeded", "failed", "cancelled"];
+
+/// A job that waits (at most 60 s) until `gate` exists, not preemptable once started.
+fn gated_spec(h: &TestHome, name: &str, gate: &Path) -> Spec {
+    h.spec(name)
+        .set("preempt", json!({"mode": "wait"}))
+        .command(&[
+            "/bin/sh",
+            "-c",
+            "i=0; while [ ! -e \"$1\" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done",
+            "sh",
+            gate.to_str().unwrap(),
+        ])
+}
+
+fn quick_spec(h: &TestHome, name: &str) -> Spec {
+    h.spec(name).command(&["/bin/sh", "-c", "echo done"])
+}
+
+fn open_gate(gate: &Path) {
+    std::fs::write(gate, "").unwrap();
+}
+
+fn show(h: &TestHome, job: &str) -> Value {
+    h.json(&["resource", "job", "show", job])
+}
+
+/// Polls `job show` until the job is in `state`; a different terminal state fails at once.
+fn wait_job(h: &TestHome, job: &str, state: &str) -> Value {
+    let mut last = Value::Null;
+    wait_until(&format!("job {job} to become {state}"), || {
+        last = show(h, job);
+        let now = last["state"]["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            now == state || !TERMINAL.contains(&now.as_str()),
+            "job {job} became {now} while the test waited for {state}: {last:#}"
+        );
+        now == state
+    });
+    last
+}
+
+fn wait_executing(h: &TestHome, job: &str) {
+    wait_until(&format!("job {job} to execute"), || {
+        h.resources()
+            .iter()
+            .any(|r| r["run"]["job"] == job && r["run"]["phase"]["phase"] == "executing")
+    });
+}
+
+/// The thread's events, read from its inbox by `events --json` (no daemon involved).
+fn inbox(h: &TestHome, thread: &str) -> Vec<Value> {
+    let v = h.json(&["events", "--thread", thread]);
+    assert_eq!(v["thread"], thread, "{v}");
+    v["events"].as_array().unwrap().clone()
+}
+
+/// Waits until `found` holds for the events read by `read`; returns them.
+fn wait_events(
+    what: &str,
+    mut read: impl FnMut() -> Vec<Value>,
+    found: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let mut events = Vec::new();
+    wait_until(what, || {
+        events = read();
+        found(&events)
+    });
+    events
+}
+
+/// `(job, seq, event)` of each event, in the order given.
+fn summary(events: &[Value]) -> Vec<(String, u64, String)> {
+    events
+        .iter()
+        .map(|e| {
+            (
+                e["job"].as_str().unwrap().to_string(),
+                e["seq"].as_u64().unwrap(),
+                e["event"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The `(seq, event)` of `job`'s events, duplicates dropped (consumers deduplicate on
+/// `(job, seq)`), in order of first arrival.
+fn of_job(events: &[Value], job: &str) -> Vec<(u64, String)> {
+    let mut out: Vec<(u64, String)> = Vec::new();
+    for (j, seq, event) in summary(events) {
+        if j == job && !out.iter().any(|(s, _)| *s == seq) {
+            out.push((seq, event));
+        }
+    }
+    out
+}
+
+fn callback_log(h: &TestHome, job: &str) -> String {
+    std::fs::read_to_string(delivery_dir(h, job).join("callback.log")).unwrap_or_default()
+}
+
+fn delivery_dir(h: &TestHome, job: &str) -> PathBuf {
+    h.home().join("jobs").join(job).join("delivery")
+}
+
+/// A config file with short blocked-notice delays and, optionally, an events command.
+fn config(h: &mut TestHome, command: Option<&Path>) -> PathBuf {
+    let mut text = String::from("[resource.notify_blocked_after]\nyield = \"1s\"\nwait = \"2s\"\n");
+    if let Some(cmd) = command {
+        text.push_str(&format!(
+            "\n[events]\ncommand = [{:?}]\n",
+            cmd.to_str().unwrap()
+        ));
+    }
+    let path = h.write_file("config.toml", &text);
+    h.set_env("HOMEBASED_CONFIG", &path);
+    path
+}
+
+/// An events command that appends each line it gets to `<tmp>/received` and its
+/// environment to `<tmp>/env`. It fails while `<tmp>/hold` exists, and for its first
+/// `fail_first` calls.
+fn command_sink(h: &TestHome, fail_first: u32) -> PathBuf {
+    let tmp = h.tmp();
+    let script = format!(
+        "#!/bin/sh\n\
+         n=$(cat {calls} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {calls}\n\
+         if [ $n -le {fail_first} ]; then echo \"failing call $n\"; exit 1; fi\n\
+         if [ -e {hold} ]; then echo held; exit 1; fi\n\
+         echo \"$HOMEBASED_THREAD $HOMEBASED_EVENT\" >> {env}\n\
+         cat >> {received}\n\
+         echo \"took call $n\"\n",
+        calls = tmp.join("calls").display(),
+        hold = tmp.join("hold").display(),
+        env = tmp.join("env").display(),
+        received = tmp.join("received").display(),
+    );
+    let path = h.write_file("sink.sh", &script);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// The events the command sink took, in arrival order.
+fn received(h: &TestHome) -> Vec<Value> {
+    let text = std::fs::read_to_string(h.tmp().join("received")).unwrap_or_default();
+    text.lines()
+        .map(|l| {
+            let json = l
+                .strip_prefix("HOMEBASED_EVENT ")
+                .unwrap_or_else(|| panic!("not an event line: {l:?}"));
+            serde_json::from_str(json).unwrap()
+        })
+        .collect()
+}
+
+fn is_uuid(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| uuid::Uuid::parse_str(s).is_ok())
+}
+
+#[test]
+fn succeeded_job_puts_a_line_with_every_field_in_the_thread_inbox() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    h.start_daemon();
+    let machine = h.json(&["daemon", "status"])["machine"].clone();
+    let spec = quick_spec(&h, "inbox line");
+    let thread = spec.thread();
+    let job = h.submit(&spec);
+    let done = wait_job(&h, &job, "succeeded");
+    let run = &done["runs"][0];
+    let events = wait_events(
+        "the success in the inbox",
+        || inbox(&h, &thread),
+        |e| !e.is_empty(),
+    );
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let e = &events[0];
+    let mut fields: Vec<&str> = e.as_object().unwrap().keys().map(String::as_str).collect();
+    fields.sort();
+    let mut expected = vec![
+        "api_version",
+        "at",
+        "event",
+        "job",
+        "machine",
+        "name",
+        "process",
+        "resource",
+        "run_number",
+        "seq",
+        "step",
+        "task",
+        "thread",
+    ];
+    expected.sort();
+    assert_eq!(fields, expected, "{e}");
+    assert_eq!(e["api_version"], 1);
+    assert_eq!(e["event"], "JOB_SUCCEEDED");
+    assert_eq!(e["job"], job.as_str());
+    assert_eq!(e["seq"], 1);
+    assert!(e["at"].as_str().unwrap().ends_with('Z'), "{e}");
+    assert_eq!(e["thread"], thread.as_str());
+    assert_eq!(e["name"], "inbox line");
+    assert_eq!(e["machine"], machine);
+    assert!(is_uuid(&e["resource"]), "{e}");
+    assert_eq!(e["resource"], h.resources()[0]["id"]);
+    assert_eq!(e["task"], run["task"]);
+    assert_eq!(e["run_number"], 1);
+    assert_eq!(e["step"], 0);
+    assert_eq!(e["process"], json!({"kind": "exit", "code": 0}));
+
+    // The raw file: one `HOMEBASED_EVENT {...}` line, private.
+    let path = h.home().join("threads").join(format!("{thread}.jsonl"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), 1);
+    assert!(text.starts_with("HOMEBASED_EVENT {"), "{text}");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(path.parent().unwrap()), 0o700);
+    // Human output is the line itself; --after skips inbox positions.
+    assert_eq!(h.cli(&["events", "--thread", &thread]).stdout, text);
+    let v = h.json(&["events", "--thread", &thread]);
+    assert_eq!(v["position"], 1, "{v}");
+    assert!(inbox_after(&h, &thread, 1).is_empty());
+
+    // Evidence of delivery on the origin.
+    let dir = delivery_dir(&h, &job);
+    assert!(dir.join("delivery.lock").exists());
+    let log = callback_log(&h, &job);
+    assert!(
+        log.contains("seq=1 event=JOB_SUCCEEDED attempt=1 sink=inbox delivered"),
+        "{log}"
+    );
+}
+
+fn inbox_after(h: &TestHome, thread: &str, after: u64) -> Vec<Value> {
+    let after = after.to_string();
+    h.json(&["events", "--thread", thread, "--after", &after])["events"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn cancel_of_a_never_started_job_has_null_run_fields_and_no_process() {
+    let mut h = TestHome::without_resources();
+    h.start_daemon();
+    let spec = h.spec("never started");
+    let thread = spec.thread();
+    let job = h.submit(&spec);
+    h.json(&["resource", "job", "cancel", &job]);
+    let events = wait_events(
+        "the cancel in the inbox",
+        || inbox(&h, &thread),
+        |e| !e.is_empty(),
+    );
+    let e = &events[0];
+    assert_eq!(e["event"], "JOB_CANCELLED", "{e}");
+    assert_eq!(e["seq"], 1);
+    for field in ["resource", "task", "run_number", "step"] {
+        assert_eq!(
+            e.get(field),
+            Some(&Value::Null),
+            "{field} is an explicit null: {e}"
+        );
+    }
+    assert!(e.get("process").is_none(), "{e}");
+}
+
+#[test]
+fn failing_command_sink_is_retried_and_delivers_every_event_in_order() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    let sink = command_sink(&h, 2);
+    config(&mut h, Some(&sink));
+    h.start_daemon();
+    let gate = h.tmp().join("gate");
+    let first = h.submit(&gated_spec(&h, "holds the lane", &gate));
+    wait_executing(&h, &first);
+    let blocked = h.submit(&quick_spec(&h, "waits behind it"));
+    // The blocked notice (seq 1) fails twice, then is delivered while still true.
+    wait_events(
+        "the blocked notice",
+        || received(&h),
+        |e| of_job(e, &blocked).len() == 1,
+    );
+    open_gate(&gate);
+    let all = wait_events(
+        "every event",
+        || received(&h),
+        |e| of_job(e, &blocked).len() == 2 && of_job(e, &first).len() == 1,
+    );
+    assert_eq!(
+        of_job(&all, &blocked),
+        [
+            (1, "JOB_BLOCKED".to_string()),
+            (2, "JOB_SUCCEEDED".to_string())
+        ]
+    );
+    assert_eq!(of_job(&all, &first), [(1, "JOB_SUCCEEDED".to_string())]);
+    assert!(
+        !h.home().join("threads").exists(),
+        "a configured command replaces the inbox"
+    );
+    let env = std::fs::read_to_string(h.tmp().join("env")).unwrap();
+    let thread = all.iter().find(|e| e["job"] == blocked.as_str()).unwrap()["thread"].clone();
+    assert!(
+        env.lines()
+            .any(|l| l == format!("{} JOB_BLOCKED", thread.as_str().unwrap())),
+        "{env}"
+    );
+
+    let log = callback_log(&h, &blocked);
+    let attempts: Vec<&str> = log.lines().filter(|l| l.contains("seq=1 ")).collect();
+    let ends: Vec<&str> = attempts
+        .iter()
+        .copied()
+        .filter(|l| l.contains("failed") || l.contains("delivered"))
+        .collect();
+    assert_eq!(ends.len(), 3, "{log}");
+    assert!(
+        ends[0].contains("attempt=1 sink=command exit=1 failed"),
+        "{log}"
+    );
+    assert!(
+        ends[1].contains("attempt=2 sink=command exit=1 failed"),
+        "{log}"
+    );
+    assert!(
+        ends[2].contains("attempt=3 sink=command exit=0 delivered"),
+        "{log}"
+    );
+    assert!(
+        log.contains("failing call 1\n") && log.contains("failing call 2\n"),
+        "{log}"
+    );
+    let seq1 = log.find("seq=1 event=JOB_BLOCKED attempt=3").unwrap();
+    let seq2 = log.find("seq=2 event=JOB_SUCCEEDED").unwrap();
+    assert!(seq1 < seq2, "in seq order: {log}");
+}
+
+#[test]
+fn daemon_killed_between_two_events_of_a_job_delivers_the_rest_after_restart() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    config(&mut h, None);
+    h.spawn_serve();
+    let gate = h.tmp().join("gate");
+    let first = h.submit(&gated_spec(&h, "holds the lane", &gate));
+    wait_executing(&h, &first);
+    let spec = quick_spec(&h, "blocked, then done");
+    let thread = spec.thread();
+    let blocked = h.submit(&spec);
+    wait_events(
+        "the blocked notice",
+        || inbox(&h, &thread),
+        |e| e.len() == 1,
+    );
+
+    h.kill_serve(Signal::SIGKILL);
+    open_gate(&gate);
+    h.spawn_serve();
+    let events = wait_events(
+        "the success after the restart",
+        || inbox(&h, &thread),
+        |e| of_job(e, &blocked).len() == 2,
+    );
+    assert_eq!(
+        of_job(&events, &blocked),
+        [
+            (1, "JOB_BLOCKED".to_string()),
+            (2, "JOB_SUCCEEDED".to_string())
+        ]
+    );
+}
+
+#[test]
+fn pending_event_when_the_daemon_is_killed_is_delivered_after_restart() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    let sink = command_sink(&h, 0);
+    config(&mut h, Some(&sink));
+    let hold = h.tmp().join("hold");
+    open_gate(&hold);
+    h.spawn_serve();
+    let job = h.submit(&quick_spec(&h, "done while the sink holds"));
+    wait_until("a failed attempt", || {
+        callback_log(&h, &job).contains("exit=1 failed")
+    });
+    h.kill_serve(Signal::SIGKILL);
+    std::fs::remove_file(&hold).unwrap();
+    assert!(received(&h).is_empty(), "not delivered before the kill");
+
+    h.spawn_serve();
+    let events = wait_events(
+        "the event after the restart",
+        || received(&h),
+        |e| !e.is_empty(),
+    );
+    assert_eq!(of_job(&events, &job), [(1, "JOB_SUCCEEDED".to_string())]);
+    wait_until("the delivery to be recorded", || {
+        callback_log(&h, &job).contains("exit=0 delivered")
+    });
+}
+
+#[test]
+fn blocked_notice_arrives_once_per_episode_with_its_blockers() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    let file = config(&mut h, None);
+    let effective = h.json(&["--config", file.to_str().unwrap(), "config", "validate"]);
+    let delays = &effective["settings"]["resource"]["notify_blocked_after"];
+    assert_eq!(delays["wait"], "2s", "{effective}");
+    assert_eq!(delays["yield"], "1s", "{effective}");
+    h.start_daemon();
+    let gate = h.tmp().join("gate");
+    let running = h.submit(&gated_spec(&h, "holds the lane", &gate));
+    wait_executing(&h, &running);
+    let lane = h.resources()[0].clone();
+    let task = lane["run"]["task"].clone();
+
+    let medium = h.spec("medium waits");
+    let medium_thread = medium.thread();
+    let medium = h.submit(&medium);
+    let first = wait_events(
+        "the medium job's notice",
+        || inbox(&h, &medium_thread),
+        |e| !e.is_empty(),
+    );
+    let notice = &first[0];
+    assert_eq!(notice["event"], "JOB_BLOCKED", "{notice}");
+    assert_eq!(notice["job"], medium.as_str());
+    for field in ["resource", "task", "run_number", "step"] {
+        assert_eq!(notice.get(field), Some(&Value::Null), "{notice}");
+    }
+    let blocked = &notice["blocked"];
+    assert!(is_uuid(&blocked["episode"]), "{notice}");
+    assert!(
+        blocked["blocked_since"].as_str().unwrap().ends_with('Z'),
+        "{notice}"
+    );
+    assert_eq!(
+        blocked["blockers"],
+        json!([{"kind": "run", "resource": lane["id"], "job": running, "task": task}]),
+        "{notice}"
+    );
+
+    // Same head: no second notice, however long it waits.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(inbox(&h, &medium_thread).len(), 1);
+
+    // A high job becomes the first blocked: a new episode with its own notice.
+    let high = h.spec("high waits").priority("high");
+    let high_thread = high.thread();
+    let high = h.submit(&high);
+    let high_events = wait_events(
+        "the high job's notice",
+        || inbox(&h, &high_thread),
+        |e| !e.is_empty(),
+    );
+    assert_eq!(high_events[0]["event"], "JOB_BLOCKED");
+    assert_ne!(high_events[0]["blocked"]["episode"], blocked["episode"]);
+
+    // The high job leaves: the medium job is first blocked again, in a new episode.
+    h.json(&["resource", "job", "cancel", &high]);
+    let again = wait_events(
+        "the medium job's second notice",
+        || inbox(&h, &medium_thread),
+        |e| e.len() == 2,
+    );
+    assert_eq!(again[1]["event"], "JOB_BLOCKED");
+    assert_eq!(again[1]["seq"], 2);
+    assert_ne!(again[1]["blocked"]["episode"], blocked["episode"]);
+    assert_eq!(
+        h.resources()[0]["run"]["task"],
+        task,
+        "notices never stop a run"
+    );
+}
+
+#[test]
+fn notice_no_longer_true_at_its_turn_is_suppressed_and_keeps_its_seq() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    let sink = command_sink(&h, 0);
+    config(&mut h, Some(&sink));
+    let hold = h.tmp().join("hold");
+    open_gate(&hold);
+    h.start_daemon();
+    let gate = h.tmp().join("gate");
+    let running = h.submit(&gated_spec(&h, "holds the lane", &gate));
+    wait_executing(&h, &running);
+    let blocked = h.submit(&h.spec("blocked, then cancelled"));
+    wait_until("the notice to be tried", || {
+        callback_log(&h, &blocked).contains("seq=1 event=JOB_BLOCKED attempt=1 sink=command exit=1")
+    });
+    h.json(&["resource", "job", "cancel", &blocked]);
+    std::fs::remove_file(&hold).unwrap();
+    let events = wait_events(
+        "the cancel",
+        || received(&h),
+        |e| !of_job(e, &blocked).is_empty(),
+    );
+    assert_eq!(
+        of_job(&events, &blocked),
+        [(2, "JOB_CANCELLED".to_string())]
+    );
+    let recorded: Vec<(u64, String)> = show(&h, &blocked)["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["seq"].as_u64().unwrap(),
+                e["event"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        recorded,
+        [
+            (1, "JOB_BLOCKED".to_string()),
+            (2, "JOB_CANCELLED".to_string())
+        ]
+    );
+    let log = callback_log(&h, &blocked);
+    assert!(
+        !log.contains("seq=1 event=JOB_BLOCKED attempt=1 sink=command exit=0"),
+        "{log}"
+    );
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("seq=1") && l.contains("delivered")),
+        "{log}"
+    );
+}
+
+#[test]
+fn events_follow_shows_a_new_event_as_it_happens() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    h.start_daemon();
+    let spec = quick_spec(&h, "followed");
+    let thread = spec.thread();
+    let mut cmd = h.command();
+    cmd.arg("--home")
+        .arg(h.home())
+        .args(["--json", "events", "--thread", &thread, "--follow"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let job = h.submit(&spec);
+    let line = rx.recv_timeout(PATIENCE);
+    let _ = child.kill();
+    let _ = child.wait();
+    let line = line.expect("events --follow printed the new event");
+    let event: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(event["event"], "JOB_SUCCEEDED", "{line}");
+    assert_eq!(event["job"], job.as_str());
+}
