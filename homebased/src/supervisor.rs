@@ -164,7 +164,7 @@ pub fn clean_up_lost(
     let spawned = std::thread::Builder::new()
         .name(format!("cleanup-{task}"))
         .spawn(move || {
-            let outcome = lost_cleanup::clean(&dir, &config, &protected);
+            let outcome = lost_cleanup::clean(&dir, task, &config, &protected);
             let record = homebased_shared::rundir::CleanupRecord {
                 attempt,
                 outcome,

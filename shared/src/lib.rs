@@ -10,6 +10,8 @@
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`rundir`]: the run directory, the contract between daemon and worker.
 //! - [`process`]: process identity `(pid, start ticks)` and group membership read from `/proc`.
+//! - [`sweep`]: the marker sweep after a run: scan, signal, rescan, suspects, bound; behind
+//!   the [`sweep::ProcessTable`] seam (`/proc` and pidfds, or an in-memory fake).
 //! - [`wire`]: the JSON shapes the API answers with.
 //! - [`tail`]: the end of a log, bounded in lines and bytes.
 //! - [`time`]: stored milliseconds and RFC 3339 on the wire.
@@ -23,6 +25,7 @@ pub mod process;
 pub mod queue;
 pub mod rundir;
 pub mod spec;
+pub mod sweep;
 pub mod tail;
 pub mod time;
 pub mod wire;

@@ -15,9 +15,14 @@ pub struct ProcStat {
     pub ppid: u32,
     pub pgrp: u32,
     pub session: u32,
+    /// Field 9, the kernel's `PF_*` flags.
+    pub flags: u32,
     /// Field 22, clock ticks since boot.
     pub start_ticks: u64,
 }
+
+/// `PF_KTHREAD`: a kernel thread, with no memory, environment or user-space work.
+const PF_KTHREAD: u32 = 0x0020_0000;
 
 impl ProcStat {
     pub fn identity(&self) -> ProcessIdentity {
@@ -28,6 +33,9 @@ impl ProcStat {
     }
     pub fn is_zombie(&self) -> bool {
         self.state == 'Z'
+    }
+    pub fn is_kernel_thread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0
     }
 }
 
@@ -51,6 +59,7 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
         ppid: field(4)?.parse().ok()?,
         pgrp: field(5)?.parse().ok()?,
         session: field(6)?.parse().ok()?,
+        flags: field(9)?.parse().ok()?,
         start_ticks: field(22)?.parse().ok()?,
     })
 }
@@ -135,9 +144,17 @@ mod tests {
                 ppid: 1,
                 pgrp: 4242,
                 session: 4242,
+                flags: 4194560,
                 start_ticks: 987654,
             }
         );
+    }
+
+    #[test]
+    fn tells_kernel_threads_from_user_processes() {
+        let kthread = "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 24 0 0";
+        assert!(parse_stat(kthread).unwrap().is_kernel_thread());
+        assert!(!read_stat(std::process::id()).unwrap().is_kernel_thread());
     }
 
     #[test]

@@ -1,10 +1,14 @@
 //! Cleanup after a worker that vanished before it wrote `cleanup.json`: the daemon empties
 //! the workload's process group itself, signalling each member only after re-checking its
-//! identity, and never a protected pid.
+//! identity, and never a protected pid; then it runs the same marker sweep as the worker.
 
 use homebased_shared::config::CleanupConfig;
+use homebased_shared::ids::TaskId;
 use homebased_shared::process::{self, ProcStat};
-use homebased_shared::rundir::{CleanupOutcome, RemainingProcess, RemainingReason, RunDir};
+use homebased_shared::rundir::{
+    ChildRecord, CleanupOutcome, RemainingProcess, RemainingReason, RunDir,
+};
+use homebased_shared::sweep::{ProcTable, Sweep, SystemClock};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::time::Instant;
@@ -18,7 +22,14 @@ fn members(pgid: u32, since_ticks: u64, protected: &[u32]) -> std::io::Result<Ve
         .collect())
 }
 
-pub fn clean(dir: &RunDir, config: &CleanupConfig, protected: &[u32]) -> CleanupOutcome {
+/// The group first; once it is confirmed empty, the marker sweep. `protected` is the
+/// caller's list (live workers); the daemon's own pid is added by the sweep's table.
+pub fn clean(
+    dir: &RunDir,
+    task: TaskId,
+    config: &CleanupConfig,
+    protected: &[u32],
+) -> CleanupOutcome {
     let child = match dir.read_worker() {
         Ok(Some(record)) => record.child,
         Ok(None) => None,
@@ -28,9 +39,39 @@ pub fn clean(dir: &RunDir, config: &CleanupConfig, protected: &[u32]) -> Cleanup
             }
         }
     };
-    let Some(child) = child else {
-        return CleanupOutcome::Clean;
+    if let Some(child) = &child {
+        let group = empty_group(child, config, protected);
+        if !group.is_clean() {
+            return group;
+        }
+    }
+    // Without a recorded child the workload may still have started (the worker can die
+    // between the spawn and worker.json): its marker is the only way to find it, and with no
+    // recorded start, unreadable processes are ignored.
+    let sweep = Sweep {
+        task,
+        workload_start: child.map(|c| c.process.start_ticks),
+        config: *config,
+        protected: protected.to_vec(),
     };
+    let swept = sweep.run(&ProcTable::new(), &mut SystemClock);
+    for sent in &swept.signalled {
+        tracing::info!(
+            %task,
+            pid = sent.process.pid,
+            start_ticks = sent.process.start_ticks,
+            signal = %sent.signal,
+            "sweep signalled a process with the run marker"
+        );
+    }
+    for note in &swept.notes {
+        tracing::info!(%task, "sweep: {note}");
+    }
+    swept.outcome
+}
+
+/// SPEC section 6, step 1, for a workload whose worker is gone.
+fn empty_group(child: &ChildRecord, config: &CleanupConfig, protected: &[u32]) -> CleanupOutcome {
     let (pgid, since) = (child.pgid, child.process.start_ticks);
     for (signal, grace) in [
         (Signal::SIGTERM, config.term_grace),
@@ -77,5 +118,63 @@ pub fn clean(dir: &RunDir, config: &CleanupConfig, protected: &[u32]) -> Cleanup
 fn enumeration_failed(pgid: u32, e: std::io::Error) -> CleanupOutcome {
     CleanupOutcome::EnumerationFailed {
         message: format!("cannot list the members of process group {pgid}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use homebased_shared::rundir::{write_json_atomic, ProcessIdentity, WorkerRecord};
+    use homebased_shared::sweep::Marker;
+    use std::os::unix::process::CommandExt;
+    use std::process::{Child, Command, Stdio};
+    use std::time::Duration;
+
+    /// `sleep 100` with `task`'s marker, leading a process group of its own.
+    fn marked_sleep(task: TaskId) -> (Child, ProcessIdentity) {
+        let child = Command::new("sleep")
+            .arg("100")
+            .env(Marker::NAME, task.to_string())
+            .stdin(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let id = process::identity(child.id()).unwrap();
+        (child, id)
+    }
+
+    #[test]
+    fn a_lost_workers_group_and_escaped_marked_processes_are_stopped_but_protected_ones_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = RunDir::new(tmp.path());
+        let task = TaskId::new();
+        let (mut workload, workload_id) = marked_sleep(task);
+        let (mut escaped, _) = marked_sleep(task);
+        let (mut protected, protected_id) = marked_sleep(task);
+        let worker = process::identity(std::process::id()).unwrap();
+        let record = WorkerRecord {
+            worker,
+            child: Some(ChildRecord {
+                process: workload_id,
+                pgid: workload_id.pid,
+                started_at: 0,
+            }),
+        };
+        write_json_atomic(&dir.worker_json(), &record).unwrap();
+        let config = CleanupConfig {
+            term_grace: Duration::from_millis(300),
+            kill_grace: Duration::from_secs(1),
+            rescan: Duration::from_millis(20),
+            bound: Duration::from_secs(10),
+        };
+
+        let outcome = clean(&dir, task, &config, &[protected_id.pid]);
+
+        assert_eq!(outcome, CleanupOutcome::Clean);
+        assert!(!workload.wait().unwrap().success());
+        assert!(!escaped.wait().unwrap().success());
+        assert_eq!(protected.try_wait().unwrap(), None, "protected lives on");
+        protected.kill().unwrap();
+        protected.wait().unwrap();
     }
 }

@@ -1,0 +1,323 @@
+//! An in-memory process table and clock, so that the sweep's rules can be tested without
+//! real processes or real time: marked and unmarked processes, unreadable environments,
+//! other users, start times, zombies, processes that ignore TERM, a listing that fails, and
+//! events (exits, forks, pid reuse) fired at exact points of a scan or a signal.
+
+use super::table::{Marker, ProcessInfo, ProcessTable, ReadError};
+use super::{Clock, Signalled};
+use crate::ids::TaskId;
+use crate::rundir::ProcessIdentity;
+use nix::sys::signal::Signal;
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// One process of the fake table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FakeProcess {
+    pub start_ticks: u64,
+    pub uid: u32,
+    /// `None`: reading the environment is refused (`EACCES`).
+    pub environ: Option<Vec<u8>>,
+    pub ignores_term: bool,
+    pub zombie: bool,
+    pub kernel_thread: bool,
+}
+
+impl FakeProcess {
+    /// A live process with a readable, empty environment.
+    pub fn new(start_ticks: u64, uid: u32) -> FakeProcess {
+        FakeProcess {
+            start_ticks,
+            uid,
+            environ: Some(Vec::new()),
+            ignores_term: false,
+            zombie: false,
+            kernel_thread: false,
+        }
+    }
+
+    /// A live process whose environment carries `task`'s marker.
+    pub fn marked(start_ticks: u64, uid: u32, task: TaskId) -> FakeProcess {
+        let mut environ = b"PATH=/usr/bin\0".to_vec();
+        environ.extend_from_slice(Marker::for_task(task).entry());
+        environ.push(0);
+        FakeProcess {
+            environ: Some(environ),
+            ..FakeProcess::new(start_ticks, uid)
+        }
+    }
+
+    pub fn unreadable(self) -> FakeProcess {
+        FakeProcess {
+            environ: None,
+            ..self
+        }
+    }
+
+    pub fn ignoring_term(self) -> FakeProcess {
+        FakeProcess {
+            ignores_term: true,
+            ..self
+        }
+    }
+
+    pub fn zombie(self) -> FakeProcess {
+        FakeProcess {
+            zombie: true,
+            ..self
+        }
+    }
+
+    pub fn kernel_thread(self) -> FakeProcess {
+        FakeProcess {
+            kernel_thread: true,
+            ..self
+        }
+    }
+}
+
+/// A change to the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FakeEvent {
+    /// The process ends and is reaped: its pid is free.
+    Exit(u32),
+    /// A process appears under this pid (a fork, or a reuse of a freed pid).
+    Spawn(u32, FakeProcess),
+    /// Every listing fails from now on.
+    FailListing(String),
+}
+
+/// When a batch of events fires. Each registered batch fires once, at the first occurrence
+/// of its trigger; batches registered for the same trigger fire at successive occurrences.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FakeTrigger {
+    /// Just before the n-th listing (from 1).
+    Listing(u32),
+    /// Right after this pid's environment was read, before the read returns.
+    EnvironRead(u32),
+    /// Just before this pid is pinned for a signal.
+    BeforePin(u32),
+    /// After the pin and the checks, just before the signal is sent to the pinned process.
+    BeforeSend(u32),
+}
+
+#[derive(Debug, Default)]
+struct State {
+    processes: BTreeMap<u32, FakeProcess>,
+    listing_error: Option<String>,
+    listings: u32,
+    triggers: Vec<(FakeTrigger, Vec<FakeEvent>)>,
+    sent: Vec<Signalled>,
+}
+
+impl State {
+    /// Fires the first batch registered for `trigger`, if any; each batch fires once.
+    fn fire(&mut self, trigger: FakeTrigger) {
+        let Some(at) = self.triggers.iter().position(|(t, _)| *t == trigger) else {
+            return;
+        };
+        let (_, events) = self.triggers.remove(at);
+        for event in events {
+            match event {
+                FakeEvent::Exit(pid) => {
+                    self.processes.remove(&pid);
+                }
+                FakeEvent::Spawn(pid, process) => {
+                    self.processes.insert(pid, process);
+                }
+                FakeEvent::FailListing(message) => self.listing_error = Some(message),
+            }
+        }
+    }
+}
+
+/// The in-memory table. Shared by reference; every method takes `&self`.
+#[derive(Debug)]
+pub struct FakeTable {
+    own_pid: u32,
+    own_uid: u32,
+    /// A mutex rather than a `RefCell`: the table is read through `&self`, and a test may
+    /// share it with a sweep running on another thread.
+    state: Mutex<State>,
+}
+
+impl FakeTable {
+    /// An empty table seen by a sweeper with this pid and uid (the sweeper itself is not in
+    /// the table until inserted).
+    pub fn new(own_pid: u32, own_uid: u32) -> FakeTable {
+        FakeTable {
+            own_pid,
+            own_uid,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere in a test leaves the data usable; the test has failed anyway.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn insert(&self, pid: u32, process: FakeProcess) {
+        self.state().processes.insert(pid, process);
+    }
+
+    pub fn remove(&self, pid: u32) {
+        self.state().processes.remove(&pid);
+    }
+
+    /// Every listing fails from now on.
+    pub fn fail_listing(&self, message: &str) {
+        self.state().listing_error = Some(message.to_owned());
+    }
+
+    /// Fires `events` once, at the next occurrence of `trigger` not already claimed.
+    pub fn on(&self, trigger: FakeTrigger, events: Vec<FakeEvent>) {
+        self.state().triggers.push((trigger, events));
+    }
+
+    /// The process under `pid` now, if any.
+    pub fn process(&self, pid: u32) -> Option<FakeProcess> {
+        self.state().processes.get(&pid).cloned()
+    }
+
+    /// True while `pid` names a live (not zombie) process.
+    pub fn is_alive(&self, pid: u32) -> bool {
+        self.process(pid).is_some_and(|p| !p.zombie)
+    }
+
+    /// Every signal delivered so far, in order.
+    pub fn sent(&self) -> Vec<Signalled> {
+        self.state().sent.clone()
+    }
+
+    /// The signals delivered to `pid`, whichever process held it.
+    pub fn sent_to(&self, pid: u32) -> Vec<Signalled> {
+        self.sent()
+            .into_iter()
+            .filter(|s| s.process.pid == pid)
+            .collect()
+    }
+}
+
+impl ProcessTable for FakeTable {
+    /// The identity the pin was taken on: a successor under the same pid is not it.
+    type Pin = ProcessIdentity;
+
+    fn own_pid(&self) -> u32 {
+        self.own_pid
+    }
+
+    fn own_uid(&self) -> u32 {
+        self.own_uid
+    }
+
+    fn pids(&self) -> io::Result<Vec<u32>> {
+        let mut state = self.state();
+        state.listings += 1;
+        let n = state.listings;
+        state.fire(FakeTrigger::Listing(n));
+        if let Some(message) = &state.listing_error {
+            return Err(io::Error::other(message.clone()));
+        }
+        Ok(state.processes.keys().copied().collect())
+    }
+
+    fn info(&self, pid: u32) -> Result<ProcessInfo, ReadError> {
+        let state = self.state();
+        let p = state.processes.get(&pid).ok_or(ReadError::Gone)?;
+        Ok(ProcessInfo {
+            identity: ProcessIdentity {
+                pid,
+                start_ticks: p.start_ticks,
+            },
+            uid: p.uid,
+            zombie: p.zombie,
+            kernel_thread: p.kernel_thread,
+        })
+    }
+
+    fn environ(&self, pid: u32) -> Result<Vec<u8>, ReadError> {
+        let mut state = self.state();
+        let read = match state.processes.get(&pid) {
+            None => Err(ReadError::Gone),
+            // Without memory (a zombie, a kernel thread) there is no environment to read.
+            Some(p) if p.zombie || p.kernel_thread => Err(ReadError::Gone),
+            Some(p) => p
+                .environ
+                .clone()
+                .ok_or_else(|| ReadError::Unreadable(io::Error::from_raw_os_error(libc::EACCES))),
+        };
+        state.fire(FakeTrigger::EnvironRead(pid));
+        read
+    }
+
+    fn pin(&self, pid: u32) -> Result<ProcessIdentity, ReadError> {
+        let mut state = self.state();
+        state.fire(FakeTrigger::BeforePin(pid));
+        let p = state.processes.get(&pid).ok_or(ReadError::Gone)?;
+        Ok(ProcessIdentity {
+            pid,
+            start_ticks: p.start_ticks,
+        })
+    }
+
+    fn send(&self, pin: &ProcessIdentity, signal: Signal) -> Result<(), ReadError> {
+        let mut state = self.state();
+        state.fire(FakeTrigger::BeforeSend(pin.pid));
+        let p = match state.processes.get(&pin.pid) {
+            Some(p) if p.start_ticks == pin.start_ticks => p,
+            // Like a pidfd: the pinned process has ended, whoever holds its pid now.
+            _ => return Err(ReadError::Gone),
+        };
+        if p.zombie {
+            return Ok(());
+        }
+        let dies = signal == Signal::SIGKILL || !(signal == Signal::SIGTERM && p.ignores_term);
+        state.sent.push(Signalled {
+            process: *pin,
+            signal,
+        });
+        if dies {
+            state.processes.remove(&pin.pid);
+        }
+        Ok(())
+    }
+}
+
+/// A clock that moves only when the sweep sleeps: tests run instantly.
+#[derive(Debug, Clone)]
+pub struct FakeClock {
+    start: Instant,
+    elapsed: Duration,
+}
+
+impl Default for FakeClock {
+    fn default() -> Self {
+        FakeClock::new()
+    }
+}
+
+impl FakeClock {
+    pub fn new() -> FakeClock {
+        FakeClock {
+            start: Instant::now(),
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    /// How long the sweep has "slept" in total.
+    pub fn elapsed(&self) -> Duration {
+        self.elapsed
+    }
+}
+
+impl Clock for FakeClock {
+    fn now(&self) -> Instant {
+        self.start + self.elapsed
+    }
+    fn sleep(&mut self, duration: Duration) {
+        self.elapsed += duration;
+    }
+}

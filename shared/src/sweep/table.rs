@@ -1,0 +1,148 @@
+//! The seam between the sweep and the operating system: what the sweep may ask of a process
+//! table, and the run marker it looks for.
+
+use crate::ids::TaskId;
+use crate::rundir::ProcessIdentity;
+use nix::sys::signal::Signal;
+use std::fmt;
+use std::io;
+
+/// What the sweep reads about one process before deciding anything about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessInfo {
+    pub identity: ProcessIdentity,
+    /// The real uid (`/proc/<pid>/status`, `Uid:` first field), not the directory owner: a
+    /// non-dumpable process's directory belongs to root, its status still names its user.
+    pub uid: u32,
+    /// A zombie has no environment and holds nothing but its pid; it is never a target or a
+    /// suspect.
+    pub zombie: bool,
+    /// A kernel thread has no environment (reading it answers `ESRCH`) and runs no user work;
+    /// it is never a target or a suspect.
+    pub kernel_thread: bool,
+}
+
+/// Why something about a process could not be read or done.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The process is not there (any more): `ENOENT` or `ESRCH`.
+    Gone,
+    /// It is there, but this was refused or failed (`EACCES`, `EPERM`, anything else).
+    Unreadable(io::Error),
+}
+
+impl ReadError {
+    /// Sorts an OS error: a vanished process is not the same as a refused read.
+    pub fn from_io(e: io::Error) -> ReadError {
+        if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH) {
+            ReadError::Gone
+        } else {
+            ReadError::Unreadable(e)
+        }
+    }
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::Gone => f.write_str("the process is gone"),
+            ReadError::Unreadable(e) => e.fmt(f),
+        }
+    }
+}
+
+/// A process table the sweep can scan and act on. [`super::ProcTable`] reads `/proc`;
+/// [`super::FakeTable`] is an in-memory table for tests.
+///
+/// The table only reads and delivers; every decision (settled or not, marked or not,
+/// suspect or not, whether a pinned process is still the target) is made by the sweep, so
+/// that the fake exercises the same rules as the real table.
+pub trait ProcessTable {
+    /// A handle that names one process for good: once taken, a reused pid is not it.
+    type Pin;
+
+    /// The sweeper's own pid: never signalled, never counted.
+    fn own_pid(&self) -> u32;
+    /// The sweeper's real uid: suspects are processes of this user.
+    fn own_uid(&self) -> u32;
+    /// Every pid at the moment of listing. An error is a failed enumeration, never an empty
+    /// table.
+    fn pids(&self) -> io::Result<Vec<u32>>;
+    /// Identity, owner and zombie state of one process.
+    fn info(&self, pid: u32) -> Result<ProcessInfo, ReadError>;
+    /// The raw environment (`NUL`-separated `NAME=value` entries).
+    fn environ(&self, pid: u32) -> Result<Vec<u8>, ReadError>;
+    /// Pins whatever process holds `pid` now. The caller proves it is the one it means by
+    /// reading its identity after pinning.
+    fn pin(&self, pid: u32) -> Result<Self::Pin, ReadError>;
+    /// Delivers `signal` to the pinned process; `Gone` once it has ended, whoever holds its
+    /// pid now.
+    fn send(&self, pin: &Self::Pin, signal: Signal) -> Result<(), ReadError>;
+}
+
+/// The run marker: the exact environment entry `HOMEBASED_TASK_ID=<task>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marker {
+    entry: Vec<u8>,
+}
+
+impl Marker {
+    pub const NAME: &'static str = "HOMEBASED_TASK_ID";
+
+    pub fn for_task(task: TaskId) -> Marker {
+        Marker {
+            entry: format!("{}={task}", Marker::NAME).into_bytes(),
+        }
+    }
+
+    /// The entry as it appears in an environment.
+    pub fn entry(&self) -> &[u8] {
+        &self.entry
+    }
+
+    /// True when one whole entry of `environ` is the marker (a longer value, or the marker
+    /// inside another variable's value, is not).
+    pub fn is_in(&self, environ: &[u8]) -> bool {
+        environ
+            .split(|b| *b == 0)
+            .any(|e| e == self.entry.as_slice())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_marker_matches_whole_entries_only() {
+        let task = TaskId::new();
+        let marker = Marker::for_task(task);
+        let exact = format!("PATH=/bin\0HOMEBASED_TASK_ID={task}\0HOME=/x\0");
+        assert!(marker.is_in(exact.as_bytes()));
+        let last = format!("A=1\0HOMEBASED_TASK_ID={task}");
+        assert!(marker.is_in(last.as_bytes()), "no trailing NUL is needed");
+        let longer = format!("HOMEBASED_TASK_ID={task}x\0");
+        assert!(!marker.is_in(longer.as_bytes()));
+        let inside = format!("OTHER=HOMEBASED_TASK_ID={task}\0");
+        assert!(!marker.is_in(inside.as_bytes()));
+        let other = format!("HOMEBASED_TASK_ID={}\0", TaskId::new());
+        assert!(!marker.is_in(other.as_bytes()));
+        assert!(!marker.is_in(b""));
+    }
+
+    #[test]
+    fn vanished_and_refused_reads_are_told_apart() {
+        assert!(matches!(
+            ReadError::from_io(io::Error::from_raw_os_error(libc::ENOENT)),
+            ReadError::Gone
+        ));
+        assert!(matches!(
+            ReadError::from_io(io::Error::from_raw_os_error(libc::ESRCH)),
+            ReadError::Gone
+        ));
+        assert!(matches!(
+            ReadError::from_io(io::Error::from_raw_os_error(libc::EACCES)),
+            ReadError::Unreadable(_)
+        ));
+    }
+}
