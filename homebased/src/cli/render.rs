@@ -57,8 +57,8 @@ pub fn resources(list: &ResourceList) -> String {
                             seconds_since(*requested_at),
                             cause.as_str()
                         ),
-                        PhaseView::Attention { id, .. } => {
-                            format!("{} attention {id}", run.task)
+                        PhaseView::Attention { id, failure } => {
+                            format!("{} attention {id}: {}", run.task, attention_summary(failure))
                         }
                         _ => run.task.to_string(),
                     };
@@ -69,6 +69,34 @@ pub fn resources(list: &ResourceList) -> String {
         })
         .collect();
     table(&["ID", "NAME", "DEVICE", "STATE", "RUN / YIELD AGE"], &rows)
+}
+
+/// What a person must check: the failure kind and each remaining process with its kernel
+/// start time, so that exact process can be found.
+pub fn attention_summary(failure: &serde_json::Value) -> String {
+    let kind = failure.get("result").and_then(|r| r.as_str()).unwrap_or("cleanup failed");
+    let remaining: Vec<String> = failure
+        .get("remaining")
+        .and_then(|r| r.as_array())
+        .map(|list| {
+            list.iter()
+                .map(|p| {
+                    format!(
+                        "pid {} (start {}, {})",
+                        p["pid"],
+                        p["start_ticks"],
+                        p["reason"].as_str().unwrap_or("?")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let message = failure.get("message").and_then(|m| m.as_str());
+    match (remaining.is_empty(), message) {
+        (false, _) => format!("{kind}: check {}", remaining.join(", ")),
+        (true, Some(m)) => format!("{kind}: {m}"),
+        (true, None) => kind.to_string(),
+    }
 }
 
 pub fn jobs(list: &JobList) -> String {
@@ -141,6 +169,11 @@ pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
             &rows,
         ));
     }
+    for r in &d.runs {
+        if let Some(c) = r.cleanup.as_ref().filter(|c| c["result"] != "clean") {
+            out.push_str(&format!("\ncleanup of {}: {}", r.task, attention_summary(c)));
+        }
+    }
     for e in &d.events {
         out.push_str(&format!(
             "\nevent {} {} {}",
@@ -155,6 +188,19 @@ pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attention_names_each_pid_to_check() {
+        let failure = serde_json::json!({
+            "result": "unreadable_suspects",
+            "attempt": 1,
+            "remaining": [{"pid": 4242, "start_ticks": 99, "reason": "suspect"}]
+        });
+        assert_eq!(
+            attention_summary(&failure),
+            "unreadable_suspects: check pid 4242 (start 99, suspect)"
+        );
+    }
 
     #[test]
     fn columns_align_and_last_is_unpadded() {
