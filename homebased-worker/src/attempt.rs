@@ -123,7 +123,7 @@ impl Attempt {
             ));
             return finish_without_child(&self.records, &self.log, ExitReason::Cancelled, EXIT_OK);
         }
-        let running = match workload::start(&self.run, &self.dir) {
+        let mut running = match workload::start(&self.run, &self.dir) {
             Ok(running) => running,
             Err(StartError::Workload(message)) => {
                 self.log
@@ -132,6 +132,14 @@ impl Attempt {
                 return finish_without_child(&self.records, &self.log, reason, EXIT_OK);
             }
             Err(StartError::Worker(message)) => return self.fail(message),
+            Err(StartError::Container { message, removal }) => {
+                self.log
+                    .note(format!("the container did not start: {message}"));
+                let reason = ExitReason::SpawnFailed { message };
+                let group = GroupState::NoChildSpawned;
+                let exit = write_exit(&self.records, &self.log, reason, group, None);
+                return exit.max(write_cleanup(&self.records, &self.log, removal));
+            }
         };
         self.reaper.watch(running.child.process.pid);
         self.log.note(format!(
@@ -140,15 +148,15 @@ impl Attempt {
         ));
         let mut status = self.record_child(worker, &running);
 
-        let reason = stop::follow(
-            running.group,
+        let ended = workload::follow(
+            &mut running,
             &mut self.reaper,
             &self.signals,
             &self.dir,
             &self.run.cleanup,
             &self.log,
         );
-        self.log.note(format!("workload ended: {reason:?}"));
+        self.log.note(format!("workload ended: {:?}", ended.reason));
         // Orphans that already died must not keep the group looking inhabited.
         self.reaper.reap();
         let group = if running.group.is_empty() {
@@ -156,15 +164,35 @@ impl Attempt {
         } else {
             GroupState::Unconfirmed
         };
-        status = status.max(write_exit(&self.records, &self.log, reason, group));
+        let (reason, container) = (ended.reason, ended.container);
+        status = status.max(write_exit(
+            &self.records,
+            &self.log,
+            reason,
+            group,
+            container,
+        ));
+
+        // Before the sweep: the container's processes carry the run's marker.
+        let removal = workload::remove_container(&running, &self.run.cleanup, &self.log);
 
         let outcome = cleanup::clean_up(
-            Some(running.group),
+            Some(&running),
+            &self.run,
             &mut self.reaper,
             &self.signals,
-            &self.run.cleanup,
             &self.log,
         );
+        // Both ran; an unconfirmed container is reported, anything else goes to worker.log.
+        let outcome = if removal.is_clean() {
+            outcome
+        } else {
+            if !outcome.is_clean() {
+                self.log
+                    .note(format!("cleanup did not finish clean: {outcome:?}"));
+            }
+            removal
+        };
         status.max(write_cleanup(&self.records, &self.log, outcome))
     }
 
@@ -197,16 +225,22 @@ fn fail(records: &Records, log: &WorkerLog, message: String) -> u8 {
 }
 
 fn finish_without_child(records: &Records, log: &WorkerLog, reason: ExitReason, status: u8) -> u8 {
-    let exit = write_exit(records, log, reason, GroupState::NoChildSpawned);
+    let exit = write_exit(records, log, reason, GroupState::NoChildSpawned, None);
     let cleanup = write_cleanup(records, log, CleanupOutcome::Clean);
     status.max(exit).max(cleanup)
 }
 
-fn write_exit(records: &Records, log: &WorkerLog, reason: ExitReason, group: GroupState) -> u8 {
+fn write_exit(
+    records: &Records,
+    log: &WorkerLog,
+    reason: ExitReason,
+    group: GroupState,
+    container: Option<serde_json::Value>,
+) -> u8 {
     let record = ExitRecord {
         reason,
         group,
-        container: None,
+        container,
         ended_at: now_ms(),
     };
     match records.exit(&record) {

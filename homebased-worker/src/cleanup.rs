@@ -1,28 +1,72 @@
 //! Everything that must be gone after the workload ended, before the resource serves again
-//! (SPEC section 6), summed up as the `cleanup.json` outcome. Today: the process group and
-//! the orphans that came back to this subreaper. The marker sweep slots in after the group.
+//! (SPEC section 6), summed up as the `cleanup.json` outcome: first the process group (and
+//! the orphans that came back to this subreaper), then, once the group is confirmed empty,
+//! the marker sweep for whatever escaped it.
 
 use crate::group_cleanup;
 use crate::log::WorkerLog;
-use crate::process_group::ProcessGroup;
 use crate::reap::Reaper;
 use crate::signals::Signals;
-use homebased_shared::config::CleanupConfig;
-use homebased_shared::rundir::CleanupOutcome;
+use crate::workload::Running;
+use homebased_shared::rundir::{CleanupOutcome, RunSpec};
+use homebased_shared::sweep::{Clock, ProcTable, Sweep};
+use std::time::{Duration, Instant};
 
-/// `group` is `None` when no workload was ever spawned.
+/// `workload` is `None` when no workload was ever spawned: nothing can carry the marker.
 pub fn clean_up(
-    group: Option<ProcessGroup>,
+    workload: Option<&Running>,
+    run: &RunSpec,
     reaper: &mut Reaper,
     signals: &Signals,
-    config: &CleanupConfig,
     log: &WorkerLog,
 ) -> CleanupOutcome {
-    let outcome = match group {
-        None => CleanupOutcome::Clean,
-        Some(group) => group_cleanup::empty_group(group, reaper, signals, config, log),
+    let Some(workload) = workload else {
+        return CleanupOutcome::Clean;
     };
+    let group = group_cleanup::empty_group(workload.group, reaper, signals, &run.cleanup, log);
     // Orphans that ended outside the group came back here too; leave no zombie behind.
     reaper.reap();
-    outcome
+    if !group.is_clean() {
+        // The group's failure is the outcome; the sweep runs only after a confirmed group.
+        return group;
+    }
+    let sweep = Sweep {
+        task: run.task,
+        workload_start: Some(workload.child.process.start_ticks),
+        config: run.cleanup,
+        // The daemon; the worker's own pid is added by the table.
+        protected: run.protected_pids.clone(),
+    };
+    let mut clock = ReapingClock { reaper, signals };
+    let swept = sweep.run(&ProcTable::new(), &mut clock);
+    for sent in &swept.signalled {
+        log.note(format!(
+            "sweep: {} sent to pid {} (start {}), which carries the run marker",
+            sent.signal, sent.process.pid, sent.process.start_ticks
+        ));
+    }
+    for note in &swept.notes {
+        log.note(format!("sweep: {note}"));
+    }
+    clock.reaper.reap();
+    swept.outcome
+}
+
+/// Real time, with the reaping kept up while the sweep waits: marked descendants it kills
+/// come back to this subreaper and must not linger as zombies. A child exit wakes the wait.
+struct ReapingClock<'a> {
+    reaper: &'a mut Reaper,
+    signals: &'a Signals,
+}
+
+impl Clock for ReapingClock<'_> {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn sleep(&mut self, duration: Duration) {
+        self.reaper.reap();
+        self.signals.sleep(duration);
+        self.reaper.reap();
+    }
 }

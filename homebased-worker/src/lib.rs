@@ -8,10 +8,12 @@
 //! - [`lock`]: `runner.lock`, handed over by the daemon or taken here; held for life.
 //! - [`signals`]: SIGTERM/SIGINT as a stop flag, and the wake-up on every signal and child exit.
 //! - [`reap`]: reaping the workload and every orphan that comes back to this subreaper.
-//! - [`workload`]: starting the step: a host command ([`workload::host`]) or a container.
+//! - [`workload`]: starting, following and ending the step: a host command
+//!   ([`workload::host`]) or a Docker container whose removal is proven.
 //! - [`process_group`]: the workload's process group: signal it, test it for emptiness.
 //! - [`stop`]: stop requests (signal or `control/stop`) and stopping the workload on one.
-//! - [`cleanup`]: everything after the workload ended, giving the `cleanup.json` outcome.
+//! - [`cleanup`]: everything after the workload ended (the group, then the marker sweep),
+//!   giving the `cleanup.json` outcome.
 //! - [`group_cleanup`]: emptying the process group (TERM, grace, KILL, grace).
 //! - [`records`]: `worker.json`, `exit.json`, `cleanup.json`, each followed by a poke.
 //! - [`log`]: `worker.log`, the worker's own notes and errors.

@@ -1,12 +1,445 @@
-//! Container steps (SPEC section 5, DESIGN "Containers"): driven through the `docker` CLI.
-//! Not implemented by this worker yet; it says so honestly instead of running something else.
+//! A container step (SPEC sections 3 and 5, DESIGN "The worker"), driven through the `docker`
+//! CLI: `create` (fixed name and label, `--cidfile`), `start`, then two followers in one
+//! process group of the worker's children, `docker wait` (its end is the container's end;
+//! it leads the group and stands for the workload in `worker.json`) and `docker logs
+//! --follow` (the container's stdout and stderr, appended to `output.log`). The exit code
+//! and OOM kill are read with `docker inspect`; on a stop request the container gets
+//! `docker stop` with the run's grace. After `exit.json` the container is removed without
+//! force and its absence proven ([`Container::remove`]), before the marker sweep.
+//!
+//! Exit codes are Docker's: a process killed by signal N inside the container is reported by
+//! Docker (through its init) as exit code 128+N, and recorded as that exit code, because
+//! Docker says nothing more. Docker copies the container's stdout and stderr separately, so
+//! in `output.log` lines keep their order within a stream but not between the two.
+//!
+//! A worker that dies without a stop request takes its followers with it (they die with the
+//! worker) and leaves the container running, to be found by id, cidfile, or name and label.
 
-use super::{Running, StartError};
-use homebased_shared::rundir::{RunDir, RunSpec};
+mod create_args;
+mod docker;
+mod inspect;
+mod removal;
+
+pub use create_args::{container_variables, docker_create_args};
+
+use super::{Ended, Running, StartError};
+use crate::log::WorkerLog;
+use crate::process_group::ProcessGroup;
+use crate::reap::Reaper;
+use crate::signals::Signals;
+use crate::stop::{self, STOP_POLL};
+use docker::{Docker, RunError, COMMAND_BOUND};
+use homebased_shared::config::CleanupConfig;
+use homebased_shared::ids::TaskId;
+use homebased_shared::process;
+use homebased_shared::rundir::{ChildRecord, CleanupOutcome, ExitReason, RunDir, RunSpec};
 use homebased_shared::spec::ContainerStep;
+use homebased_shared::time::{now_ms, Millis};
+use inspect::{ContainerState, Seen};
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::sys::signal::Signal;
+use serde_json::json;
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
-pub const UNSUPPORTED: &str = "container steps are not supported by this worker yet";
+/// Where the job's state directory is mounted, read-write (`HOMEBASED_JOB_DIR`).
+pub const JOB_DIR_TARGET: &str = "/homebased/job";
+/// Where the run's `control/` directory is mounted, read-only (`yield` is seen there).
+pub const CONTROL_TARGET: &str = "/homebased/run";
 
-pub fn start(_run: &RunSpec, _dir: &RunDir, _step: &ContainerStep) -> Result<Running, StartError> {
-    Err(StartError::Workload(UNSUPPORTED.into()))
+/// How often the container is inspected when `docker wait` could not say how it ended.
+const INSPECT_POLL: Duration = Duration::from_secs(1);
+
+/// `homebased-<task>`: fixed, so a person or a later worker finds it by name.
+pub fn container_name(task: TaskId) -> String {
+    format!("homebased-{task}")
+}
+
+/// `homebased.task=<task>`: the label that finds the run's container.
+pub fn task_label(task: TaskId) -> String {
+    format!("homebased.task={task}")
+}
+
+/// A created and started container, followed until it ends and then removed.
+#[derive(Debug)]
+pub struct Container {
+    task: TaskId,
+    name: String,
+    /// The full id, from the cidfile.
+    id: String,
+    docker: Docker,
+    /// The read end of `docker wait`'s stdout: the exit code it prints when the container ends.
+    wait_output: File,
+}
+
+/// How the following ended, before Docker is asked for the details.
+enum End {
+    /// The container ended by itself; the code as `docker wait` or `docker inspect` gave it.
+    Exited(Option<i32>),
+    /// Stopped by the worker on a stop request.
+    Stopped,
+    /// Docker no longer knows the container: it was removed outside the run.
+    Vanished,
+}
+
+pub fn start(run: &RunSpec, dir: &RunDir, step: &ContainerStep) -> Result<Running, StartError> {
+    super::host::prepare_folders(run, dir).map_err(StartError::Worker)?;
+    // Docker resolves nothing against the worker's cwd: mount sources and the cidfile must be
+    // absolute, whatever run directory the worker was given.
+    let dir = &std::path::absolute(dir.root())
+        .map(RunDir::new)
+        .map_err(|e| StartError::Worker(format!("{}: {e}", dir.root().display())))?;
+    let log = WorkerLog::new(dir.worker_log());
+    let docker = Docker::for_run(run.task);
+    let name = container_name(run.task);
+    // Taken before the create, like a host step's before its spawn.
+    let started_at = now_ms();
+    let abandon = |id: Option<&str>, message: String| StartError::Container {
+        removal: removal::remove(&docker, run.task, id, &run.cleanup, &log),
+        message,
+    };
+
+    let args = docker_create_args(run, step, dir);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    log.note(format!("creating container {name} from {}", step.image));
+    let id = match docker.run(&args, COMMAND_BOUND) {
+        Ok(reply) if reply.success => saved_id(dir, &reply.stdout),
+        Ok(reply) => {
+            let message = format!("docker create failed: {}", reply.complaint());
+            return Err(abandon(None, message));
+        }
+        // Docker never ran, so nothing was created: there is nothing to look for.
+        Err(e @ RunError::Spawn(_)) => return Err(StartError::Workload(e.to_string())),
+        Err(e) => return Err(abandon(None, e.to_string())),
+    };
+    let Some(id) = id else {
+        let message = format!(
+            "docker create gave no container id in {}",
+            dir.container_id().display()
+        );
+        return Err(abandon(None, message));
+    };
+
+    log.note(format!("starting container {name} ({id})"));
+    match docker.run(&["start", &id], COMMAND_BOUND) {
+        Ok(reply) if reply.success => {}
+        Ok(reply) => {
+            let message = format!("docker start failed: {}", reply.complaint());
+            return Err(abandon(Some(&id), message));
+        }
+        Err(e) => return Err(abandon(Some(&id), e.to_string())),
+    }
+
+    let (child, group, wait_output) = match follow_container(&docker, &id, dir, started_at) {
+        Ok(followers) => followers,
+        Err(message) => return Err(abandon(Some(&id), message)),
+    };
+    Ok(Running {
+        child,
+        group,
+        container: Some(Container {
+            task: run.task,
+            name,
+            id,
+            docker,
+            wait_output,
+        }),
+    })
+}
+
+/// The id Docker wrote to the cidfile, else the one `docker create` printed.
+fn saved_id(dir: &RunDir, printed: &str) -> Option<String> {
+    let saved = std::fs::read_to_string(dir.container_id()).unwrap_or_default();
+    let id = [saved.trim(), printed.trim()]
+        .into_iter()
+        .find(|id| !id.is_empty() && id.chars().all(|c| c.is_ascii_hexdigit()))
+        .map(String::from);
+    id
+}
+
+/// Spawns `docker wait` (leading a new process group) and `docker logs --follow` (joining
+/// it), and returns the record of the leader, the group and the leader's stdout.
+fn follow_container(
+    docker: &Docker,
+    id: &str,
+    dir: &RunDir,
+    started_at: Millis,
+) -> Result<(ChildRecord, ProcessGroup, File), String> {
+    let append = |path: &std::path::Path| {
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))
+    };
+    // The followers' own complaints are the worker's to read, not the workload's output.
+    let notes = append(&dir.worker_log())?;
+    let mut wait = docker
+        .spawn(&["wait", id], Stdio::piped(), Stdio::from(notes), None)
+        .map_err(|e| format!("cannot run docker wait: {e}"))?;
+    let leader = wait.id();
+    let wait_output = wait.stdout.take().map(|out| File::from(OwnedFd::from(out)));
+    // `Child` is dropped without waiting: the reaper collects the status with waitpid(-1).
+    drop(wait);
+    let Some(group) = ProcessGroup::led_by(leader) else {
+        kill_and_collect(&[leader], None);
+        return Err(format!(
+            "docker wait pid {leader} cannot lead a process group"
+        ));
+    };
+    let Some(wait_output) = wait_output else {
+        kill_and_collect(&[leader], Some(group));
+        return Err("docker wait has no stdout".into());
+    };
+
+    let output = append(&dir.output_log());
+    // One open file description for both streams, so their writes interleave in order.
+    let streams = output.and_then(|out| {
+        let err = out
+            .try_clone()
+            .map_err(|e| format!("cannot share {}: {e}", dir.output_log().display()))?;
+        Ok((out, err))
+    });
+    // The leader is not reaped before the reaper runs, so its group exists to be joined even
+    // if the container (and with it `docker wait`) already ended.
+    let logs = streams.and_then(|(out, err)| {
+        docker
+            .spawn(
+                &["logs", "--follow", id],
+                out.into(),
+                err.into(),
+                Some(group.id()),
+            )
+            .map_err(|e| format!("cannot run docker logs: {e}"))
+    });
+    let logs = match logs {
+        Ok(logs) => logs,
+        Err(message) => {
+            kill_and_collect(&[leader], Some(group));
+            return Err(message);
+        }
+    };
+    let logs_pid = logs.id();
+    drop(logs);
+
+    match process::identity(leader) {
+        Ok(identity) => Ok((
+            ChildRecord {
+                process: identity,
+                pgid: group.id(),
+                started_at,
+            },
+            group,
+            wait_output,
+        )),
+        Err(e) => {
+            kill_and_collect(&[leader, logs_pid], Some(group));
+            Err(format!(
+                "cannot read the identity of docker wait pid {leader} ({e}); killed it"
+            ))
+        }
+    }
+}
+
+/// Untracked followers must not run: kill them and collect them before reporting.
+fn kill_and_collect(pids: &[u32], group: Option<ProcessGroup>) {
+    if let Some(group) = group {
+        let _ = group.signal(Signal::SIGKILL);
+    }
+    for pid in pids {
+        if let Ok(pid) = i32::try_from(*pid) {
+            let pid = nix::unistd::Pid::from_raw(pid);
+            let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+            let _ = nix::sys::wait::waitpid(pid, None);
+        }
+    }
+}
+
+impl Container {
+    /// Follows the container until it ends, stopping it on a stop request. The end is
+    /// `cancelled` only if the worker stopped a container that was still running.
+    pub fn follow(
+        &mut self,
+        group: ProcessGroup,
+        reaper: &mut Reaper,
+        signals: &Signals,
+        dir: &RunDir,
+        config: &CleanupConfig,
+        log: &WorkerLog,
+    ) -> Ended {
+        let end = self.watch(reaper, signals, dir, config, log);
+        // `docker logs --follow` ends by itself once the container stopped; let it copy the
+        // last lines, so that `output.log` is whole when `exit.json` is written. If it does not
+        // end, the group cleanup stops it.
+        let drained = reaper.wait_until(
+            signals,
+            Instant::now() + config.term_grace,
+            STOP_POLL,
+            |_| group.is_empty(),
+        );
+        if !drained {
+            log.note(format!(
+                "docker followers of {} still running after the container ended",
+                self.name
+            ));
+        }
+        let state = match inspect::state(&self.docker, &self.id) {
+            Seen::Present(state) => Some(state),
+            Seen::Absent => None,
+            Seen::Unknown(e) => {
+                log.note(format!("cannot inspect container {}: {e}", self.id));
+                None
+            }
+        };
+        let reason = self.reason(end, state.as_ref());
+        Ended {
+            reason,
+            container: Some(json!({
+                "id": self.id,
+                "name": self.name,
+                "exit_code": state.as_ref().and_then(|s| s.exit_code),
+                "oom_killed": state.as_ref().and_then(|s| s.oom_killed),
+            })),
+        }
+    }
+
+    /// Removes the container and proves it gone: `Clean` or `ContainerUnconfirmed`. Must run
+    /// after `exit.json` and before the marker sweep: the container's processes carry the
+    /// run's marker, and Docker, not the sweep, is the one to end them.
+    pub fn remove(&self, config: &CleanupConfig, log: &WorkerLog) -> CleanupOutcome {
+        removal::remove(&self.docker, self.task, Some(&self.id), config, log)
+    }
+
+    fn watch(
+        &mut self,
+        reaper: &mut Reaper,
+        signals: &Signals,
+        dir: &RunDir,
+        config: &CleanupConfig,
+        log: &WorkerLog,
+    ) -> End {
+        // While `docker wait` runs, its end is the container's end. Without it (it failed, for
+        // instance across an engine restart) the container is inspected on an interval.
+        let mut waiting = true;
+        let mut next_look = Instant::now();
+        let mut last_failure = String::new();
+        loop {
+            // Look for the end before looking for a request: an end that came first is real.
+            reaper.reap();
+            if waiting {
+                if let Some(ended) = reaper.workload_ended().cloned() {
+                    waiting = false;
+                    let printed = self.printed_code();
+                    if let (ExitReason::Exit { code: 0 }, Some(code)) = (&ended, printed) {
+                        return End::Exited(Some(code));
+                    }
+                    log.note(format!(
+                        "docker wait ended ({ended:?}) without the container's exit code; \
+                         inspecting the container instead"
+                    ));
+                }
+            }
+            if !waiting && Instant::now() >= next_look {
+                match inspect::state(&self.docker, &self.id) {
+                    Seen::Present(state) if !state.running => return End::Exited(state.exit_code),
+                    Seen::Present(_) => {}
+                    Seen::Absent => return End::Vanished,
+                    Seen::Unknown(e) if e != last_failure => {
+                        log.note(format!("cannot inspect container {}: {e}", self.id));
+                        last_failure = e;
+                    }
+                    Seen::Unknown(_) => {}
+                }
+                next_look = Instant::now() + INSPECT_POLL;
+            }
+            if let Some(source) = stop::pending(signals, dir) {
+                log.note(format!("stop requested by {source}"));
+                return self.stop(waiting, reaper, signals, config, log);
+            }
+            signals.sleep(STOP_POLL);
+        }
+    }
+
+    /// `docker stop` with the run's grace, unless the container already ended on its own.
+    fn stop(
+        &self,
+        waiting: bool,
+        reaper: &mut Reaper,
+        signals: &Signals,
+        config: &CleanupConfig,
+        log: &WorkerLog,
+    ) -> End {
+        match inspect::state(&self.docker, &self.id) {
+            Seen::Present(state) if !state.running => {
+                log.note(format!(
+                    "container {} had already ended on its own; recording its exit",
+                    self.name
+                ));
+                return End::Exited(state.exit_code);
+            }
+            Seen::Absent => return End::Vanished,
+            _ => {}
+        }
+        log.note(format!(
+            "stopping container {}: docker stop -t {}",
+            self.name,
+            removal::grace_seconds(config.term_grace)
+        ));
+        if let Err(e) = removal::stop(&self.docker, &self.id, config) {
+            // Recorded as stopped all the same; the removal finds a container still running
+            // and reports it if it cannot end it either.
+            log.note(format!("docker stop of {} failed: {e}", self.name));
+        }
+        if waiting {
+            // Let `docker wait` see the end, so that the followers' group can empty.
+            reaper.wait_until(
+                signals,
+                Instant::now() + config.kill_grace,
+                STOP_POLL,
+                |r| r.workload_ended().is_some(),
+            );
+        }
+        End::Stopped
+    }
+
+    fn reason(&self, end: End, state: Option<&ContainerState>) -> ExitReason {
+        match end {
+            End::Stopped => ExitReason::Cancelled,
+            End::Exited(code) => {
+                let inspected = state.filter(|s| !s.running).and_then(|s| s.exit_code);
+                match inspected.or(code) {
+                    Some(code) => ExitReason::Exit { code },
+                    None => ExitReason::SpawnFailed {
+                        message: format!(
+                            "container {} ({}) ended but Docker gave no exit code",
+                            self.name, self.id
+                        ),
+                    },
+                }
+            }
+            // No exit kind says "gone without an exit"; a failure that names the cause is the
+            // honest record (the job fails rather than being repeated or called a success).
+            End::Vanished => ExitReason::SpawnFailed {
+                message: format!(
+                    "container {} ({}) was removed outside the run before its exit could be read",
+                    self.name, self.id
+                ),
+            },
+        }
+    }
+
+    /// What `docker wait` printed: the exit code on its last line. Read without blocking
+    /// (its writer has exited, but a descriptor leaked elsewhere must not hang the worker).
+    fn printed_code(&mut self) -> Option<i32> {
+        if let Ok(flags) = fcntl(&self.wait_output, FcntlArg::F_GETFL) {
+            let flags = OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK;
+            let _ = fcntl(&self.wait_output, FcntlArg::F_SETFL(flags));
+        }
+        let mut text = String::new();
+        let _ = self.wait_output.read_to_string(&mut text);
+        text.lines().last()?.trim().parse().ok()
+    }
 }

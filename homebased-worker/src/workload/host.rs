@@ -92,6 +92,7 @@ pub fn start(run: &RunSpec, dir: &RunDir, argv: &[String]) -> Result<Running, St
             started_at,
         },
         group,
+        container: None,
     })
 }
 
@@ -126,7 +127,7 @@ pub fn environment(
 
 /// The job directory (private to the user: it holds checkpoints) and the control folder the
 /// daemon writes `yield` and `stop` into.
-fn prepare_folders(run: &RunSpec, dir: &RunDir) -> Result<(), String> {
+pub(super) fn prepare_folders(run: &RunSpec, dir: &RunDir) -> Result<(), String> {
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)

@@ -193,30 +193,6 @@ fn a_missing_program_is_a_spawn_failure() {
 }
 
 #[test]
-fn a_container_step_is_refused_honestly() {
-    let run = Run::with_step(json!({
-        "type": "container",
-        "image": format!("sha256:{}", "0".repeat(64)),
-        "memory": 1_000_000_000u64,
-        "entrypoint": null,
-        "args": null,
-        "user": null,
-        "workdir": null,
-        "mounts": [],
-        "env": {},
-    }));
-    run.run_to_end();
-    assert_eq!(
-        run.exit().reason,
-        ExitReason::SpawnFailed {
-            message: "container steps are not supported by this worker yet".into()
-        }
-    );
-    assert_eq!(run.exit().group, GroupState::NoChildSpawned);
-    assert_eq!(run.cleanup().outcome, CleanupOutcome::Clean);
-}
-
-#[test]
 fn a_stop_requested_before_the_start_never_spawns() {
     let run = Run::shell("echo started");
     run.request_stop();

@@ -3,7 +3,9 @@
 // Helpers outside `#[test]` functions panic on purpose: a broken fixture fails the test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod container;
 mod ends;
 mod environment;
 mod lock;
 mod support;
+mod sweep;

@@ -58,7 +58,11 @@ pub fn resources(list: &ResourceList) -> String {
                             cause.as_str()
                         ),
                         PhaseView::Attention { id, failure } => {
-                            format!("{} attention {id}: {}", run.task, attention_summary(failure))
+                            format!(
+                                "{} attention {id}: {}",
+                                run.task,
+                                attention_summary(failure)
+                            )
                         }
                         _ => run.task.to_string(),
                     };
@@ -74,7 +78,10 @@ pub fn resources(list: &ResourceList) -> String {
 /// What a person must check: the failure kind and each remaining process with its kernel
 /// start time, so that exact process can be found.
 pub fn attention_summary(failure: &serde_json::Value) -> String {
-    let kind = failure.get("result").and_then(|r| r.as_str()).unwrap_or("cleanup failed");
+    let kind = failure
+        .get("result")
+        .and_then(|r| r.as_str())
+        .unwrap_or("cleanup failed");
     let remaining: Vec<String> = failure
         .get("remaining")
         .and_then(|r| r.as_array())
@@ -171,7 +178,11 @@ pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
     }
     for r in &d.runs {
         if let Some(c) = r.cleanup.as_ref().filter(|c| c["result"] != "clean") {
-            out.push_str(&format!("\ncleanup of {}: {}", r.task, attention_summary(c)));
+            out.push_str(&format!(
+                "\ncleanup of {}: {}",
+                r.task,
+                attention_summary(c)
+            ));
         }
     }
     for e in &d.events {
