@@ -10,15 +10,14 @@
 
 mod common;
 
-use common::{wait_until, Probe, Spec, TestHome, PATIENCE};
+use common::jobs::*;
+use common::{is_uuid, wait_until, Probe, Spec, TestHome, PATIENCE};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-
-const TERMINAL: [&str; 3] = ["succeeded", "failed", "cancelled"];
 
 /// A job that waits (at most 60 s) until `gate` exists, not preemptable once started.
 fn gated_spec(h: &TestHome, name: &str, gate: &Path) -> Spec {
@@ -35,32 +34,6 @@ fn gated_spec(h: &TestHome, name: &str, gate: &Path) -> Spec {
 
 fn quick_spec(h: &TestHome, name: &str) -> Spec {
     h.spec(name).command(&["/bin/sh", "-c", "echo done"])
-}
-
-fn open_gate(gate: &Path) {
-    std::fs::write(gate, "").unwrap();
-}
-
-fn show(h: &TestHome, job: &str) -> Value {
-    h.json(&["resource", "job", "show", job])
-}
-
-/// Polls `job show` until the job is in `state`; a different terminal state fails at once.
-fn wait_job(h: &TestHome, job: &str, state: &str) -> Value {
-    let mut last = Value::Null;
-    wait_until(&format!("job {job} to become {state}"), || {
-        last = show(h, job);
-        let now = last["state"]["state"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        assert!(
-            now == state || !TERMINAL.contains(&now.as_str()),
-            "job {job} became {now} while the test waited for {state}: {last:#}"
-        );
-        now == state
-    });
-    last
 }
 
 fn wait_executing(h: &TestHome, job: &str) {
@@ -174,10 +147,6 @@ fn received(h: &TestHome) -> Vec<Value> {
             serde_json::from_str(json).unwrap()
         })
         .collect()
-}
-
-fn is_uuid(v: &Value) -> bool {
-    v.as_str().is_some_and(|s| uuid::Uuid::parse_str(s).is_ok())
 }
 
 #[test]

@@ -12,13 +12,12 @@
 
 mod common;
 
+use common::jobs::*;
 use common::{wait_until, Probe, Spec, TestHome};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-const TERMINAL: [&str; 3] = ["succeeded", "failed", "cancelled"];
 
 /// The checkpointing workload: `$1` lets it honour the yield file, `$2` makes it finish.
 /// It logs `run=N resume=R from=K` at start, `yield at K` when it yields, `done at K`.
@@ -78,67 +77,6 @@ fn gated_spec(h: &TestHome, name: &str, level: &str, gate: &Path) -> Spec {
         "sh",
         gate.to_str().unwrap(),
     ])
-}
-
-fn touch(path: &Path) {
-    std::fs::write(path, "").unwrap();
-}
-
-fn show(h: &TestHome, job: &str) -> Value {
-    h.json(&["resource", "job", "show", job])
-}
-
-fn state_of(show: &Value) -> &str {
-    show["state"]["state"].as_str().unwrap_or_default()
-}
-
-/// Polls `job show` until the job is in `state`; a different terminal state fails at once.
-fn wait_job(h: &TestHome, job: &str, state: &str) -> Value {
-    let mut last = Value::Null;
-    wait_until(&format!("job {job} to become {state}"), || {
-        last = show(h, job);
-        let now = state_of(&last);
-        assert!(
-            now == state || !TERMINAL.contains(&now),
-            "job {job} became {now} while the test waited for {state}: {last:#}"
-        );
-        now == state
-    });
-    last
-}
-
-/// Polls `resource list` until `job`'s run is in `phase`; returns that resource entry.
-fn wait_phase(h: &TestHome, job: &str, phase: &str) -> Value {
-    let mut found = Value::Null;
-    wait_until(&format!("job {job}'s run to be {phase}"), || {
-        found = h
-            .resources()
-            .into_iter()
-            .find(|r| r["run"]["job"] == job && r["run"]["phase"]["phase"] == phase)
-            .unwrap_or(Value::Null);
-        !found.is_null()
-    });
-    found
-}
-
-fn runs(show: &Value) -> Vec<Value> {
-    show["runs"].as_array().expect("job show has runs").clone()
-}
-
-fn event_names(show: &Value) -> Vec<String> {
-    show["events"]
-        .as_array()
-        .expect("job show has events")
-        .iter()
-        .map(|e| e["event"].as_str().unwrap().to_string())
-        .collect()
-}
-
-fn task_log(h: &TestHome, task: &str) -> String {
-    h.json(&["task", "log", task])["log"]
-        .as_str()
-        .unwrap()
-        .to_string()
 }
 
 fn task_of(run: &Value) -> String {
@@ -202,12 +140,6 @@ fn ran_after(first: &Value, then: &Value) {
     assert!(ended <= started, "{then} started before {first} ended");
 }
 
-fn home_with_gpus(gpus: u32) -> TestHome {
-    let mut h = TestHome::new(Probe::Gpus(gpus));
-    h.start_daemon();
-    h
-}
-
 /// Waits until the counting job saved at least `units`.
 fn wait_units(h: &TestHome, job: &str, units: u64) {
     wait_until(&format!("job {job} to save {units} units"), || {
@@ -237,10 +169,10 @@ fn urgent_then_resume(h: &TestHome, low: &str, first_task: &str, steer: &Counter
     assert_eq!(event["step"], 0, "{event}");
     let saved = logged_number(&task_log(h, first_task), "yield at ");
 
-    touch(gate);
+    open_gate(gate);
     wait_phase(h, low, "executing");
     wait_units(h, low, saved + 2);
-    touch(&steer.finish);
+    open_gate(&steer.finish);
     let done = wait_job(h, low, "succeeded");
     let history = runs(&done);
     assert_eq!(history.len(), 2, "{done:#}");
@@ -304,7 +236,7 @@ fn yield_checkpoints_and_resumes_from_the_saved_unit() {
     assert_eq!(runs(&during)[0]["stop_cause"], "yield", "{during:#}");
     assert_eq!(runs(&during)[0]["status"], "running", "{during:#}");
 
-    touch(&steer.let_yield);
+    open_gate(&steer.let_yield);
     wait_phase(&h, &urgent, "executing");
     urgent_then_resume(&h, &low, &first_task, &steer, &gate);
     let urgent_done = wait_job(&h, &urgent, "succeeded");
@@ -324,7 +256,7 @@ fn exit_0_while_a_yield_is_pending_completes_the_step() {
     wait_phase(&h, &low, "executing");
     let urgent = h.submit(&h.spec("urgent").priority("high").command(&["true"]));
     wait_phase(&h, &low, "stopping");
-    touch(&steer.finish);
+    open_gate(&steer.finish);
     let done = wait_job(&h, &low, "succeeded");
     let history = runs(&done);
     assert_eq!(
@@ -343,7 +275,7 @@ fn exit_0_while_a_yield_is_pending_completes_the_step() {
 fn restart_stops_the_run_and_reruns_the_step_from_the_start() {
     let h = home_with_gpus(1);
     let steer = Counter::new(&h, "low");
-    touch(&steer.let_yield);
+    open_gate(&steer.let_yield);
     let low = h.submit(&steer.spec(&h, "restartable", json!({"mode": "restart"})));
     wait_phase(&h, &low, "executing");
     wait_units(&h, &low, 2);
@@ -374,9 +306,9 @@ fn restart_stops_the_run_and_reruns_the_step_from_the_start() {
         "restart writes no yield request"
     );
 
-    touch(&gate);
+    open_gate(&gate);
     wait_phase(&h, &low, "executing");
-    touch(&steer.finish);
+    open_gate(&steer.finish);
     let done = wait_job(&h, &low, "succeeded");
     let history = runs(&done);
     assert_eq!(history.len(), 2, "{done:#}");
@@ -397,15 +329,15 @@ fn restart_stops_the_run_and_reruns_the_step_from_the_start() {
 fn wait_mode_keeps_running_while_the_urgent_job_waits() {
     let h = home_with_gpus(1);
     let steer = Counter::new(&h, "low");
-    touch(&steer.let_yield);
+    open_gate(&steer.let_yield);
     let low = h.submit(&steer.spec(&h, "not preemptable", json!({"mode": "wait"})));
     wait_phase(&h, &low, "executing");
     let gate = h.tmp().join("urgent-gate");
-    touch(&gate);
+    open_gate(&gate);
     let urgent = h.submit(&gated_spec(&h, "urgent", "high", &gate));
     keeps_running(&h, &low, &urgent);
 
-    touch(&steer.finish);
+    open_gate(&steer.finish);
     let done = wait_job(&h, &low, "succeeded");
     never_stopped(&done);
     let urgent_done = wait_job(&h, &urgent, "succeeded");
@@ -432,9 +364,9 @@ fn young_wait_mode_run_inside_restart_within_is_restarted() {
     assert_eq!(queued["state"]["resume"], false, "{queued:#}");
     assert_eq!(event_names(&queued), ["JOB_PREEMPTED"]);
 
-    touch(&gate);
+    open_gate(&gate);
     wait_phase(&h, &low, "executing");
-    touch(&steer.finish);
+    open_gate(&steer.finish);
     let done = wait_job(&h, &low, "succeeded");
     let history = runs(&done);
     assert_eq!(history.len(), 2, "{done:#}");
@@ -446,7 +378,7 @@ fn young_wait_mode_run_inside_restart_within_is_restarted() {
 fn young_yield_mode_run_inside_restart_within_is_restarted_not_asked_to_yield() {
     let h = home_with_gpus(1);
     let steer = Counter::new(&h, "low");
-    touch(&steer.let_yield);
+    open_gate(&steer.let_yield);
     let low = h.submit(&steer.spec(
         &h,
         "young yield",
@@ -457,7 +389,7 @@ fn young_yield_mode_run_inside_restart_within_is_restarted_not_asked_to_yield() 
     let urgent = h.submit(&h.spec("urgent").priority("high").command(&["true"]));
     wait_job(&h, &urgent, "succeeded");
     wait_phase(&h, &low, "executing");
-    touch(&steer.finish);
+    open_gate(&steer.finish);
     let done = wait_job(&h, &low, "succeeded");
     let history = runs(&done);
     assert_eq!(history.len(), 2, "{done:#}");
@@ -472,7 +404,7 @@ fn young_yield_mode_run_inside_restart_within_is_restarted_not_asked_to_yield() 
 fn equal_priority_never_preempts() {
     let h = home_with_gpus(1);
     let steer = Counter::new(&h, "first");
-    touch(&steer.let_yield);
+    open_gate(&steer.let_yield);
     let first = h.submit(
         &steer
             .spec(&h, "first", json!({"mode": "restart"}))
@@ -480,11 +412,11 @@ fn equal_priority_never_preempts() {
     );
     wait_phase(&h, &first, "executing");
     let gate = h.tmp().join("second-gate");
-    touch(&gate);
+    open_gate(&gate);
     let second = h.submit(&gated_spec(&h, "second", "medium", &gate));
     keeps_running(&h, &first, &second);
 
-    touch(&steer.finish);
+    open_gate(&steer.finish);
     let done = wait_job(&h, &first, "succeeded");
     never_stopped(&done);
     let second_done = wait_job(&h, &second, "succeeded");
@@ -495,7 +427,7 @@ fn equal_priority_never_preempts() {
 fn moving_a_job_to_the_front_of_its_level_does_not_preempt() {
     let h = home_with_gpus(1);
     let steer = Counter::new(&h, "running");
-    touch(&steer.let_yield);
+    open_gate(&steer.let_yield);
     let running = h.submit(
         &steer
             .spec(&h, "running", json!({"mode": "restart"}))
@@ -503,7 +435,7 @@ fn moving_a_job_to_the_front_of_its_level_does_not_preempt() {
     );
     wait_phase(&h, &running, "executing");
     let gate = h.tmp().join("gate");
-    touch(&gate);
+    open_gate(&gate);
     let waiting = h.submit(&gated_spec(&h, "moved up", "medium", &gate));
     let moved = h.json(&["resource", "job", "move", &waiting, "--front"]);
     assert_eq!(moved["position"], 1, "{moved}");
@@ -521,7 +453,7 @@ fn moving_a_job_to_the_front_of_its_level_does_not_preempt() {
     assert_eq!(moved["priority"], "medium", "{moved}");
     keeps_running(&h, &running, &waiting);
 
-    touch(&steer.finish);
+    open_gate(&steer.finish);
     never_stopped(&wait_job(&h, &running, "succeeded"));
     wait_job(&h, &waiting, "succeeded");
 }
@@ -531,8 +463,8 @@ fn urgent_pinned_job_preempts_only_on_its_own_lane() {
     let h = home_with_gpus(2);
     let old = Counter::new(&h, "old");
     let young = Counter::new(&h, "young");
-    touch(&old.let_yield);
-    touch(&young.let_yield);
+    open_gate(&old.let_yield);
+    open_gate(&young.let_yield);
     let on_gpu0 = h.submit(
         &old.spec(&h, "older, on gpu0", json!({"mode": "restart"}))
             .set("resource", json!("gpu0")),
@@ -559,10 +491,10 @@ fn urgent_pinned_job_preempts_only_on_its_own_lane() {
     assert_eq!(holder["run"]["job"], on_gpu1.as_str(), "{holder}");
     assert_eq!(holder["run"]["phase"]["phase"], "executing", "{holder}");
 
-    touch(&young.finish);
+    open_gate(&young.finish);
     never_stopped(&wait_job(&h, &on_gpu1, "succeeded"));
-    touch(&gate);
-    touch(&old.finish);
+    open_gate(&gate);
+    open_gate(&old.finish);
     let done = wait_job(&h, &on_gpu0, "succeeded");
     assert_eq!(runs(&done)[0]["stop_cause"], "restart", "{done:#}");
     wait_job(&h, &urgent, "succeeded");
@@ -611,7 +543,7 @@ fn two_urgent_jobs_preempt_two_victims_at_once() {
     }
 
     for steer in &steers {
-        touch(&steer.let_yield);
+        open_gate(&steer.let_yield);
     }
     let a = wait_phase(&h, &first, "executing");
     let b = wait_phase(&h, &second, "executing");
@@ -622,13 +554,13 @@ fn two_urgent_jobs_preempt_two_victims_at_once() {
         assert_eq!(runs(&queued)[0]["stop_cause"], "yield", "{queued:#}");
         assert_eq!(runs(&queued)[0]["task"], task.as_str());
     }
-    touch(&gate);
+    open_gate(&gate);
     for urgent in [&first, &second] {
         never_stopped(&wait_job(&h, urgent, "succeeded"));
     }
     for (low, steer) in lows.iter().zip(&steers) {
         wait_phase(&h, low, "executing");
-        touch(&steer.finish);
+        open_gate(&steer.finish);
         let done = wait_job(&h, low, "succeeded");
         assert_eq!(runs(&done).len(), 2, "{done:#}");
         assert_eq!(runs(&done)[1]["resume"], true, "{done:#}");
@@ -669,7 +601,7 @@ fn pending_yield_survives_a_killed_daemon_and_the_job_resumes() {
     );
     assert_eq!(state_of(&show(&h, &urgent)), "queued");
 
-    touch(&steer.let_yield);
+    open_gate(&steer.let_yield);
     wait_phase(&h, &urgent, "executing");
     urgent_then_resume(&h, &low, &task, &steer, &gate);
     never_stopped(&wait_job(&h, &urgent, "succeeded"));
@@ -682,7 +614,7 @@ fn yield_completed_while_the_daemon_was_down_resumes_after_restart() {
     let (low, urgent, task, steer, gate, _) = pending_yield(&h);
 
     h.kill_serve(Signal::SIGKILL);
-    touch(&steer.let_yield);
+    open_gate(&steer.let_yield);
     let dir = h.home().join("tasks").join(&task);
     wait_until("the yielded run's worker to finish", || {
         dir.join("exit.json").exists() && dir.join("cleanup.json").exists()
@@ -712,7 +644,7 @@ fn cancel_during_a_pending_yield_upgrades_the_stop_to_user_cancel() {
     assert_eq!(event_names(&cancelled), ["JOB_CANCELLED"], "{cancelled:#}");
     let log = task_log(&h, &task);
     assert!(log.contains("got TERM at "), "a cancel signals: {log:?}");
-    touch(&gate);
+    open_gate(&gate);
     never_stopped(&wait_job(&h, &urgent, "succeeded"));
 }
 
@@ -727,13 +659,13 @@ fn committed_yield_is_not_withdrawn_when_the_urgent_job_is_cancelled() {
     assert_eq!(still["run"]["phase"]["cause"], "yield", "{still}");
     assert_eq!(still["run"]["phase"]["requested_at"], requested_at);
 
-    touch(&steer.let_yield);
+    open_gate(&steer.let_yield);
     let preempted = wait_until_resumed(&h, &low);
     let history = runs(&preempted);
     assert_eq!(history[0]["status"], "preempted", "{preempted:#}");
     assert_eq!(history[0]["stop_cause"], "yield", "{preempted:#}");
     assert_eq!(history[1]["resume"], true, "{preempted:#}");
-    touch(&steer.finish);
+    open_gate(&steer.finish);
     let done = wait_job(&h, &low, "succeeded");
     assert_eq!(event_names(&done), ["JOB_PREEMPTED", "JOB_SUCCEEDED"]);
     let log = task_log(&h, &task_of(&runs(&done)[1]));

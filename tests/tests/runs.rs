@@ -10,20 +10,14 @@
 
 mod common;
 
-use common::{wait_until, Probe, Spec, TestHome};
+use common::jobs::*;
+use common::{is_uuid, wait_until, Probe, Spec, TestHome};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-
-const TERMINAL: [&str; 3] = ["succeeded", "failed", "cancelled"];
-
-/// Shell that waits (at most 60 s) until the file `$<arg>` exists.
-fn wait_for_gate(arg: u32) -> String {
-    format!("i=0; while [ ! -e \"${arg}\" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done")
-}
 
 /// A spec whose single step runs `script` with `/bin/sh -c`, the `args` as `$1`, `$2`, ...
 fn sh_spec(h: &TestHome, name: &str, script: &str, args: &[&Path]) -> Spec {
@@ -56,74 +50,6 @@ fn steps_spec(h: &TestHome, name: &str, scripts: &[&str], args: &[&Path]) -> Spe
     h.spec(name)
         .set("workload", Value::Null)
         .set("steps", json!(steps))
-}
-
-fn open_gate(gate: &Path) {
-    std::fs::write(gate, "").unwrap();
-}
-
-fn show(h: &TestHome, job: &str) -> Value {
-    h.json(&["resource", "job", "show", job])
-}
-
-fn state_of(show: &Value) -> &str {
-    show["state"]["state"].as_str().unwrap_or_default()
-}
-
-/// Polls `job show` until the job is in `state`; a different terminal state fails at once.
-fn wait_job(h: &TestHome, job: &str, state: &str) -> Value {
-    let mut last = Value::Null;
-    wait_until(&format!("job {job} to become {state}"), || {
-        last = show(h, job);
-        let now = state_of(&last);
-        assert!(
-            now == state || !TERMINAL.contains(&now),
-            "job {job} became {now} while the test waited for {state}: {last:#}"
-        );
-        now == state
-    });
-    last
-}
-
-/// Polls `resource list` until `job`'s run is in `phase`; returns that resource entry.
-fn wait_phase(h: &TestHome, job: &str, phase: &str) -> Value {
-    let mut found = Value::Null;
-    wait_until(&format!("job {job}'s run to be {phase}"), || {
-        found = h
-            .resources()
-            .into_iter()
-            .find(|r| r["run"]["job"] == job && r["run"]["phase"]["phase"] == phase)
-            .unwrap_or(Value::Null);
-        !found.is_null()
-    });
-    found
-}
-
-/// Polls until no resource holds a run (cleanup included).
-fn wait_all_idle(h: &TestHome) {
-    wait_until("every resource to be idle", || {
-        h.resources().iter().all(|r| r["run"].is_null())
-    });
-}
-
-fn runs(show: &Value) -> Vec<Value> {
-    show["runs"].as_array().expect("job show has runs").clone()
-}
-
-fn event_names(show: &Value) -> Vec<String> {
-    show["events"]
-        .as_array()
-        .expect("job show has events")
-        .iter()
-        .map(|e| e["event"].as_str().unwrap().to_string())
-        .collect()
-}
-
-fn task_log(h: &TestHome, task: &str) -> String {
-    h.json(&["task", "log", task])["log"]
-        .as_str()
-        .unwrap()
-        .to_string()
 }
 
 /// The `KEY=VALUE` lines of a log (an `env` dump).
@@ -180,17 +106,6 @@ fn alive(pid: i32, start_ticks: u64) -> bool {
     // Field 22 of stat is the start time; `rest` begins at field 3.
     let start = fields.get(19).and_then(|s| s.parse::<u64>().ok());
     !matches!(state, "Z" | "X") && start == Some(start_ticks)
-}
-
-fn is_uuid(v: &Value) -> bool {
-    v.as_str().is_some_and(|s| uuid::Uuid::parse_str(s).is_ok())
-}
-
-/// A running background daemon on a home whose fake probe lists `gpus` GPUs.
-fn home_with_gpus(gpus: u32) -> TestHome {
-    let mut h = TestHome::new(Probe::Gpus(gpus));
-    h.start_daemon();
-    h
 }
 
 #[test]

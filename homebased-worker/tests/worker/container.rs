@@ -6,106 +6,16 @@
 //! `HOMEBASED_TEST_SKIP_DOCKER=1` is set, which skips them with a note.
 
 use crate::support::{eventually, text, Run};
+use homebased_e2e::{docker, image};
 use homebased_shared::rundir::{is_run_variable, CleanupOutcome, ExitReason, GroupState};
-use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::fs::{self, OpenOptions, Permissions};
+use std::fs::{self, Permissions};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-
-const TAG: &str = "homebased-test:busybox";
-const APPLETS: &[&str] = &["sh", "sleep", "echo", "cat", "env", "ls", "true", "kill"];
-const SKIP_VAR: &str = "HOMEBASED_TEST_SKIP_DOCKER";
-
-/// The pinned test image (`sha256:<64 hex>`), or `None` when Docker tests are skipped.
-fn image() -> Option<String> {
-    if std::env::var(SKIP_VAR).is_ok_and(|v| v == "1") {
-        eprintln!("note: {SKIP_VAR}=1: skipping a test that needs Docker");
-        return None;
-    }
-    static IMAGE: OnceLock<Result<String, String>> = OnceLock::new();
-    match IMAGE.get_or_init(prepare_image) {
-        Ok(id) => Some(id.clone()),
-        Err(e) => panic!(
-            "Docker is not usable: {e}\nThe container tests need a running Docker engine \
-             (`dockerd`) and /bin/busybox (busybox-static); set {SKIP_VAR}=1 to skip them."
-        ),
-    }
-}
-
-/// Imports the busybox image once; a file lock keeps concurrent test processes from
-/// importing it twice.
-fn prepare_image() -> Result<String, String> {
-    docker(&["info", "--format", "{{.ServerVersion}}"])?;
-    let lock_path = std::env::temp_dir().join("homebased-test-image.lock");
-    let lock_file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| format!("{}: {e}", lock_path.display()))?;
-    let _held = Flock::lock(lock_file, FlockArg::LockExclusive)
-        .map_err(|(_, e)| format!("cannot lock {}: {e}", lock_path.display()))?;
-    let inspect = ["image", "inspect", "--format", "{{.Id}}", TAG];
-    if let Ok(id) = docker(&inspect) {
-        return Ok(id.trim().to_string());
-    }
-    let busybox = Path::new("/bin/busybox");
-    if !busybox.exists() {
-        return Err("/bin/busybox is missing (install busybox-static)".into());
-    }
-    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let bin = tmp.path().join("bin");
-    fs::create_dir_all(&bin).map_err(|e| e.to_string())?;
-    fs::copy(busybox, bin.join("busybox")).map_err(|e| e.to_string())?;
-    for applet in APPLETS {
-        std::os::unix::fs::symlink("busybox", bin.join(applet)).map_err(|e| e.to_string())?;
-    }
-    let mut tar = Command::new("tar")
-        .arg("-C")
-        .arg(tmp.path())
-        .args(["-c", "."])
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("tar: {e}"))?;
-    let archive = tar.stdout.take().ok_or("tar has no stdout")?;
-    let import = Command::new("docker")
-        .args(["import", "-", TAG])
-        .stdin(archive)
-        .output()
-        .map_err(|e| format!("docker import: {e}"))?;
-    let _ = tar.wait();
-    if !import.status.success() {
-        return Err(format!(
-            "docker import: {}",
-            String::from_utf8_lossy(&import.stderr)
-        ));
-    }
-    Ok(docker(&inspect)?.trim().to_string())
-}
-
-/// `docker <args>`: stdout, or stderr as the error.
-fn docker(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("docker")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run docker: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "docker {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
+use std::path::PathBuf;
+use std::process::Command;
 
 /// A container run, with whatever the worker left removed by force when the test ends (the
 /// test may force; the worker never does).

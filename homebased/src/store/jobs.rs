@@ -145,8 +145,8 @@ pub fn level_len(conn: &Connection, level: Priority) -> ApiResult<u32> {
         "SELECT COALESCE(MAX(position), 0) FROM jobs WHERE priority = ?1 AND position IS NOT NULL",
     )
     .db("count level")?
-        .query_row([level.rank()], |r| r.get(0))
-        .db("count level")
+    .query_row([level.rank()], |r| r.get(0))
+    .db("count level")
 }
 
 /// Stores a new job at the back of its level.

@@ -6,10 +6,12 @@
 //! - [`TestHome::cli`], [`TestHome::json`], [`TestHome::json_err`]: run one command.
 //! - [`Spec`]: a valid job spec to submit, with builders for the fields tests change.
 //! - [`wait_until`]: poll a condition with one generous timeout.
+//! - [`jobs`]: reading and waiting on jobs and runs; gate files.
 //! - [`queue`]: a daemon whose jobs stay queued, and the expected serving order.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod jobs;
 pub mod queue;
 
 use serde_json::{json, Value};

@@ -1,0 +1,92 @@
+//! Helpers for tests that run jobs: reading `job show` and `resource list`, waiting for a
+//! job's state or a run's phase, and gate files that hold a workload until the test opens
+//! them.
+
+use super::{wait_until, Probe, TestHome};
+use serde_json::Value;
+use std::path::Path;
+
+/// The states a job never leaves.
+pub const TERMINAL: [&str; 3] = ["succeeded", "failed", "cancelled"];
+
+/// A running background daemon on a home whose fake probe lists `gpus` GPUs.
+pub fn home_with_gpus(gpus: u32) -> TestHome {
+    let mut h = TestHome::new(Probe::Gpus(gpus));
+    h.start_daemon();
+    h
+}
+
+/// Shell that waits (at most 60 s) until the file named by positional argument `$<arg>`
+/// exists.
+pub fn wait_for_gate(arg: u32) -> String {
+    format!("i=0; while [ ! -e \"${arg}\" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done")
+}
+
+/// Creates a gate (or any marker) file.
+pub fn open_gate(gate: &Path) {
+    std::fs::write(gate, "").unwrap();
+}
+
+pub fn show(h: &TestHome, job: &str) -> Value {
+    h.json(&["resource", "job", "show", job])
+}
+
+pub fn state_of(show: &Value) -> &str {
+    show["state"]["state"].as_str().unwrap_or_default()
+}
+
+/// Polls `job show` until the job is in `state`; a different terminal state fails at once.
+pub fn wait_job(h: &TestHome, job: &str, state: &str) -> Value {
+    let mut last = Value::Null;
+    wait_until(&format!("job {job} to become {state}"), || {
+        last = show(h, job);
+        let now = state_of(&last);
+        assert!(
+            now == state || !TERMINAL.contains(&now),
+            "job {job} became {now} while the test waited for {state}: {last:#}"
+        );
+        now == state
+    });
+    last
+}
+
+/// Polls `resource list` until `job`'s run is in `phase`; returns that resource entry.
+pub fn wait_phase(h: &TestHome, job: &str, phase: &str) -> Value {
+    let mut found = Value::Null;
+    wait_until(&format!("job {job}'s run to be {phase}"), || {
+        found = h
+            .resources()
+            .into_iter()
+            .find(|r| r["run"]["job"] == job && r["run"]["phase"]["phase"] == phase)
+            .unwrap_or(Value::Null);
+        !found.is_null()
+    });
+    found
+}
+
+/// Polls until no resource holds a run (cleanup included).
+pub fn wait_all_idle(h: &TestHome) {
+    wait_until("every resource to be idle", || {
+        h.resources().iter().all(|r| r["run"].is_null())
+    });
+}
+
+pub fn runs(show: &Value) -> Vec<Value> {
+    show["runs"].as_array().expect("job show has runs").clone()
+}
+
+pub fn event_names(show: &Value) -> Vec<String> {
+    show["events"]
+        .as_array()
+        .expect("job show has events")
+        .iter()
+        .map(|e| e["event"].as_str().unwrap().to_string())
+        .collect()
+}
+
+pub fn task_log(h: &TestHome, task: &str) -> String {
+    h.json(&["task", "log", task])["log"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
