@@ -1,0 +1,951 @@
+//! Cleanup and Attention as a user sees them (SPEC section 6, the runbook's "Clear Attention
+//! after a machine check"): an escaped grandchild that ignores TERM is gone before its lane
+//! serves again; a same-user process whose environment cannot be read holds its lane in
+//! Attention until a person releases that exact hold (the daemon runs as an unprivileged user
+//! there, because root reads every environment); a process that cleared its environment is
+//! not touched (the documented limit); cleanup never signals the daemon or another job.
+//!
+//! Every process a workload leaves behind records its pid and its `/proc/<pid>/stat` line in
+//! files the test reads, so the test knows the exact process `(pid, kernel start time)`.
+//! [`Lab`]'s drop kills the daemon and everything of the test's home (escaped processes
+//! included) whatever happened to the test.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::jobs::{wait_for_gate, TERMINAL};
+use common::{error_of, is_uuid, new_uuid, parse_one, run_bounded, Output, Probe, Spec};
+use common::{wait_until, TestHome, PATIENCE};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::{json, Value};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The unprivileged account the Attention test runs its daemon and CLI as.
+const TEST_USER: &str = "homebased-test";
+/// Set to `1` to skip the test that needs root, `useradd` and `setpriv`.
+const SKIP_UNPRIVILEGED: &str = "HOMEBASED_TEST_SKIP_UNPRIVILEGED";
+/// `PATH` of the unprivileged CLI (and so of its jobs' steps).
+const PLAIN_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+// ------------------------------------------------------------------------------------------
+// Processes by identity
+// ------------------------------------------------------------------------------------------
+
+/// A process by `(pid, kernel start time)`: a pid alone can be reused, the pair cannot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Proc {
+    pid: u32,
+    start: u64,
+}
+
+/// The state letter (field 3) and the start time (field 22) of a `/proc/<pid>/stat` line.
+fn parse_stat(line: &str) -> Option<(char, u64)> {
+    // The command name (field 2) may hold spaces and parentheses: count after the last ')'.
+    let rest = &line[line.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let state = fields.first()?.chars().next()?;
+    let start = fields.get(19)?.parse().ok()?;
+    Some((state, start))
+}
+
+impl Proc {
+    /// The process that holds `pid` now, read by the test from `/proc`.
+    fn now(pid: u32) -> Option<Proc> {
+        let line = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let (_, start) = parse_stat(&line)?;
+        Some(Proc { pid, start })
+    }
+
+    /// What a step recorded: its pid file and the `/proc/<pid>/stat` line beside it.
+    fn recorded(pidfile: &Path) -> Option<Proc> {
+        let pid = std::fs::read_to_string(pidfile).ok()?.trim().parse().ok()?;
+        let line = std::fs::read_to_string(stat_file(pidfile)).ok()?;
+        let (_, start) = parse_stat(&line)?;
+        Some(Proc { pid, start })
+    }
+
+    /// Still this very process, and not a zombie.
+    fn alive(&self) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+            .ok()
+            .and_then(|line| parse_stat(&line))
+            .is_some_and(|(state, start)| start == self.start && !matches!(state, 'Z' | 'X'))
+    }
+
+    /// SIGKILL, only if the pid still names this process.
+    fn kill(&self) {
+        if self.alive() {
+            if let Ok(raw) = i32::try_from(self.pid) {
+                let _ = kill(Pid::from_raw(raw), Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Where a step records the `/proc/<pid>/stat` line of the process named in `pidfile`.
+fn stat_file(pidfile: &Path) -> PathBuf {
+    let mut name = pidfile.as_os_str().to_owned();
+    name.push(".stat");
+    PathBuf::from(name)
+}
+
+/// Shell for a step: starts `$1`'s process in a new session (`setsid`, so it escapes the
+/// step's process group) by running `inner` there with `sh -c` (`$1` is the pid file, `$2` an
+/// optional program; `inner` writes `$$` to the pid file and then `exec`s). The step waits
+/// (at most 60 s) until that process's command name is `comm` and `ready` holds for `$p`,
+/// records its `/proc/<pid>/stat` line in `$1.stat`, and exits 0 (1 if it never got ready).
+/// So the escaped process is in its final form before the step's cleanup can begin.
+fn escape_script(inner: &str, comm: &str, ready: &str) -> String {
+    format!(
+        r#"setsid sh -c '{inner}' sh "$1" "$2" &
+i=0
+while [ $i -lt 600 ]; do
+  if [ -s "$1" ]; then
+    p=$(cat "$1")
+    if [ "$(cat /proc/$p/comm 2>/dev/null)" = "{comm}" ] && {ready}; then
+      cat /proc/$p/stat > "$1.stat.tmp" && mv "$1.stat.tmp" "$1.stat" && exit 0
+    fi
+  fi
+  sleep 0.1
+  i=$((i+1))
+done
+echo "the escaped process never became ready" >&2
+exit 1
+"#
+    )
+}
+
+/// Writes the pid to `$1` atomically (the step reads it while it may be written).
+const RECORD_PID: &str = r#"echo $$ > "$1.tmp" && mv "$1.tmp" "$1""#;
+
+// ------------------------------------------------------------------------------------------
+// The unprivileged account
+// ------------------------------------------------------------------------------------------
+
+/// The account the daemon runs as, and the `setpriv` that switches to it.
+#[derive(Debug, Clone)]
+struct Account {
+    uid: u32,
+    gid: u32,
+    setpriv: PathBuf,
+}
+
+/// `name` on `PATH`, or in the usual system directories (root's `PATH` may lack `sbin`).
+fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let found = path
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .chain(["/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin"])
+        .map(|d| Path::new(d).join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        });
+    found
+}
+
+fn lookup_user() -> Option<nix::unistd::User> {
+    nix::unistd::User::from_name(TEST_USER).ok().flatten()
+}
+
+/// The `homebased-test` account (created if missing), or `None` when the caller asked to
+/// skip. Without root, `setpriv` or `useradd` the test fails: CI provides all three.
+fn unprivileged_account() -> Option<Account> {
+    if std::env::var_os(SKIP_UNPRIVILEGED).is_some_and(|v| v == "1") {
+        eprintln!("skipped: {SKIP_UNPRIVILEGED}=1");
+        return None;
+    }
+    let how = format!(
+        "(CI runs as root with util-linux and passwd installed; set {SKIP_UNPRIVILEGED}=1 to \
+         skip this test elsewhere)"
+    );
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test must run as root: it creates the user {TEST_USER} and runs the daemon as \
+         that user, because root reads every environment and so never sees a suspect {how}"
+    );
+    let setpriv = find_program("setpriv")
+        .unwrap_or_else(|| panic!("setpriv is not installed (package util-linux) {how}"));
+    let user = match lookup_user() {
+        Some(user) => user,
+        None => {
+            let useradd = find_program("useradd")
+                .unwrap_or_else(|| panic!("useradd is not installed (package passwd) {how}"));
+            let out = run_bounded(
+                {
+                    let mut cmd = Command::new(useradd);
+                    cmd.args([
+                        "--system",
+                        "--no-create-home",
+                        "--shell",
+                        "/usr/sbin/nologin",
+                        TEST_USER,
+                    ]);
+                    cmd
+                },
+                None,
+            );
+            // Another test process may have created it meanwhile: look it up again.
+            lookup_user().unwrap_or_else(|| {
+                panic!(
+                    "useradd could not create {TEST_USER} (exit {:?}): {} {how}",
+                    out.status.code(),
+                    out.stderr
+                )
+            })
+        }
+    };
+    Some(Account {
+        uid: user.uid.as_raw(),
+        gid: user.gid.as_raw(),
+        setpriv,
+    })
+}
+
+/// Gives `path` and everything under it to `uid:gid` (symlinks are not followed).
+fn chown_tree(path: &Path, uid: u32, gid: u32) {
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid)).unwrap();
+    if std::fs::symlink_metadata(path).unwrap().is_dir() {
+        for entry in std::fs::read_dir(path).unwrap() {
+            chown_tree(&entry.unwrap().path(), uid, gid);
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The lab: a home, its config, its daemon (optionally as the unprivileged user), and a drop
+// that leaves nothing of it running
+// ------------------------------------------------------------------------------------------
+
+struct Lab {
+    home: TestHome,
+    config: PathBuf,
+    /// `Some`: every `homebased` command (daemon included) runs as this account.
+    account: Option<Account>,
+    /// The `homebased` binary to run (beside it, `homebased-worker`).
+    bin: PathBuf,
+    daemon: Option<Child>,
+    /// Pid files of processes that workloads leave behind, killed on drop.
+    strays: Vec<PathBuf>,
+}
+
+impl Lab {
+    /// A home whose fake probe lists `gpus` GPUs, with `config` as its `--config` file.
+    fn new(gpus: u32, config: &str, account: Option<Account>) -> Lab {
+        let home = TestHome::new(Probe::Gpus(gpus));
+        let config_path = home.write_file("config.toml", config);
+        let mut lab = Lab {
+            home,
+            config: config_path,
+            account,
+            bin: common::homebased_bin(),
+            daemon: None,
+            strays: Vec::new(),
+        };
+        if let Some(account) = lab.account.clone() {
+            chown_tree(lab.tmp(), account.uid, account.gid);
+            lab.make_binaries_reachable();
+        }
+        lab
+    }
+
+    fn tmp(&self) -> &Path {
+        self.home.tmp()
+    }
+
+    fn home_dir(&self) -> PathBuf {
+        self.home.home()
+    }
+
+    /// The built binaries may sit under a directory the account cannot traverse: then run
+    /// copies in the temporary directory (the daemon finds the worker beside itself).
+    fn make_binaries_reachable(&mut self) {
+        if self.cli(&["version"]).code() == 0 {
+            return;
+        }
+        let dir = self.tmp().join("binaries");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for bin in [common::homebased_bin(), common::worker_bin()] {
+            let copy = dir.join(bin.file_name().unwrap());
+            std::fs::copy(&bin, &copy).unwrap();
+            std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        self.bin = dir.join("homebased");
+        let out = self.cli(&["version"]);
+        assert_eq!(
+            out.code(),
+            0,
+            "{TEST_USER} cannot run copies of the binaries either: {out:?}"
+        );
+    }
+
+    /// `homebased --home <home> --config <config>`, as the account when there is one.
+    fn command(&self) -> Command {
+        let Some(account) = &self.account else {
+            let mut cmd = self.home.command();
+            cmd.arg("--home")
+                .arg(self.home_dir())
+                .arg("--config")
+                .arg(&self.config);
+            return cmd;
+        };
+        // Exactly the environment the daemon needs, nothing of root's.
+        let user = self.tmp().join("user");
+        let mut cmd = Command::new(&account.setpriv);
+        cmd.env_clear()
+            .arg(format!("--reuid={}", account.uid))
+            .arg(format!("--regid={}", account.gid))
+            .arg("--clear-groups")
+            .arg("--")
+            .arg(&self.bin)
+            .arg("--home")
+            .arg(self.home_dir())
+            .arg("--config")
+            .arg(&self.config)
+            .env("PATH", PLAIN_PATH)
+            .env("HOME", &user)
+            .env("XDG_STATE_HOME", user.join("state"))
+            .env("XDG_CONFIG_HOME", user.join(".config"))
+            .env("HOMEBASED_NVIDIA_SMI", self.home.probe_path())
+            .current_dir(self.home.workdir());
+        cmd
+    }
+
+    fn cli(&self, args: &[&str]) -> Output {
+        let mut cmd = self.command();
+        cmd.args(args);
+        run_bounded(cmd, None)
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.cli(&all);
+        assert_eq!(
+            out.code(),
+            0,
+            "homebased {} failed:\nstdout: {}\nstderr: {}",
+            args.join(" "),
+            out.stdout,
+            out.stderr
+        );
+        let v = parse_one(&out.stdout);
+        assert_eq!(v["api_version"], 1, "{v}");
+        v
+    }
+
+    fn json_err(&self, args: &[&str], expected_exit: i32) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.cli(&all);
+        error_of(&out, expected_exit, &args.join(" "))
+    }
+
+    fn socket_answers(&self) -> bool {
+        let out = self.cli(&["--json", "daemon", "status"]);
+        out.code() == 0 && parse_one(&out.stdout)["socket"] == "up"
+    }
+
+    /// `daemon serve` as a child of the test; returns once its socket answers.
+    fn spawn_daemon(&mut self) -> Proc {
+        assert!(self.daemon.is_none(), "the lab's daemon is already running");
+        let log_path = self.tmp().join("serve.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .unwrap();
+        let mut cmd = self.command();
+        cmd.args(["daemon", "serve"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        // setpriv execs the daemon: the child's pid is the daemon's.
+        let child = cmd.spawn().expect("spawn homebased daemon serve");
+        let pid = child.id();
+        self.daemon = Some(child);
+        let started = Instant::now();
+        while !self.socket_answers() {
+            let exited = self.daemon.as_mut().unwrap().try_wait().unwrap();
+            assert!(
+                exited.is_none(),
+                "daemon serve exited with {exited:?} before answering:\n{}",
+                std::fs::read_to_string(&log_path).unwrap_or_default()
+            );
+            assert!(
+                started.elapsed() < PATIENCE,
+                "daemon serve did not answer within {PATIENCE:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Proc::now(pid).expect("the daemon is running")
+    }
+
+    /// SIGKILLs the daemon (its workers and runs go on without it) and waits for it.
+    fn kill_daemon(&mut self) {
+        let mut child = self.daemon.take().expect("the lab's daemon is running");
+        let _ = child.kill();
+        child.wait().unwrap();
+    }
+
+    /// Whether the daemon child is still running.
+    fn daemon_running(&mut self) -> bool {
+        self.daemon
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+
+    /// A pid file under the temporary directory for a process a workload leaves behind;
+    /// whatever it names is killed when the lab is dropped.
+    fn stray(&mut self, name: &str) -> PathBuf {
+        let path = self.tmp().join(name);
+        self.strays.push(path.clone());
+        path
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.tmp().join(name)
+    }
+
+    /// A one-step spec running `script` with `/bin/sh -c`, with `args` as `$1`, `$2`, ...
+    fn sh_spec(&self, name: &str, script: &str, args: &[&Path]) -> Spec {
+        let args: Vec<String> = args.iter().map(|p| p.display().to_string()).collect();
+        let mut argv = vec!["/bin/sh", "-c", script, "sh"];
+        argv.extend(args.iter().map(String::as_str));
+        Spec::new(name, &self.home.workdir()).command(&argv)
+    }
+
+    fn submit(&self, spec: &Spec) -> String {
+        let file = self.tmp().join(format!("spec-{}.json", new_uuid()));
+        std::fs::write(&file, spec.0.to_string()).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let v = self.json(&[
+            "resource",
+            "job",
+            "submit",
+            "--spec",
+            file.to_str().unwrap(),
+        ]);
+        v["job"]
+            .as_str()
+            .expect("submit answers the job")
+            .to_string()
+    }
+
+    fn show(&self, job: &str) -> Value {
+        self.json(&["resource", "job", "show", job])
+    }
+
+    fn resources(&self) -> Vec<Value> {
+        self.json(&["resource", "list"])["resources"]
+            .as_array()
+            .expect("resource list has resources")
+            .clone()
+    }
+
+    fn resource(&self, name: &str) -> Value {
+        self.resources()
+            .into_iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("no resource {name}"))
+    }
+
+    /// Polls `job show` until the job is `state`; another terminal state fails at once.
+    fn wait_job(&self, job: &str, state: &str) -> Value {
+        let mut last = Value::Null;
+        wait_until(&format!("job {job} to become {state}"), || {
+            last = self.show(job);
+            let now = last["state"]["state"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            assert!(
+                now == state || !TERMINAL.contains(&now.as_str()),
+                "job {job} became {now} while the test waited for {state}: {last:#}"
+            );
+            now == state
+        });
+        last
+    }
+
+    /// Polls `resource list` until `job`'s run on `resource` is in `phase`.
+    fn wait_phase(&self, resource: &str, job: &str, phase: &str) -> Value {
+        let mut found = Value::Null;
+        wait_until(
+            &format!("job {job}'s run on {resource} to be {phase}"),
+            || {
+                found = self.resource(resource);
+                found["run"]["job"] == job && found["run"]["phase"]["phase"] == phase
+            },
+        );
+        found
+    }
+
+    fn wait_idle(&self, resource: &str) -> Value {
+        let mut found = Value::Null;
+        wait_until(&format!("{resource} to be idle"), || {
+            found = self.resource(resource);
+            found["run"].is_null()
+        });
+        found
+    }
+
+    /// The process a step recorded in `pidfile` (waits for the record).
+    fn recorded(&self, pidfile: &Path) -> Proc {
+        let mut found = None;
+        wait_until(
+            &format!("a process recorded in {}", pidfile.display()),
+            || {
+                found = Proc::recorded(pidfile);
+                found.is_some()
+            },
+        );
+        found.unwrap()
+    }
+
+    /// Every process of this home now: those whose environment holds its
+    /// `HOMEBASED_HOME` (workloads and what escaped them) or whose command line names it
+    /// (daemon, workers), and what the strays' pid files name.
+    fn leftovers(&self) -> Vec<Proc> {
+        let home = self.home_dir().display().to_string();
+        let marker = format!("HOMEBASED_HOME={home}");
+        let under = format!("{home}/");
+        let me = std::process::id();
+        let mut found: Vec<Proc> = self
+            .strays
+            .iter()
+            .filter_map(|p| Proc::recorded(p))
+            .filter(Proc::alive)
+            .collect();
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return found;
+        };
+        for entry in dir.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if pid == me {
+                continue;
+            }
+            let Some(before) = Proc::now(pid) else {
+                continue;
+            };
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let ours = environ
+                .split(|b| *b == 0)
+                .any(|var| var == marker.as_bytes())
+                || cmdline
+                    .split(|b| *b == 0)
+                    .any(|arg| arg == home.as_bytes() || arg.starts_with(under.as_bytes()));
+            // What was read belongs to `before` only if the pid still names it.
+            if ours && before.alive() && !found.contains(&before) {
+                found.push(before);
+            }
+        }
+        found
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.daemon.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // Kill by identity until nothing of this home is left (bounded; never panics).
+        let started = Instant::now();
+        loop {
+            let left = self.leftovers();
+            if left.is_empty() || started.elapsed() > PATIENCE {
+                break;
+            }
+            for p in &left {
+                p.kill();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn run_of(show: &Value, index: usize) -> Value {
+    show["runs"][index].clone()
+}
+
+// ------------------------------------------------------------------------------------------
+// The tests
+// ------------------------------------------------------------------------------------------
+
+/// A grandchild that left the step's process group with `setsid` and ignores SIGTERM is
+/// found by its marker and killed (TERM, then KILL after `term_grace`); the lane's next job
+/// starts only after it died, and the first run's cleanup is clean.
+#[test]
+fn an_escaped_grandchild_that_ignores_term_is_killed_before_its_lane_serves_again() {
+    let mut lab = Lab::new(1, "[resource.cleanup]\nterm_grace = \"1s\"\n", None);
+    lab.spawn_daemon();
+    let pidfile = lab.stray("grandchild.pid");
+    let seen = lab.file("seen-by-second.txt");
+
+    let inner = format!("trap \"\" TERM; {RECORD_PID}; exec sleep 1000");
+    let first = lab.submit(&lab.sh_spec(
+        "leaves-a-grandchild",
+        &escape_script(&inner, "sleep", "true"),
+        &[&pidfile],
+    ));
+    let second = lab.submit(&lab.sh_spec(
+        "checks-the-grandchild",
+        r#"if kill -0 "$(cat "$1")" 2>/dev/null; then echo alive; else echo dead; fi > "$2""#,
+        &[&pidfile, &seen],
+    ));
+
+    lab.wait_job(&first, "succeeded");
+    let grandchild = lab.recorded(&pidfile);
+    lab.wait_job(&second, "succeeded");
+    lab.wait_idle("gpu0");
+    let first_done = lab.show(&first);
+    let second_done = lab.show(&second);
+
+    assert!(
+        !grandchild.alive(),
+        "the escaped grandchild {grandchild:?} survived cleanup"
+    );
+    let cleanup = &run_of(&first_done, 0)["cleanup"];
+    assert_eq!(cleanup["result"], "clean", "{first_done:#}");
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap().trim(),
+        "dead",
+        "the second job started while the grandchild {grandchild:?} was alive"
+    );
+    // Same lane: the second run really followed the first one there.
+    assert_eq!(
+        run_of(&second_done, 0)["resource"],
+        run_of(&first_done, 0)["resource"]
+    );
+}
+
+/// The runbook's Attention procedure, end to end, with a daemon running as an unprivileged
+/// user: a same-user process started by the run that made itself non-dumpable (its
+/// environment cannot be read) is a suspect, never signalled, and at the bound its lane
+/// enters Attention naming its pid and start time. The held lane serves nothing (a pinned
+/// job waits) while another lane serves an `any` job; wrong and stale UUIDs are refused; the
+/// hold survives a killed daemon; releasing that exact UUID frees the lane; the release
+/// replays and conflicts by operation id.
+#[test]
+fn an_unreadable_same_user_process_holds_its_lane_in_attention_until_that_exact_hold_is_released() {
+    let Some(account) = unprivileged_account() else {
+        return;
+    };
+    let config = "[resource.cleanup]\nbound = \"3s\"\nterm_grace = \"1s\"\nkill_grace = \"1s\"\n";
+    let mut lab = Lab::new(2, config, Some(account));
+    // A copy of sleep that the account may execute but not read: exec of an unreadable
+    // file makes the process non-dumpable, so its /proc/<pid>/environ is closed to its own
+    // (non-root) user, exactly as prctl(PR_SET_DUMPABLE, 0) would.
+    let xsleep = lab.file("bin/xsleep");
+    let sleep = std::fs::canonicalize("/bin/sleep").unwrap();
+    std::fs::copy(&sleep, &xsleep).unwrap();
+    std::fs::set_permissions(&xsleep, std::fs::Permissions::from_mode(0o111)).unwrap();
+    lab.spawn_daemon();
+    let gpu0 = lab.resource("gpu0");
+    let gpu1 = lab.resource("gpu1");
+
+    // The run leaves the suspect behind and exits 0 once its environment is unreadable.
+    let pidfile = lab.stray("suspect.pid");
+    let inner = format!("{RECORD_PID}; exec \"$2\" 1000");
+    let unreadable = "! cat /proc/$p/environ >/dev/null 2>&1";
+    let spec = lab
+        .sh_spec(
+            "leaves-an-unreadable-process",
+            &escape_script(&inner, "xsleep", unreadable),
+            &[&pidfile, &xsleep],
+        )
+        .set("resource", json!("gpu0"));
+    let job = lab.submit(&spec);
+
+    // No CLI call while the run's cleanup sweeps: each one briefly is a same-user process
+    // whose environment cannot be read (between setpriv's setuid and its exec), a genuine
+    // suspect that the sweep's last scan could list beside the one this test is about.
+    let tasks = lab.home_dir().join("tasks");
+    wait_until("the run's cleanup.json", || {
+        std::fs::read_dir(&tasks)
+            .map(|dir| {
+                dir.flatten()
+                    .any(|e| e.path().join("cleanup.json").exists())
+            })
+            .unwrap_or(false)
+    });
+
+    // Attention on gpu0, naming exactly that process as a suspect.
+    let held = lab.wait_phase("gpu0", &job, "attention");
+    let suspect = lab.recorded(&pidfile);
+    let phase = held["run"]["phase"].clone();
+    let attention = phase["id"].as_str().unwrap_or_default().to_string();
+    assert!(is_uuid(&phase["id"]), "{held:#}");
+    let from_proc = Proc::now(suspect.pid).expect("the suspect is still there");
+    assert_eq!(
+        from_proc, suspect,
+        "the recorded stat line is the process's"
+    );
+    let failure = &phase["failure"];
+    assert_eq!(failure["result"], "unreadable_suspects", "{held:#}");
+    assert_eq!(
+        failure["remaining"],
+        json!([{"pid": suspect.pid, "start_ticks": suspect.start, "reason": "suspect"}]),
+        "{held:#}"
+    );
+    assert!(
+        suspect.alive(),
+        "the suspect {suspect:?} was signalled: it has no readable marker"
+    );
+
+    // The job still succeeded (its step exited 0); its run carries the failure, and its
+    // events the Attention.
+    let shown = lab.wait_job(&job, "succeeded");
+    let run = run_of(&shown, 0);
+    assert_eq!(run["resource"], gpu0["id"], "{shown:#}");
+    assert_eq!(run["cleanup"]["result"], "unreadable_suspects", "{shown:#}");
+    assert_eq!(
+        run["cleanup"]["remaining"], failure["remaining"],
+        "{shown:#}"
+    );
+    let events = shown["events"].as_array().expect("job show lists events");
+    let attention_events: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "JOB_ATTENTION")
+        .collect();
+    assert_eq!(attention_events.len(), 1, "{shown:#}");
+    assert_eq!(attention_events[0]["attention"], attention.as_str());
+    assert_eq!(attention_events[0]["task"], run["task"]);
+    assert_eq!(attention_events[0]["resource"], gpu0["id"]);
+
+    // The human view tells a person which process to check.
+    let human = lab.cli(&["resource", "list"]);
+    assert_eq!(human.code(), 0, "{human:?}");
+    let line = human
+        .stdout
+        .lines()
+        .find(|l| l.contains("gpu0"))
+        .unwrap_or_else(|| panic!("no gpu0 row: {}", human.stdout));
+    for needle in [
+        "attention".to_string(),
+        attention.clone(),
+        format!("pid {}", suspect.pid),
+        format!("start {}", suspect.start),
+    ] {
+        assert!(line.contains(&needle), "{needle:?} missing from {line:?}");
+    }
+
+    // The held lane serves nothing; the other lane goes on: a job pinned to gpu0 waits,
+    // although it is first in line, while an `any` job runs on gpu1.
+    let pinned_ran = lab.file("pinned-ran");
+    let pinned = lab.submit(
+        &lab.sh_spec(
+            "pinned-to-the-held-lane",
+            r#"echo ran > "$1""#,
+            &[&pinned_ran],
+        )
+        .set("resource", json!("gpu0")),
+    );
+    let gate = lab.file("any-gate");
+    let any = lab.submit(&lab.sh_spec("runs-elsewhere", &wait_for_gate(1), &[&gate]));
+    lab.wait_phase("gpu1", &any, "executing");
+    assert_eq!(lab.show(&pinned)["state"]["state"], "queued");
+    std::fs::write(&gate, "").unwrap();
+    let any_done = lab.wait_job(&any, "succeeded");
+    assert_eq!(run_of(&any_done, 0)["resource"], gpu1["id"], "{any_done:#}");
+    lab.wait_idle("gpu1");
+    assert_eq!(lab.show(&pinned)["state"]["state"], "queued");
+    assert!(!pinned_ran.exists(), "the pinned job ran on a held lane");
+    assert_eq!(lab.resource("gpu0")["run"]["phase"], phase);
+
+    // A UUID that is not the hold is refused and changes nothing.
+    let wrong = new_uuid();
+    let refused = lab.json_err(
+        &[
+            "resource",
+            "release",
+            "--attention",
+            &wrong,
+            "--operation-id",
+            &new_uuid(),
+        ],
+        3,
+    );
+    assert_eq!(refused["code"], "attention_not_found", "{refused}");
+    assert_eq!(lab.resource("gpu0")["run"]["phase"], phase);
+
+    // The hold survives a killed daemon: same UUID, same failure, the pinned job waits.
+    lab.kill_daemon();
+    lab.spawn_daemon();
+    assert_eq!(lab.resource("gpu0")["run"]["phase"], phase);
+    assert_eq!(lab.show(&pinned)["state"]["state"], "queued");
+    assert!(
+        suspect.alive(),
+        "the restarted daemon signalled the suspect"
+    );
+
+    // A person checked the machine and stopped the leftover, then releases that exact hold.
+    suspect.kill();
+    wait_until("the suspect to be gone", || !suspect.alive());
+    let operation = new_uuid();
+    let release = [
+        "resource",
+        "release",
+        "--attention",
+        &attention,
+        "--operation-id",
+        &operation,
+    ];
+    let released = lab.json(&release);
+    assert_eq!(
+        released,
+        json!({"api_version": 1, "resource": gpu0["id"], "attention": attention}),
+    );
+    let pinned_done = lab.wait_job(&pinned, "succeeded");
+    assert_eq!(
+        run_of(&pinned_done, 0)["resource"],
+        gpu0["id"],
+        "{pinned_done:#}"
+    );
+    assert_eq!(std::fs::read_to_string(&pinned_ran).unwrap().trim(), "ran");
+    lab.wait_idle("gpu0");
+
+    // The same release again returns the stored result unchanged.
+    assert_eq!(lab.json(&release), released);
+    // The same operation id for another Attention is a conflict.
+    let conflict = lab.json_err(
+        &[
+            "resource",
+            "release",
+            "--attention",
+            &new_uuid(),
+            "--operation-id",
+            &operation,
+        ],
+        5,
+    );
+    assert_eq!(conflict["code"], "operation_conflict", "{conflict}");
+    // The released UUID is stale now: a new release of it is not found.
+    let stale = lab.json_err(
+        &[
+            "resource",
+            "release",
+            "--attention",
+            &attention,
+            "--operation-id",
+            &new_uuid(),
+        ],
+        3,
+    );
+    assert_eq!(stale["code"], "attention_not_found", "{stale}");
+    assert!(lab.resource("gpu0")["run"].is_null());
+}
+
+/// The documented limit: a process that cleared its environment carries no marker, so
+/// cleanup neither finds nor touches it, and the run's cleanup is clean.
+#[test]
+fn a_process_that_cleared_its_environment_is_not_touched_by_cleanup() {
+    let mut lab = Lab::new(1, "[resource.cleanup]\nterm_grace = \"1s\"\n", None);
+    lab.spawn_daemon();
+    let pidfile = lab.stray("cleared.pid");
+    let inner = format!("{RECORD_PID}; exec env -i /bin/sleep 1000");
+    let job = lab.submit(&lab.sh_spec(
+        "leaves-a-process-without-environment",
+        &escape_script(&inner, "sleep", "true"),
+        &[&pidfile],
+    ));
+
+    lab.wait_job(&job, "succeeded");
+    lab.wait_idle("gpu0");
+    let cleared = lab.recorded(&pidfile);
+    let environ = std::fs::read(format!("/proc/{}/environ", cleared.pid)).unwrap_or_default();
+    assert!(
+        environ.is_empty(),
+        "the process was meant to have no environment: {}",
+        String::from_utf8_lossy(&environ)
+    );
+    let done = lab.show(&job);
+    assert_eq!(run_of(&done, 0)["cleanup"]["result"], "clean", "{done:#}");
+    assert!(
+        cleared.alive(),
+        "cleanup touched {cleared:?}, which has no marker"
+    );
+}
+
+/// Cleanup after one lane's run never signals the daemon, nor the worker or workload of a
+/// run on another lane that started after it.
+#[test]
+fn cleanup_never_signals_the_daemon_or_another_running_job() {
+    let mut lab = Lab::new(2, "[resource.cleanup]\nterm_grace = \"1s\"\n", None);
+    let daemon = lab.spawn_daemon();
+    let first_gate = lab.file("first-gate");
+    let other_gate = lab.file("other-gate");
+
+    let first = lab.submit(
+        &lab.sh_spec("ends-first", &wait_for_gate(1), &[&first_gate])
+            .set("resource", json!("gpu0")),
+    );
+    lab.wait_phase("gpu0", &first, "executing");
+    let other = lab.submit(
+        &lab.sh_spec("keeps-running", &wait_for_gate(1), &[&other_gate])
+            .set("resource", json!("gpu1")),
+    );
+    let running = lab.wait_phase("gpu1", &other, "executing");
+    let task = running["run"]["task"].as_str().unwrap().to_string();
+    let record = lab.home_dir().join("tasks").join(&task).join("worker.json");
+    let mut worker = Value::Null;
+    wait_until("the other run's worker.json to record its workload", || {
+        worker = std::fs::read_to_string(&record)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null);
+        !worker["child"].is_null()
+    });
+    let identity = |v: &Value| Proc {
+        pid: u32::try_from(v["pid"].as_u64().unwrap()).unwrap(),
+        start: v["start_ticks"].as_u64().unwrap(),
+    };
+    let other_worker = identity(&worker["worker"]);
+    let other_workload = identity(&worker["child"]["process"]);
+    assert!(other_worker.alive() && other_workload.alive(), "{worker}");
+
+    std::fs::write(&first_gate, "").unwrap();
+    lab.wait_job(&first, "succeeded");
+    lab.wait_idle("gpu0");
+    let first_done = lab.show(&first);
+    assert_eq!(
+        run_of(&first_done, 0)["cleanup"]["result"],
+        "clean",
+        "{first_done:#}"
+    );
+
+    assert!(daemon.alive() && lab.daemon_running(), "the daemon died");
+    assert!(lab.socket_answers(), "the daemon stopped answering");
+    assert!(other_worker.alive(), "the other run's worker was signalled");
+    assert!(
+        other_workload.alive(),
+        "the other run's workload was signalled"
+    );
+    assert_eq!(
+        lab.resource("gpu1")["run"]["phase"]["phase"],
+        "executing",
+        "the other run stopped"
+    );
+
+    std::fs::write(&other_gate, "").unwrap();
+    let other_done = lab.wait_job(&other, "succeeded");
+    assert_eq!(
+        run_of(&other_done, 0)["process"],
+        json!({"kind": "exit", "code": 0}),
+        "{other_done:#}"
+    );
+}
