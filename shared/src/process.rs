@@ -23,6 +23,9 @@ pub struct ProcStat {
 
 /// `PF_KTHREAD`: a kernel thread, with no memory, environment or user-space work.
 const PF_KTHREAD: u32 = 0x0020_0000;
+/// `PF_EXITING`: the process is being torn down; its memory, and so its environment, may
+/// already be gone.
+const PF_EXITING: u32 = 0x0000_0004;
 
 impl ProcStat {
     pub fn identity(&self) -> ProcessIdentity {
@@ -36,6 +39,9 @@ impl ProcStat {
     }
     pub fn is_kernel_thread(&self) -> bool {
         self.flags & PF_KTHREAD != 0
+    }
+    pub fn is_exiting(&self) -> bool {
+        self.flags & PF_EXITING != 0
     }
 }
 

@@ -23,6 +23,9 @@ pub struct FakeProcess {
     pub ignores_term: bool,
     pub zombie: bool,
     pub kernel_thread: bool,
+    /// Being torn down: what an exiting process looks like between its last instruction and
+    /// becoming a zombie.
+    pub exiting: bool,
 }
 
 impl FakeProcess {
@@ -35,6 +38,7 @@ impl FakeProcess {
             ignores_term: false,
             zombie: false,
             kernel_thread: false,
+            exiting: false,
         }
     }
 
@@ -66,6 +70,13 @@ impl FakeProcess {
     pub fn zombie(self) -> FakeProcess {
         FakeProcess {
             zombie: true,
+            ..self
+        }
+    }
+
+    pub fn exiting(self) -> FakeProcess {
+        FakeProcess {
+            exiting: true,
             ..self
         }
     }
@@ -235,6 +246,7 @@ impl ProcessTable for FakeTable {
             uid: p.uid,
             zombie: p.zombie,
             kernel_thread: p.kernel_thread,
+            exiting: p.exiting,
         })
     }
 

@@ -72,6 +72,8 @@ impl ProcessTable for ProcTable {
             uid,
             zombie: stat.is_zombie(),
             kernel_thread: stat.is_kernel_thread(),
+            // A user process without a VmSize line has already released its memory.
+            exiting: stat.is_exiting() || !status.contains("\nVmSize:"),
         })
     }
 

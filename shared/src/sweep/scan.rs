@@ -77,18 +77,21 @@ pub(super) fn scan<T: ProcessTable>(table: &T, rules: &Rules<'_>) -> io::Result<
         let environ = table.environ(pid);
         // The environment belongs to `first` only if it is still there, unchanged and not
         // exiting, after the read.
-        match table.info(pid) {
-            Ok(second) if second.identity == first.identity && !second.zombie => {}
+        let exiting = match table.info(pid) {
+            Ok(second) if second.identity == first.identity && !second.zombie => second.exiting,
             _ => {
                 scan.settled = false;
                 continue;
             }
-        }
+        };
         match environ {
             Ok(bytes) if rules.marker.is_in(&bytes) => scan.targets.push(first.identity),
             Ok(_) => {}
-            // Still there but without memory: it is exiting, and may have just forked.
+            // Still there but without memory: it is exiting, and may have just forked. An
+            // exiting process's environment can also read as refused (the kernel hands its
+            // /proc files to root once its memory is gone): not a suspect either.
             Err(ReadError::Gone) => scan.settled = false,
+            Err(ReadError::Unreadable(_)) if exiting => scan.settled = false,
             Err(ReadError::Unreadable(_)) if rules.is_suspect(&first) => {
                 scan.suspects.push(first.identity);
             }

@@ -20,6 +20,10 @@ pub struct ProcessInfo {
     /// A kernel thread has no environment (reading it answers `ESRCH`) and runs no user work;
     /// it is never a target or a suspect.
     pub kernel_thread: bool,
+    /// Being torn down (`PF_EXITING`, or no memory left): its environment may read as
+    /// refused although it is neither hidden nor a suspect, so such a read unsettles the
+    /// scan instead.
+    pub exiting: bool,
 }
 
 /// Why something about a process could not be read or done.

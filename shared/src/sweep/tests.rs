@@ -226,6 +226,21 @@ fn a_suspect_keeps_the_scan_from_being_empty_and_is_never_signalled() {
 }
 
 #[test]
+fn an_exiting_process_whose_environment_is_refused_is_not_a_suspect() {
+    let case = Case::new();
+    // Refused only because it is being torn down: it unsettles the scans rather than
+    // being reported as a suspect, and nothing is signalled.
+    case.table
+        .insert(300, FakeProcess::new(DURING, UID).unreadable().exiting());
+    let (swept, _) = case.run();
+    assert!(
+        matches!(swept.outcome, CleanupOutcome::EnumerationFailed { .. }),
+        "{swept:?}"
+    );
+    assert!(case.table.sent().is_empty());
+}
+
+#[test]
 fn a_suspect_that_ends_lets_the_sweep_finish_clean() {
     let case = Case::new();
     case.table
