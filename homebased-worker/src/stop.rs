@@ -15,8 +15,10 @@ use nix::sys::signal::Signal;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-/// How often `control/stop` is looked for while nothing else wakes the worker.
-pub const STOP_POLL: Duration = Duration::from_millis(50);
+/// How often `control/stop` is looked for while nothing else wakes the worker. The daemon
+/// also signals the worker, so this only bounds how late a lost signal is noticed; children
+/// ending wake the worker at once (SIGCHLD).
+pub const STOP_POLL: Duration = Duration::from_millis(250);
 
 /// Where a stop request came from; only for the log, every source stops the same way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

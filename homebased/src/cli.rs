@@ -37,14 +37,27 @@ pub struct Printed {
     pub json: Value,
     pub ids: Vec<String>,
     pub human: String,
+    /// The daemon's own bytes, printed instead of `json` under `--json` (long listings).
+    pub raw: Option<Vec<u8>>,
 }
 
 impl Printed {
-    fn new(json: Value, ids: Vec<String>, human: impl Into<String>) -> Printed {
+    pub fn new(json: Value, ids: Vec<String>, human: impl Into<String>) -> Printed {
         Printed {
             json,
             ids,
             human: human.into(),
+            raw: None,
+        }
+    }
+
+    /// An answer printed exactly as the daemon sent it.
+    fn raw(bytes: &[u8]) -> Printed {
+        Printed {
+            json: Value::Null,
+            ids: vec![],
+            human: String::new(),
+            raw: Some(bytes.to_vec()),
         }
     }
 }
@@ -82,7 +95,14 @@ pub fn main() -> i32 {
     match run(cli) {
         Ok(Some(printed)) => {
             match output {
-                Output::Json => println!("{}", printed.json),
+                Output::Json => match &printed.raw {
+                    Some(raw) => {
+                        use std::io::Write;
+                        let mut out = std::io::stdout().lock();
+                        let _ = out.write_all(raw).and_then(|()| out.write_all(b"\n"));
+                    }
+                    None => println!("{}", printed.json),
+                },
                 Output::Quiet => printed.ids.iter().for_each(|id| println!("{id}")),
                 Output::Human => {
                     if !printed.human.is_empty() {
@@ -148,7 +168,7 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
         Command::Events(args) => files::events(&home, &args, cli.json),
         Command::Resource(cmd) => {
             let client = Client::new(home.socket());
-            runtime()?.block_on(resource(cmd, &client))
+            runtime()?.block_on(resource(cmd, &client, cli.json))
         }
     }
 }
@@ -256,24 +276,34 @@ fn encode(s: &str) -> String {
 }
 
 fn decode<T: serde::de::DeserializeOwned>(v: &Value) -> ApiResult<T> {
-    serde_json::from_value(v.clone())
+    T::deserialize(v)
         .map_err(|e| ApiError::internal(format!("unexpected answer from the daemon: {e}")))
 }
 
-async fn resource(cmd: ResourceCommand, client: &Client) -> ApiResult<Option<Printed>> {
+/// `as_json`: the answer is printed as it came, so long listings are not decoded into their
+/// typed form for ids and tables nobody reads.
+async fn resource(
+    cmd: ResourceCommand,
+    client: &Client,
+    as_json: bool,
+) -> ApiResult<Option<Printed>> {
     let printed = match cmd {
         ResourceCommand::List(m) => {
-            let v = client
-                .get(&format!("/v1/resources{}", machine_query(&m.machine)))
-                .await?;
+            let path = format!("/v1/resources{}", machine_query(&m.machine));
+            if as_json {
+                return Ok(Some(Printed::raw(&client.get_raw(&path).await?)));
+            }
+            let v = client.get(&path).await?;
             let list: ResourceList = decode(&v)?;
             let ids = list.resources.iter().map(|r| r.id.to_string()).collect();
             Printed::new(v, ids, render::resources(&list))
         }
         ResourceCommand::Jobs(m) => {
-            let v = client
-                .get(&format!("/v1/jobs{}", machine_query(&m.machine)))
-                .await?;
+            let path = format!("/v1/jobs{}", machine_query(&m.machine));
+            if as_json {
+                return Ok(Some(Printed::raw(&client.get_raw(&path).await?)));
+            }
+            let v = client.get(&path).await?;
             let list: JobList = decode(&v)?;
             let ids = list.jobs.iter().map(|j| j.id.to_string()).collect();
             Printed::new(v, ids, render::jobs(&list))

@@ -135,7 +135,9 @@ impl Core {
                 self.reconcile();
                 // A slow safety tick catches anything a lost hint missed.
                 // The tick runs on a deadline, so a steady stream of calls cannot starve it.
-                let tick = Duration::from_millis(500);
+                // It only backs up hints (abandoned launches, notices due); events drive the
+                // rest, so an idle daemon wakes rarely.
+                let tick = Duration::from_secs(2);
                 let mut next_tick = Instant::now() + tick;
                 while !stopped.is_raised() {
                     let wait = next_tick.saturating_duration_since(Instant::now());

@@ -138,6 +138,12 @@ impl Sweep {
             if settled_empty >= 2 {
                 return swept;
             }
+            // Nothing marked or suspect, and nothing moved while it was read: confirm with a
+            // second scan at once. The rescan pace is for waiting on signalled processes;
+            // a process forked during the first scan is listed by the second either way.
+            if settled_empty == 1 {
+                continue;
+            }
             let now = clock.now();
             for target in &found.targets {
                 self.advance(table, &marker, *target, now, &mut stages, &mut swept);

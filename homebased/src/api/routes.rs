@@ -5,6 +5,7 @@ use crate::core::CoreHandle;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use homebased_shared::error::{ApiError, ErrorCode};
@@ -35,7 +36,7 @@ struct AppState {
     shutdown: tokio::sync::mpsc::UnboundedSender<()>,
 }
 
-type ApiResponse = Result<Json<Value>, ErrorResponse>;
+type ApiResponse = Result<Response, ErrorResponse>;
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -69,10 +70,10 @@ pub fn router(
         .with_state(AppState { core, shutdown })
 }
 
+/// Serializes the answer straight into the body (no intermediate `Value`: a long queue
+/// listing is built once).
 fn json<T: serde::Serialize>(value: T) -> ApiResponse {
-    serde_json::to_value(value)
-        .map(Json)
-        .map_err(|e| ApiError::internal(e).into())
+    Ok(Json(value).into_response())
 }
 
 /// Parses a body strictly: malformed or unknown fields are a usage error (400).
@@ -160,7 +161,7 @@ async fn register(State(s): State<AppState>, bytes: Bytes) -> ApiResponse {
     let view = s.core.call(move |core| core.register(req)).await?;
     let mut value = serde_json::to_value(view).map_err(ApiError::internal)?;
     value["api_version"] = serde_json::json!(homebased_shared::API_VERSION);
-    Ok(Json(value))
+    Ok(Json(value).into_response())
 }
 
 async fn submit(State(s): State<AppState>, bytes: Bytes) -> ApiResponse {
@@ -205,7 +206,7 @@ async fn job_cancel(
         .await?;
     let mut value = serde_json::to_value(result).map_err(ApiError::internal)?;
     value["api_version"] = serde_json::json!(homebased_shared::API_VERSION);
-    Ok(Json(value))
+    Ok(Json(value).into_response())
 }
 
 async fn release(
@@ -260,9 +261,7 @@ async fn task_log(
 
 async fn shutdown_daemon(State(s): State<AppState>) -> ApiResponse {
     let _ = s.shutdown.send(());
-    Ok(Json(
-        serde_json::json!({ "api_version": homebased_shared::API_VERSION, "stopping": true }),
-    ))
+    json(serde_json::json!({ "api_version": homebased_shared::API_VERSION, "stopping": true }))
 }
 
 async fn socket_only() -> (StatusCode, Json<Value>) {

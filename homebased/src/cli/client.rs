@@ -29,11 +29,16 @@ impl Client {
     }
 
     pub async fn get(&self, path: &str) -> ApiResult<Value> {
+        parse(self.send(Method::GET, path, None, Retry::Safe).await?)
+    }
+
+    /// The answer's bytes as the daemon sent them (compact JSON), for printing as is.
+    pub async fn get_raw(&self, path: &str) -> ApiResult<Bytes> {
         self.send(Method::GET, path, None, Retry::Safe).await
     }
 
     pub async fn post(&self, path: &str, body: &Value, retry: Retry) -> ApiResult<Value> {
-        self.send(Method::POST, path, Some(body), retry).await
+        parse(self.send(Method::POST, path, Some(body), retry).await?)
     }
 
     async fn send(
@@ -42,7 +47,7 @@ impl Client {
         path: &str,
         body: Option<&Value>,
         retry: Retry,
-    ) -> ApiResult<Value> {
+    ) -> ApiResult<Bytes> {
         let attempts = if retry == Retry::Safe { 3 } else { 1 };
         let mut last = None;
         for attempt in 0..attempts {
@@ -63,7 +68,7 @@ impl Client {
         method: Method,
         path: &str,
         body: Option<&Value>,
-    ) -> Result<ApiResult<Value>, Transport> {
+    ) -> Result<ApiResult<Bytes>, Transport> {
         let stream = UnixStream::connect(&self.socket).await.map_err(|e| {
             Transport::Unavailable(
                 ApiError::new(
@@ -102,9 +107,7 @@ impl Client {
             .map_err(lost)?
             .to_bytes();
         if status.is_success() {
-            return Ok(serde_json::from_slice(&body).map_err(|e| {
-                ApiError::internal(format!("the daemon answered with malformed JSON: {e}"))
-            }));
+            return Ok(Ok(body));
         }
         Ok(Err(match serde_json::from_slice::<ErrorEnvelope>(&body) {
             Ok(envelope) => envelope.error,
@@ -114,6 +117,11 @@ impl Client {
             )),
         }))
     }
+}
+
+fn parse(body: Bytes) -> ApiResult<Value> {
+    serde_json::from_slice(&body)
+        .map_err(|e| ApiError::internal(format!("the daemon answered with malformed JSON: {e}")))
 }
 
 enum Transport {

@@ -23,6 +23,8 @@ const STOP_BOUND: Duration = Duration::from_secs(30);
 /// `stop --yes` waits this long for cancelled runs to finish their cleanup.
 const DRAIN_BOUND: Duration = Duration::from_secs(300);
 const POLL: Duration = Duration::from_millis(50);
+/// How long `start` waits for the lock of a daemon that no longer answers.
+const LOCK_RELEASE_BOUND: Duration = Duration::from_secs(2);
 
 pub fn run(
     cmd: DaemonCommand,
@@ -61,7 +63,7 @@ fn printed(status: DaemonStatus, headline: &str) -> ApiResult<Printed> {
     );
     let ids = status.pid.map(|p| p.to_string()).into_iter().collect();
     let json = serde_json::to_value(&status).map_err(ApiError::internal)?;
-    Ok(Printed { json, ids, human })
+    Ok(Printed::new(json, ids, human))
 }
 
 async fn live_status(client: &Client) -> ApiResult<Option<DaemonStatus>> {
@@ -109,7 +111,15 @@ async fn start(
     client: &Client,
 ) -> ApiResult<Printed> {
     if lock::is_held(home) {
-        return Err(crate::daemon::already_running(home));
+        // A daemon killed a moment ago holds its lock until its last thread is gone: wait
+        // that out; a daemon that answers is really running.
+        let since = Instant::now();
+        while lock::is_held(home) {
+            if live_status(client).await?.is_some() || since.elapsed() > LOCK_RELEASE_BOUND {
+                return Err(crate::daemon::already_running(home));
+            }
+            tokio::time::sleep(POLL).await;
+        }
     }
     home.create()
         .map_err(|e| ApiError::internal(format!("cannot create the home: {e}")))?;

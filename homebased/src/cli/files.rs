@@ -51,11 +51,7 @@ pub fn task_log(
         let v =
             json!({ "api_version": API_VERSION, "task": id, "log": text, "truncated": truncated });
         let human = text.strip_suffix('\n').unwrap_or(&text).to_string();
-        return Ok(Some(Printed {
-            json: v,
-            ids: vec![id.to_string()],
-            human,
-        }));
+        return Ok(Some(Printed::new(v, vec![id.to_string()], human)));
     }
     // Follow: print what exists, then new bytes until the worker is gone and the log is
     // drained.
@@ -111,11 +107,7 @@ pub fn events(
             "events": events,
             "position": inbox.position,
         });
-        return Ok(Some(Printed {
-            json: v,
-            ids: vec![],
-            human,
-        }));
+        return Ok(Some(Printed::new(v, vec![], human)));
     }
     let mut out = std::io::stdout();
     let mut lines = lines;

@@ -6,10 +6,9 @@ use crate::scheduler::{self, ResourceSlot, RunSlot, SlotPhase, Snapshot, Target,
 use crate::store::jobs::{self, Job};
 use crate::store::{resources, runs};
 use homebased_shared::error::{ApiError, ApiResult};
-use homebased_shared::queue::{JobStatus, PhaseKind, PreemptMode};
+use homebased_shared::queue::{PhaseKind, PreemptMode};
 use homebased_shared::spec::JobSpec;
 use homebased_shared::time::now_ms;
-use std::collections::HashMap;
 
 impl Core {
     pub(super) fn pass(&mut self) {
@@ -30,17 +29,18 @@ impl Core {
         self.notice_blocked_head(decisions.first_blocked);
     }
 
-    /// The queue as the scheduler sees it.
+    /// The queue as the scheduler sees it. Queued jobs are read in serving order only as far
+    /// as a decision can reach: once no lane is free, the first blocked job is known, and the
+    /// jobs left are no higher than every executing run, nothing further down can start,
+    /// preempt or head the queue.
     pub fn snapshot(&self) -> ApiResult<Snapshot> {
         let conn = self.store.conn();
-        let open = jobs::list_open(conn)?;
         let holding = runs::list_holding(conn)?;
-        let by_id: HashMap<_, &Job> = open.iter().map(|j| (j.id, j)).collect();
         let mut slots = Vec::new();
         for r in resources::list(conn)? {
             let run = match holding.iter().find(|run| run.resource == r.id) {
                 None => None,
-                Some(run) => Some(run_slot(conn, run, by_id.get(&run.job).copied())?),
+                Some(run) => Some(run_slot(conn, run)?),
             };
             slots.push(ResourceSlot {
                 id: r.id,
@@ -49,19 +49,31 @@ impl Core {
                 run,
             });
         }
-        let waiting = open
+        let free = slots.iter().filter(|s| s.run.is_none()).count();
+        let lowest_executing = slots
             .iter()
-            .filter(|j| j.status == JobStatus::Queued)
-            .filter_map(|j| {
-                Some(WaitingJob {
-                    id: j.id,
-                    priority: j.priority,
-                    position: j.position?,
-                    target: j.target.map_or(Target::Any, Target::Pinned),
-                    blocked_by_own_run: holding.iter().any(|run| run.job == j.id),
-                })
-            })
-            .collect();
+            .filter_map(|s| s.run.as_ref())
+            .filter(|r| matches!(r.phase, SlotPhase::Executing { .. }))
+            .map(|r| r.priority)
+            .min();
+        let mut waiting = Vec::new();
+        let mut head_found = false;
+        jobs::visit_waiting(conn, |job| {
+            let blocked_by_own_run = holding.iter().any(|run| run.job == job.id);
+            let may_preempt = lowest_executing.is_some_and(|low| job.priority > low);
+            if free == 0 && head_found && !may_preempt {
+                return false;
+            }
+            head_found |= !blocked_by_own_run;
+            waiting.push(WaitingJob {
+                id: job.id,
+                priority: job.priority,
+                position: job.position,
+                target: job.target.map_or(Target::Any, Target::Pinned),
+                blocked_by_own_run,
+            });
+            true
+        })?;
         Ok(Snapshot {
             now: now_ms(),
             resources: slots,
@@ -78,18 +90,11 @@ pub fn preempt_of(job: &Job) -> ApiResult<homebased_shared::spec::Preempt> {
     Ok(spec.preempt)
 }
 
-fn run_slot(conn: &rusqlite::Connection, run: &runs::Run, job: Option<&Job>) -> ApiResult<RunSlot> {
-    // A run's job is open while the run executes; once it ended (cleaning, Attention) the
-    // job may be terminal, and only the lane matters.
-    let owned;
-    let job = match job {
-        Some(j) => j,
-        None => {
-            owned = jobs::require(conn, run.job)?;
-            &owned
-        }
-    };
-    let preempt = preempt_of(job).unwrap_or(homebased_shared::spec::Preempt {
+fn run_slot(conn: &rusqlite::Connection, run: &runs::Run) -> ApiResult<RunSlot> {
+    // A run that already ended (cleaning, Attention) may belong to a terminal job: only its
+    // lane matters then.
+    let job = jobs::require(conn, run.job)?;
+    let preempt = preempt_of(&job).unwrap_or(homebased_shared::spec::Preempt {
         mode: PreemptMode::Wait,
         restart_within: None,
     });

@@ -63,6 +63,15 @@ const COLUMNS: &str = "j.id, j.thread, j.name, j.priority, j.position, j.state, 
     (SELECT r.resource FROM runs r WHERE r.job = j.id \
        AND r.phase IN ('launching', 'executing', 'stopping')) AS active_resource";
 
+/// The same columns without the canonical spec and the submitter's environment: the queue
+/// listing and the scheduler never need them, and parsing every queued job's spec on each
+/// pass made a submit's cost grow with the queue.
+const LIST_COLUMNS: &str = "j.id, j.thread, j.name, j.priority, j.position, j.state, j.resume, \
+    j.target, 'null' AS spec, '' AS digest, NULL AS env_path, NULL AS env_home, j.step, \
+    j.steps, j.runs, j.event_seq, j.failed_run, j.last_stop_cause, j.created_at, j.updated_at, \
+    (SELECT r.resource FROM runs r WHERE r.job = j.id \
+       AND r.phase IN ('launching', 'executing', 'stopping')) AS active_resource";
+
 fn parse<T: std::str::FromStr>(name: &str, text: String) -> rusqlite::Result<T>
 where
     T::Err: std::fmt::Display,
@@ -77,31 +86,33 @@ where
     text.map(|t| parse(name, t)).transpose()
 }
 
+/// Reads a row of [`COLUMNS`] or [`LIST_COLUMNS`] (the same order), by position: a long
+/// listing would otherwise spend its time matching column names.
 fn from_row(r: &Row) -> rusqlite::Result<Job> {
-    let priority: i64 = r.get("priority")?;
-    let spec: String = r.get("spec")?;
+    let priority: i64 = r.get(3)?;
+    let spec: String = r.get(8)?;
     Ok(Job {
-        id: parse("id", r.get("id")?)?,
-        thread: parse("thread", r.get("thread")?)?,
-        name: r.get("name")?,
+        id: parse("id", r.get(0)?)?,
+        thread: parse("thread", r.get(1)?)?,
+        name: r.get(2)?,
         priority: Priority::from_rank(priority).ok_or_else(|| bad_column("priority", priority))?,
-        position: r.get::<_, Option<i64>>("position")?.map(|p| p as u32),
-        status: parse("state", r.get("state")?)?,
-        resume: r.get("resume")?,
-        target: opt("target", r.get("target")?)?,
+        position: r.get::<_, Option<i64>>(4)?.map(|p| p as u32),
+        status: parse("state", r.get(5)?)?,
+        resume: r.get(6)?,
+        target: opt("target", r.get(7)?)?,
         spec: serde_json::from_str(&spec).map_err(|e| bad_column("spec", e))?,
-        digest: r.get("digest")?,
-        env_path: r.get("env_path")?,
-        env_home: r.get("env_home")?,
-        step: r.get("step")?,
-        steps: r.get("steps")?,
-        runs: r.get("runs")?,
-        event_seq: r.get("event_seq")?,
-        failed_run: opt("failed_run", r.get("failed_run")?)?,
-        last_stop_cause: opt("last_stop_cause", r.get("last_stop_cause")?)?,
-        active_resource: opt("active_resource", r.get("active_resource")?)?,
-        created_at: r.get("created_at")?,
-        updated_at: r.get("updated_at")?,
+        digest: r.get(9)?,
+        env_path: r.get(10)?,
+        env_home: r.get(11)?,
+        step: r.get(12)?,
+        steps: r.get(13)?,
+        runs: r.get(14)?,
+        event_seq: r.get(15)?,
+        failed_run: opt("failed_run", r.get(16)?)?,
+        last_stop_cause: opt("last_stop_cause", r.get(17)?)?,
+        created_at: r.get(18)?,
+        updated_at: r.get(19)?,
+        active_resource: opt("active_resource", r.get(20)?)?,
     })
 }
 
@@ -126,23 +137,71 @@ pub fn not_found(id: JobId) -> ApiError {
     .with_input(serde_json::json!({ "job": id }))
 }
 
-/// Queued and active jobs in serving order: high, medium, low; then position.
+/// Queued and active jobs in serving order: high, medium, low; then position. Their `spec`
+/// is `null`, `digest` empty and the submitter's environment absent ([`LIST_COLUMNS`]):
+/// read one job with [`get`] for those.
 pub fn list_open(conn: &Connection) -> ApiResult<Vec<Job>> {
     let mut stmt = conn
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM jobs j WHERE j.position IS NOT NULL \
-             ORDER BY j.priority DESC, j.position ASC"
+            "SELECT {LIST_COLUMNS} FROM jobs j WHERE j.priority = ?1 AND j.position IS NOT NULL \
+             ORDER BY j.position ASC"
         ))
         .db("list jobs")?;
-    let rows = stmt.query_map([], from_row).db("list jobs")?;
-    rows.collect::<Result<_, _>>().db("list jobs")
+    let mut jobs = Vec::new();
+    // Level by level along the slot index, rather than sorting the whole queue.
+    for level in Priority::ALL {
+        let rows = stmt.query_map([level.rank()], from_row).db("list jobs")?;
+        for row in rows {
+            jobs.push(row.db("list jobs")?);
+        }
+    }
+    Ok(jobs)
+}
+
+/// A queued job as the scheduler sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Waiting {
+    pub id: JobId,
+    pub priority: Priority,
+    pub position: u32,
+    pub target: Option<ResourceId>,
+}
+
+/// Visits queued jobs in serving order until `visit` answers `false`, so that a pass over a
+/// long queue reads only as far as a decision can reach. One walk of the slot index per
+/// level: a single `ORDER BY priority DESC, position ASC` would sort the whole queue first.
+pub fn visit_waiting(conn: &Connection, mut visit: impl FnMut(Waiting) -> bool) -> ApiResult<()> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT id, position, target FROM jobs \
+             WHERE priority = ?1 AND position IS NOT NULL AND state = 'queued' \
+             ORDER BY position ASC",
+        )
+        .db("list waiting jobs")?;
+    for priority in Priority::ALL {
+        let mut rows = stmt.query([priority.rank()]).db("list waiting jobs")?;
+        while let Some(row) = rows.next().db("list waiting jobs")? {
+            let waiting = Waiting {
+                id: parse("id", row.get(0).db("list waiting jobs")?).db("list waiting jobs")?,
+                priority,
+                position: row.get(1).db("list waiting jobs")?,
+                target: opt("target", row.get(2).db("list waiting jobs")?)
+                    .db("list waiting jobs")?,
+            };
+            if !visit(waiting) {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// How many jobs hold a slot in `level`. Positions are dense, so this is the highest one,
-/// which the slot index answers without counting.
+/// read from the end of the slot index without counting.
 pub fn level_len(conn: &Connection, level: Priority) -> ApiResult<u32> {
     conn.prepare_cached(
-        "SELECT COALESCE(MAX(position), 0) FROM jobs WHERE priority = ?1 AND position IS NOT NULL",
+        "SELECT COALESCE((SELECT position FROM jobs WHERE priority = ?1 AND position IS NOT NULL \
+         ORDER BY position DESC LIMIT 1), 0)",
     )
     .db("count level")?
     .query_row([level.rank()], |r| r.get(0))

@@ -77,6 +77,12 @@ impl ProcessTable for ProcTable {
         })
     }
 
+    fn start_ticks(&self, pid: u32) -> Result<u64, ReadError> {
+        process::read_stat(pid)
+            .map(|s| s.start_ticks)
+            .map_err(ReadError::from_io)
+    }
+
     fn environ(&self, pid: u32) -> Result<Vec<u8>, ReadError> {
         std::fs::read(proc_file(pid, "environ")).map_err(ReadError::from_io)
     }

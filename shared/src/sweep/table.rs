@@ -74,6 +74,11 @@ pub trait ProcessTable {
     fn pids(&self) -> io::Result<Vec<u32>>;
     /// Identity, owner and zombie state of one process.
     fn info(&self, pid: u32) -> Result<ProcessInfo, ReadError>;
+    /// Only the kernel start time of one process: enough to pass over a process that
+    /// started before the workload. A table may answer it more cheaply than [`Self::info`].
+    fn start_ticks(&self, pid: u32) -> Result<u64, ReadError> {
+        self.info(pid).map(|i| i.identity.start_ticks)
+    }
     /// The raw environment (`NUL`-separated `NAME=value` entries).
     fn environ(&self, pid: u32) -> Result<Vec<u8>, ReadError>;
     /// Pins whatever process holds `pid` now. The caller proves it is the one it means by

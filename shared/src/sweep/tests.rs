@@ -74,7 +74,11 @@ fn an_empty_table_is_clean_after_two_settled_scans() {
     let (swept, clock) = case.run();
     assert_eq!(swept.outcome, CleanupOutcome::Clean);
     assert_eq!(swept.scans, 2);
-    assert_eq!(clock.elapsed(), config().rescan);
+    assert_eq!(
+        clock.elapsed(),
+        Duration::ZERO,
+        "an empty first scan is confirmed at once"
+    );
     assert!(
         case.table.sent().is_empty(),
         "the sweeper never signals itself"
@@ -121,6 +125,29 @@ fn a_term_ignoring_target_is_killed_after_the_term_grace() {
 #[test]
 fn a_marked_process_of_another_user_is_still_a_target() {
     let case = Case::new();
+    case.table
+        .insert(200, FakeProcess::marked(DURING, OTHER_UID, case.task));
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert_eq!(swept.signalled, vec![term(200, DURING)]);
+}
+
+#[test]
+fn processes_older_than_the_workload_are_passed_over() {
+    let case = Case::new();
+    // It could only carry the marker by exec-ing with an environment handed over by the run.
+    case.table
+        .insert(200, FakeProcess::marked(BEFORE, UID, case.task));
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert!(case.table.sent().is_empty());
+    assert!(case.table.is_alive(200));
+}
+
+#[test]
+fn without_a_recorded_start_every_marked_process_is_a_target() {
+    let mut case = Case::new();
+    case.sweep.workload_start = None;
     case.table
         .insert(200, FakeProcess::marked(BEFORE, OTHER_UID, case.task));
     let (swept, _) = case.run();
