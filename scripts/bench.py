@@ -1,0 +1,1721 @@
+#!/usr/bin/env python3
+"""Benchmarks for homebased (issue 8, DESIGN.md "Benchmarks").
+
+Run through `scripts/bench`, which builds the release binaries first. Every workload runs on
+a fresh temporary home with fake lanes (no GPU needed), stops everything it started, and
+reports medians: the machines this runs on are shared and noisy. Nothing here asserts a speed.
+
+Python 3.11 standard library only. Settings (environment):
+
+  BENCH_QUICK=1          small counts (under two minutes); leaves docs/BENCHMARKS.md alone
+  BENCH_JOBS             start-latency jobs per path (CLI, API) and floor spawns   [200 / 30]
+  BENCH_HANDOVER_JOBS    jobs queued at once for the hand-over                    [BENCH_JOBS]
+  BENCH_QUEUE            jobs queued for submit cost, list, footprint, restart    [10000 / 1000]
+  BENCH_SAMPLE           submits timed at the start and at the end of the fill    [100 / 50]
+  BENCH_PROCS            unrelated sleeping processes during the hand-over        [2000 / 500]
+  BENCH_SWEEP_PROCS      comma list of sleeper counts for the sweep cost    [0,1000,2000 / 0,500]
+  BENCH_SWEEP_JOBS       short jobs per sleeper count for the sweep cost          [15 / 5]
+  BENCH_PREEMPT          preemption rounds (half through the CLI, half the API)   [30 / 8]
+  BENCH_LIST_RUNS        timed `resource jobs --json` calls per queue size        [7 / 3]
+  BENCH_IDLE_SECONDS     idle window for the daemon CPU figure                    [30 / 5]
+  BENCH_LANES            fake indexed lanes, all held, in the queue workload      [8 / 8]
+  BENCH_FILL_BUDGET      seconds the bulk API fill may take; it stops early there [240 / 40]
+  BENCH_FILL_CONNECTIONS concurrent API connections for the bulk fill             [8 / 8]
+  BENCH_ONLY             comma list of workloads to run (default all): floor,start,handover,
+                         queue,preempt,sweep,kill9
+  BENCH_OUT              report path [docs/BENCHMARKS.md; none when quick]; empty: no report
+  BENCH_TMPDIR           parent folder of the temporary homes [system temp]
+  BENCH_KEEP=1           keep the temporary homes (for a look afterwards)
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import errno
+import fcntl
+import http.client
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import stat
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
+
+
+def setting(name: str, default: int, quick: int) -> int:
+    raw = os.environ.get(name, "")
+    if raw == "":
+        return quick if QUICK else default
+    try:
+        value = int(raw)
+    except ValueError:
+        sys.exit(f"bench: {name}={raw!r} is not a whole number")
+    if value < 0:
+        sys.exit(f"bench: {name} must not be negative")
+    return value
+
+
+JOBS = max(setting("BENCH_JOBS", 200, 30), 2)
+HANDOVER_JOBS = max(setting("BENCH_HANDOVER_JOBS", JOBS, JOBS), 2)
+QUEUE = setting("BENCH_QUEUE", 10_000, 1_000)
+SAMPLE = max(min(setting("BENCH_SAMPLE", 100, 50), QUEUE // 4), 1)
+PROCS = setting("BENCH_PROCS", 2000, 500)
+SWEEP_JOBS = max(setting("BENCH_SWEEP_JOBS", 15, 5), 1)
+PREEMPT = max(setting("BENCH_PREEMPT", 30, 8), 2)
+LIST_RUNS = max(setting("BENCH_LIST_RUNS", 7, 3), 1)
+IDLE_SECONDS = max(setting("BENCH_IDLE_SECONDS", 30, 5), 1)
+LANES = max(setting("BENCH_LANES", 8, 8), 1)
+FILL_BUDGET = max(setting("BENCH_FILL_BUDGET", 240, 40), 1)
+FILL_CONNECTIONS = max(setting("BENCH_FILL_CONNECTIONS", 8, 8), 1)
+try:
+    SWEEP_PROCS = sorted(
+        {
+            int(p)
+            for p in os.environ.get(
+                "BENCH_SWEEP_PROCS", "0,500" if QUICK else "0,1000,2000"
+            ).split(",")
+            if p.strip()
+        }
+    )
+except ValueError:
+    sys.exit("bench: BENCH_SWEEP_PROCS must be a comma list of whole numbers")
+if not SWEEP_PROCS:
+    SWEEP_PROCS = [0]
+WORKLOADS = ["floor", "start", "handover", "queue", "preempt", "sweep", "kill9"]
+ONLY = [w.strip() for w in os.environ.get("BENCH_ONLY", "").split(",") if w.strip()]
+for w in ONLY:
+    if w not in WORKLOADS:
+        sys.exit(f"bench: BENCH_ONLY names {w!r}; known: {', '.join(WORKLOADS)}")
+TMPDIR = os.environ.get("BENCH_TMPDIR") or None
+KEEP = os.environ.get("BENCH_KEEP", "") not in ("", "0")
+
+ME = os.getpid()
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+# The queues people use today, measured on this machine class (issue 8). Keys are row keys.
+OTHERS = ["pueue 4.0.4", "task-spooler 1.0.1", "Slurm 22.05", "gflow 0.4.18", "bare sh -c"]
+COMPARE = {
+    "start_cli": ["165 ms", "5.0 ms", "774 ms", "1,121 ms", "2.9 ms"],
+    "floor": ["-", "-", "-", "-", "2.9 ms"],
+    "submit_cli_first": ["8.0 ms", "4.0 ms", "16 ms", "32.5 ms", "-"],
+    "submit_cli_last": ["16.4 ms", "queue full at 993", "8 ms", "32.7 ms", "-"],
+    "list_2000": ["115 ms", "16.5 ms (993)", "517 ms", "66 ms", "-"],
+    "rss_2000": ["26 MB", "1.4 MB + 994 clients", "20 MB", "30 MB", "-"],
+    "idle_cpu": ["120 ms", "0", "70 ms", "70 ms", "-"],
+    "kill9": [
+        "finished, shown as killed",
+        "finished, forgotten",
+        "finished, shown completed",
+        "finished, shown finished",
+        "-",
+    ],
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Small helpers
+
+
+def log(msg: str) -> None:
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def uuid7() -> str:
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= ((rand >> 62) & 0xFFF) << 64
+    value |= 0b10 << 62
+    value |= rand & ((1 << 62) - 1)
+    return str(uuid.UUID(int=value))
+
+
+def pct(values: list[float], p: float) -> float | None:
+    """Percentile with linear interpolation between closest ranks."""
+    if not values:
+        return None
+    s = sorted(values)
+    if len(s) == 1:
+        return s[0]
+    k = (len(s) - 1) * p / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def fmt(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def wait_for(pred, timeout: float, interval: float = 0.001, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def read_ns(path: Path) -> int | None:
+    """A `date +%s%N` stamp, once it is completely written."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    if not text.endswith("\n"):
+        return None
+    return int(text.strip())
+
+
+def proc_state(pid: int) -> str | None:
+    """The process state letter, or None when the pid is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return raw[raw.rindex(")") + 2]
+
+
+def alive(pid: int) -> bool:
+    s = proc_state(pid)
+    return s is not None and s not in ("Z", "X")
+
+
+def cpu_ticks(pid: int) -> int:
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    fields = raw[raw.rindex(")") + 2 :].split()
+    # fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+    return int(fields[11]) + int(fields[12])
+
+
+def rss_kib(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except FileNotFoundError:
+        return None
+    return None
+
+
+def count_processes() -> int:
+    return sum(1 for d in os.listdir("/proc") if d.isdigit())
+
+
+def become_subreaper() -> None:
+    """Orphans (a daemon after its `daemon start` CLI exited, workers after a kill -9) come
+    back to this process, so they can be reaped instead of piling up as zombies that every
+    later sweep would have to read."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except OSError:
+        pass
+
+
+def reap_orphans() -> None:
+    """Reaps zombie children that came here as orphans (never a live Popen child)."""
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        pid = int(d)
+        try:
+            raw = Path(f"/proc/{pid}/stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        rest = raw[raw.rindex(")") + 2 :].split()
+        if rest[0] == "Z" and int(rest[1]) == ME:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment without any HOMEBASED_* (a run's variables must not leak into the
+    submissions or sleepers), plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOMEBASED_")}
+    env.update(extra or {})
+    return env
+
+
+# ---------------------------------------------------------------------------------------
+# The socket API
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float = 120.0):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self) -> None:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        try:
+            s.connect(self.unix_path)
+        except OSError:
+            s.close()
+            raise
+        self.sock = s
+
+
+class ApiError(Exception):
+    pass
+
+
+class Api:
+    """HTTP/1.1 over `<home>/homebased.sock`, one kept-alive connection."""
+
+    def __init__(self, sock_path: Path, timeout: float = 120.0):
+        self.path = str(sock_path)
+        self.timeout = timeout
+        self.conn: UnixHTTPConnection | None = None
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def request(self, method: str, path: str, body=None, fresh: bool = False):
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        # One retry on a dropped kept-alive connection: every call made here is safe to
+        # repeat (reads, and submits that are idempotent on the job UUID).
+        for attempt in range(2):
+            if fresh or self.conn is None:
+                self.close()
+                self.conn = UnixHTTPConnection(self.path, self.timeout)
+            try:
+                self.conn.request(method, path, body=data, headers=headers)
+                resp = self.conn.getresponse()
+                raw = resp.read()
+            except (http.client.HTTPException, ConnectionError, BrokenPipeError):
+                self.close()
+                if attempt == 1:
+                    raise
+                continue
+            if fresh:
+                self.close()
+            value = json.loads(raw) if raw else None
+            if resp.status >= 400:
+                raise ApiError(f"{method} {path}: HTTP {resp.status}: {raw[:400]!r}")
+            return value
+        raise AssertionError("unreachable")
+
+    def get(self, path: str, fresh: bool = False):
+        return self.request("GET", path, fresh=fresh)
+
+    def post(self, path: str, body, fresh: bool = False):
+        return self.request("POST", path, body, fresh=fresh)
+
+
+# ---------------------------------------------------------------------------------------
+# A temporary home with its daemon
+
+
+class Sleepers:
+    """`count` unrelated `sleep` processes of this user, direct children of this process,
+    in one process group."""
+
+    def __init__(self, count: int):
+        self.procs: list[subprocess.Popen] = []
+        self.count = count
+
+    def __enter__(self) -> "Sleepers":
+        if self.count == 0:
+            return self
+        t0 = time.monotonic()
+        pgid = 0
+        env = clean_env()
+        try:
+            for _ in range(self.count):
+                p = subprocess.Popen(
+                    ["sleep", "100000"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    env=env,
+                    process_group=pgid,
+                )
+                if pgid == 0:
+                    pgid = p.pid
+                self.procs.append(p)
+        except BaseException:
+            self.stop()
+            raise
+        # Wait until each has really become `sleep` (exec done), so the table is settled.
+        for p in self.procs:
+            wait_for(
+                lambda p=p: _comm(p.pid) == "sleep", 30, 0.001, f"sleeper {p.pid}"
+            )
+        log(f"{self.count} sleepers up in {time.monotonic() - t0:.1f} s")
+        return self
+
+    def stop(self) -> None:
+        for p in self.procs:
+            try:
+                p.kill()
+            except ProcessLookupError:
+                pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                log(f"sleeper {p.pid} did not exit")
+        self.procs = []
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _comm(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except FileNotFoundError:
+        return None
+
+
+class Home:
+    """A fresh temporary home: `lanes` None gives the unindexed fallback lane `gpu0` (the
+    nvidia-smi probe points at a missing file); a number gives that many indexed lanes
+    from a fake nvidia-smi."""
+
+    def __init__(self, bins: Path, tag: str, lanes: int | None = None):
+        self.bins = bins
+        self.hb_bin = str(bins / "homebased")
+        self.work = Path(tempfile.mkdtemp(prefix=f"hb-bench-{tag}-", dir=TMPDIR))
+        self.home = self.work / "home"
+        self.out = self.work / "out"
+        self.out.mkdir()
+        self.thread = uuid7()
+        probe = self.work / "nvidia-smi"
+        if lanes is not None:
+            lines = "".join(f"GPU {i}: Fake GPU (UUID: GPU-{i})\\n" for i in range(lanes))
+            probe.write_text(f"#!/bin/sh\nprintf '{lines}'\n")
+            probe.chmod(0o755)
+        self.env = clean_env({"HOMEBASED_NVIDIA_SMI": str(probe)})
+        self.sock = self.home / "homebased.sock"
+        self.api = Api(self.sock)
+        self.pid: int | None = None
+        self.serve: subprocess.Popen | None = None
+        self.fifo = self.work / "hold.fifo"
+        os.mkfifo(self.fifo)
+
+    # -- the CLI
+
+    def cli(self, *args: str, timeout: float = 120, check: bool = True):
+        r = subprocess.run(
+            [self.hb_bin, "--home", str(self.home), *args],
+            cwd=self.work,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and r.returncode != 0:
+            raise RuntimeError(
+                f"homebased {' '.join(args)} exited {r.returncode}: {r.stderr.strip()[:400]}"
+            )
+        return r
+
+    def cli_json(self, *args: str, timeout: float = 120):
+        return json.loads(self.cli("--json", *args, timeout=timeout).stdout)
+
+    # -- the daemon
+
+    def start(self) -> float:
+        """`daemon start`; returns its wall time in ms."""
+        t0 = time.perf_counter_ns()
+        self.cli("daemon", "start", timeout=60)
+        ms = (time.perf_counter_ns() - t0) / 1e6
+        self.pid = self.cli_json("daemon", "status")["pid"]
+        return ms
+
+    def serve_foreground(self) -> None:
+        """Starts `daemon serve` as a child (no waiting)."""
+        logf = open(self.work / "serve.log", "ab")
+        self.serve = subprocess.Popen(
+            [self.hb_bin, "--home", str(self.home), "daemon", "serve"],
+            cwd=self.work,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=logf,
+            stderr=logf,
+            start_new_session=True,
+        )
+        logf.close()
+        self.pid = self.serve.pid
+
+    def lock_free(self) -> bool:
+        """What `daemon start` checks: nobody holds `daemon.lock`."""
+        try:
+            fd = os.open(self.home / "daemon.lock", os.O_RDONLY)
+        except FileNotFoundError:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+
+    def kill9(self) -> float:
+        """SIGKILL to the daemon; returns the ms until its `daemon.lock` was free again (all
+        its threads gone: a thread inside a long fsync delays that)."""
+        assert self.pid is not None
+        t0 = time.perf_counter_ns()
+        os.kill(self.pid, signal.SIGKILL)
+        wait_for(lambda: not alive(self.pid), 30, 0.001, "the killed daemon to go")
+        wait_for(self.lock_free, 60, 0.001, "the killed daemon's lock to be released")
+        ms = (time.perf_counter_ns() - t0) / 1e6
+        self._reap_daemon()
+        self.api.close()
+        return ms
+
+    def _reap_daemon(self) -> None:
+        if self.serve is not None:
+            try:
+                self.serve.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+            self.serve = None
+        elif self.pid is not None:
+            try:
+                os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+    def stop(self, cancel: bool = True) -> None:
+        """Stops the daemon: `daemon stop --yes` (cancels what is in flight and waits for
+        cleanup), else SIGTERM, else SIGKILL. With `cancel` False only SIGTERM is used, so
+        queued work is left queued (the home is thrown away anyway)."""
+        self.api.close()
+        if self.pid is None or not alive(self.pid):
+            self._reap_daemon()
+            self.pid = None
+            return
+        if cancel and self.serve is None:
+            try:
+                self.cli("daemon", "stop", "--yes", timeout=120)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                log(f"daemon stop --yes failed ({e}); sending SIGTERM")
+        if alive(self.pid):
+            os.kill(self.pid, signal.SIGTERM)
+            try:
+                wait_for(lambda: not alive(self.pid), 30, 0.01, "the daemon to exit")
+            except TimeoutError:
+                log(f"daemon {self.pid} ignored SIGTERM; sending SIGKILL")
+                os.kill(self.pid, signal.SIGKILL)
+                wait_for(lambda: not alive(self.pid), 10, 0.01, "the daemon to die")
+        self._reap_daemon()
+        self.pid = None
+
+    # -- jobs
+
+    def spec(self, name: str, script: str, priority: str = "medium", mode: str = "wait"):
+        return {
+            "api_version": 1,
+            "thread": self.thread,
+            "name": name,
+            "cwd": str(self.work),
+            "priority": priority,
+            "preempt": {"mode": mode},
+            "workload": {"type": "task", "command": ["/bin/sh", "-c", script]},
+        }
+
+    def body(self, job: str, spec) -> dict:
+        return {
+            "job": job,
+            "spec": spec,
+            "submitter": {
+                "path": self.env.get("PATH"),
+                "home": self.env.get("HOME"),
+                "cwd": str(self.work),
+                "parent_task": None,
+            },
+            "allow_other_thread": False,
+        }
+
+    def submit_api(self, spec, job: str | None = None, fresh: bool = False) -> str:
+        job = job or uuid7()
+        self.api.post("/v1/jobs", self.body(job, spec), fresh=fresh)
+        return job
+
+    def spec_file(self, name: str, spec) -> Path:
+        path = self.work / f"{name}.json"
+        path.write_text(json.dumps(spec))
+        return path
+
+    def submit_cli_argv(self, spec_file: Path, job: str) -> list[str]:
+        return [
+            self.hb_bin,
+            "--home",
+            str(self.home),
+            "--quiet",
+            "resource",
+            "job",
+            "submit",
+            "--job-id",
+            job,
+            "--spec",
+            str(spec_file),
+        ]
+
+    def run_cli_submit(self, spec_file: Path, job: str) -> None:
+        r = subprocess.run(
+            self.submit_cli_argv(spec_file, job),
+            cwd=self.work,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        if r.returncode != 0:
+            raise RuntimeError(f"CLI submit exited {r.returncode}: {r.stderr[:400]!r}")
+
+    def resources(self):
+        return self.api.get("/v1/resources")["resources"]
+
+    def idle(self) -> bool:
+        return all(r["run"] is None for r in self.resources())
+
+    def wait_idle(self, timeout: float = 60, interval: float = 0.002) -> None:
+        wait_for(self.idle, timeout, interval, "every lane to be idle")
+
+    def executing(self) -> list[dict]:
+        return [
+            r["run"]
+            for r in self.resources()
+            if r["run"] is not None and r["run"]["phase"]["phase"] == "executing"
+        ]
+
+    def job(self, job: str):
+        return self.api.get(f"/v1/jobs/{job}")
+
+    def task_dir(self, task: str) -> Path:
+        return self.home / "tasks" / task
+
+    # -- the hold: blockers wait on a FIFO and cost nothing while they wait
+
+    def hold_script(self) -> str:
+        return f"read _ < '{self.fifo}' || true"
+
+    def release_hold(self) -> bool:
+        """Opens the FIFO for writing once: every blocker now waiting in open() wakes up
+        and reads end-of-file. False when nobody was waiting."""
+        try:
+            fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno == errno.ENXIO:
+                return False
+            raise
+        time.sleep(0.05)
+        os.close(fd)
+        return True
+
+    def workers(self) -> list[tuple[int, int | None]]:
+        """(worker pid, workload pgid) of every run directory whose worker is alive."""
+        found = []
+        tasks = self.home / "tasks"
+        if not tasks.is_dir():
+            return found
+        for d in tasks.iterdir():
+            try:
+                w = json.loads((d / "worker.json").read_text())
+            except (FileNotFoundError, json.JSONDecodeError):
+                continue
+            pid = w.get("worker", {}).get("pid")
+            if pid and alive(pid):
+                child = w.get("child") or {}
+                found.append((pid, child.get("pgid")))
+        return found
+
+    def drain_workers(self) -> None:
+        """After the daemon is gone: lets blocked workloads end (the hold is released) and
+        waits for their workers; kills what is still there after 30 s."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            self.release_hold()
+            if not self.workers():
+                return
+            time.sleep(0.1)
+        for pid, pgid in self.workers():
+            log(f"worker {pid} still alive; killing its workload group and itself")
+            for target, fn in ((pgid, os.killpg), (pid, os.kill)):
+                if target:
+                    try:
+                        fn(target, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+
+    def close(self) -> None:
+        try:
+            self.stop(cancel=True)
+        finally:
+            self.drain_workers()
+            reap_orphans()
+            if KEEP:
+                log(f"kept {self.work}")
+            else:
+                shutil.rmtree(self.work, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------
+# Results
+
+
+class Row:
+    def __init__(
+        self,
+        key: str,
+        figure: str,
+        unit: str,
+        p50=None,
+        p90=None,
+        p99=None,
+        target: str = "-",
+        n: int | None = None,
+        text: str | None = None,
+    ):
+        self.key = key
+        self.figure = figure
+        self.unit = unit
+        self.p50, self.p90, self.p99 = p50, p90, p99
+        self.target = target
+        self.n = n
+        self.text = text  # a non-numeric result, shown in the p50 column
+
+    def cells(self) -> list[str]:
+        others = COMPARE.get(self.key, ["-"] * len(OTHERS))
+        p50 = self.text if self.text is not None else fmt(self.p50)
+        return [
+            self.figure,
+            p50,
+            fmt(self.p90),
+            fmt(self.p99),
+            self.unit,
+            "-" if self.n is None else str(self.n),
+            self.target,
+            *others,
+        ]
+
+
+HEADER = ["figure", "p50", "p90", "p99", "unit", "n", "target", *OTHERS]
+
+
+def dist_row(key, figure, unit, values, target="-", tails=True) -> Row:
+    if not values:
+        return Row(key, figure, unit, target=target, text="not measured")
+    return Row(
+        key,
+        figure,
+        unit,
+        p50=median(values),
+        p90=pct(values, 90) if tails else None,
+        p99=pct(values, 99) if tails else None,
+        target=target,
+        n=len(values),
+    )
+
+
+SHORT_HEADER = ["figure", "p50", "p90", "p99", "unit", "n", "target", "pueue", "tsp", "Slurm", "gflow", "sh -c"]
+
+
+def print_table(rows: list[Row]) -> None:
+    table = [SHORT_HEADER] + [r.cells() for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(HEADER))]
+    for j, row in enumerate(table):
+        print("  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip())
+        if j == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def markdown_table(rows: list[Row]) -> str:
+    out = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    for r in rows:
+        out.append("| " + " | ".join(c.replace("|", "\\|") for c in r.cells()) + " |")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------
+# Workloads
+
+
+def floor_workload(bins: Path, rows: list[Row], notes: dict) -> None:
+    """The bare floor: Python spawns `/bin/sh -c 'date +%s%N > FILE'` and waits for it."""
+    work = Path(tempfile.mkdtemp(prefix="hb-bench-floor-", dir=TMPDIR))
+    try:
+        out = work / "t"
+        lat = []
+        env = clean_env()
+        for _ in range(JOBS):
+            t0 = time.time_ns()
+            subprocess.run(["/bin/sh", "-c", f"date +%s%N > '{out}'"], env=env, check=True)
+            lat.append((read_ns(out) - t0) / 1e6)
+        rows.append(
+            dist_row("floor", "floor: bare `sh -c 'date'` spawned from Python", "ms", lat)
+        )
+        notes["floor_p50"] = median(lat)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def start_workload(bins: Path, rows: list[Row], notes: dict) -> None:
+    """Submit-to-start on an idle lane, through the CLI and through the socket API."""
+    h = Home(bins, "start")
+    try:
+        h.start()
+        script = f"date +%s%N > '{h.out}/start.'\"$HOMEBASED_JOB_ID\""
+        spec = h.spec("start latency", script)
+        spec_file = h.spec_file("start", spec)
+        results = {"cli": [], "api": []}
+        cli_wall = []
+        # Warm-up: one of each, not counted (page cache, first connection).
+        for path in ("cli", "api", *(["cli", "api"] * JOBS)):
+            job = uuid7()
+            start_file = h.out / f"start.{job}"
+            t0 = time.time_ns()
+            if path == "cli":
+                h.run_cli_submit(spec_file, job)
+                cli_wall.append((time.time_ns() - t0) / 1e6)
+            else:
+                h.submit_api(spec, job, fresh=True)
+            started = wait_for(lambda: read_ns(start_file), 30, 0.0005, "the job to start")
+            results[path].append((started - t0) / 1e6)
+            h.wait_idle()
+        lat_cli = results["cli"][1:]
+        lat_api = results["api"][1:]
+        floor = notes.get("floor_p50")
+        target = "< 10 ms" + (f" and ≤ 3.5× floor ({3.5 * floor:.1f} ms)" if floor else "")
+        rows.append(
+            dist_row("start_cli", "start latency, idle lane, through the CLI", "ms", lat_cli, target)
+        )
+        rows.append(
+            dist_row(
+                "start_api", "start latency, idle lane, socket API (no CLI)", "ms", lat_api
+            )
+        )
+        rows.append(
+            dist_row("cli_submit_idle", "CLI submit wall time, empty queue", "ms", cli_wall[1:])
+        )
+        if floor and lat_cli:
+            notes["start_ratio"] = median(lat_cli) / floor
+    finally:
+        h.close()
+
+
+def run_records(h: Home) -> list[dict]:
+    """Per run directory: workload start, exit and cleanup end (ms since the epoch)."""
+    recs = []
+    for d in (h.home / "tasks").iterdir():
+        try:
+            w = json.loads((d / "worker.json").read_text())
+            e = json.loads((d / "exit.json").read_text())
+            c = json.loads((d / "cleanup.json").read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            continue
+        recs.append(
+            {
+                "task": d.name,
+                "started_at": (w.get("child") or {}).get("started_at"),
+                "ended_at": e.get("ended_at"),
+                "finished_at": c.get("finished_at"),
+                "outcome": c.get("outcome"),
+            }
+        )
+    return recs
+
+
+def handover_workload(bins: Path, rows: list[Row], notes: dict) -> None:
+    """One lane; the first job holds it until all others are queued; each short job writes
+    its start time and, as its last act (exec date), its end time."""
+    with Sleepers(PROCS):
+        h = Home(bins, "handover")
+        try:
+            h.start()
+            h.submit_api(h.spec("hold", h.hold_script()))
+            wait_for(h.executing, 30, 0.005, "the holder to run")
+            script = (
+                f"date +%s%N > '{h.out}/s.'\"$HOMEBASED_JOB_ID\"; "
+                f"exec date +%s%N > '{h.out}/e.'\"$HOMEBASED_JOB_ID\""
+            )
+            spec = h.spec("hand-over", script)
+            jobs = [h.submit_api(spec) for _ in range(HANDOVER_JOBS)]
+            procs_alive = count_processes()
+            wait_for(h.release_hold, 10, 0.01, "the holder to wait on its FIFO")
+            last = h.out / f"e.{jobs[-1]}"
+            wait_for(lambda: read_ns(last), 60 + HANDOVER_JOBS, 0.01, "the last job")
+            h.wait_idle(timeout=60)
+            spans = []
+            for j in jobs:
+                s, e = read_ns(h.out / f"s.{j}"), read_ns(h.out / f"e.{j}")
+                if s is not None and e is not None:
+                    spans.append((s, e))
+            spans.sort()
+            gaps = [(b[0] - a[1]) / 1e6 for a, b in zip(spans, spans[1:])]
+            recs = [r for r in run_records(h) if r["ended_at"] and r["finished_at"]]
+            cleanup = [r["finished_at"] - r["ended_at"] for r in recs]
+            rows.append(
+                dist_row(
+                    "handover",
+                    f"hand-over, exit to next start ({procs_alive:,} processes alive)",
+                    "ms",
+                    gaps,
+                    "< 100 ms",
+                )
+            )
+            rows.append(
+                dist_row(
+                    "handover_cleanup",
+                    "↳ of which the worker's cleanup (exit.json to cleanup.json)",
+                    "ms",
+                    cleanup,
+                )
+            )
+            notes["handover_procs"] = procs_alive
+        finally:
+            h.close()
+
+
+def queue_workload(bins: Path, rows: list[Row], notes: dict) -> None:
+    """All lanes held; BENCH_QUEUE submits (CLI at both ends, the API in between); list cost,
+    footprint and idle CPU with the queue full; then kill -9 and a restart with it."""
+    h = Home(bins, "queue", lanes=LANES)
+    try:
+        h.start()
+        for _ in range(LANES):
+            h.submit_api(h.spec("hold", h.hold_script()))
+        wait_for(lambda: len(h.executing()) == LANES, 60, 0.01, "every holder to run")
+        spec = h.spec("queued", "true")
+        spec_file = h.spec_file("queued", spec)
+
+        def cli_batch(n: int) -> list[float]:
+            out = []
+            for _ in range(n):
+                job = uuid7()
+                t0 = time.perf_counter_ns()
+                h.run_cli_submit(spec_file, job)
+                out.append((time.perf_counter_ns() - t0) / 1e6)
+            return out
+
+        def api_batch(n: int) -> list[float]:
+            out = []
+            for _ in range(n):
+                t0 = time.perf_counter_ns()
+                h.submit_api(spec)
+                out.append((time.perf_counter_ns() - t0) / 1e6)
+            return out
+
+        def list_cost(runs: int) -> tuple[list[float], list[float], int]:
+            cli, api = [], []
+            count = 0
+            for _ in range(runs):
+                t0 = time.perf_counter_ns()
+                r = h.cli("--json", "resource", "jobs")
+                cli.append((time.perf_counter_ns() - t0) / 1e6)
+                count = len(json.loads(r.stdout)["jobs"])
+                t0 = time.perf_counter_ns()
+                h.api.get("/v1/jobs")
+                api.append((time.perf_counter_ns() - t0) / 1e6)
+            return cli, api, count
+
+        def fill(n: int, stop_at: float) -> int:
+            """`n` untimed API submits from FILL_CONNECTIONS threads, each on its own
+            connection: the core serves what queued up meanwhile before its scheduling pass,
+            so concurrent submits share passes. Stops at `stop_at` (monotonic)."""
+            if n <= 0:
+                return 0
+            done = [0] * FILL_CONNECTIONS
+            errors: list[BaseException] = []
+
+            def worker(k: int) -> None:
+                api = Api(h.sock)
+                try:
+                    for _ in range(k, n, FILL_CONNECTIONS):
+                        if errors or time.monotonic() > stop_at:
+                            return
+                        job = uuid7()
+                        api.post("/v1/jobs", h.body(job, spec))
+                        done[k] += 1
+                except BaseException as e:  # reported below
+                    errors.append(e)
+                finally:
+                    api.close()
+
+            threads = [threading.Thread(target=worker, args=(k,)) for k in range(FILL_CONNECTIONS)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            if errors:
+                raise errors[0]
+            return sum(done)
+
+        queued = 0
+        cli_first = cli_batch(SAMPLE)
+        api_first = api_batch(SAMPLE)
+        queued += 2 * SAMPLE
+        mark_2000 = {}
+        t_fill = time.perf_counter()
+        stop_at = time.monotonic() + FILL_BUDGET
+        filled = 0
+        if QUEUE >= 2000 + 2 * SAMPLE:
+            filled += fill(2000 - queued, stop_at)
+            queued += filled
+            if queued == 2000:
+                c, a, n = list_cost(LIST_RUNS)
+                mark_2000.update(list_cli=c, list_api=a, n=n, rss=rss_kib(h.pid))
+        more = fill(QUEUE - 2 * SAMPLE - queued, stop_at)
+        filled += more
+        queued += more
+        fill_s = time.perf_counter() - t_fill
+        if time.monotonic() > stop_at:
+            log(f"fill budget of {FILL_BUDGET} s spent at {queued} queued")
+        before_last = queued
+        cli_last = cli_batch(SAMPLE)
+        api_last = api_batch(SAMPLE)
+        queued += 2 * SAMPLE
+        log(f"queue filled: {queued} submitted, bulk API fill {fill_s:.1f} s")
+
+        list_cli, list_api, listed = list_cost(LIST_RUNS)
+        notes["listed"] = listed
+        if listed != queued + LANES:
+            log(f"resource jobs listed {listed} jobs, expected {queued + LANES}")
+
+        rows.append(
+            dist_row(
+                "submit_cli_first",
+                f"submit via CLI, first {SAMPLE} (queue 0-{SAMPLE})",
+                "ms",
+                cli_first,
+                "< 6 ms",
+            )
+        )
+        rows.append(
+            dist_row(
+                "submit_cli_last",
+                f"submit via CLI, at {before_last:,}-{before_last + SAMPLE:,} queued",
+                "ms",
+                cli_last,
+                "< 6 ms, ≤ 1.2× first",
+            )
+        )
+        rows.append(
+            dist_row(
+                "submit_api_first",
+                f"submit via API, first {SAMPLE} (queue {SAMPLE}-{2 * SAMPLE})",
+                "ms",
+                api_first,
+            )
+        )
+        rows.append(
+            dist_row(
+                "submit_api_last",
+                f"submit via API, last {SAMPLE} (to {queued:,} queued)",
+                "ms",
+                api_last,
+                "≤ 1.2× first",
+            )
+        )
+        ratio_cli = median(cli_last) / median(cli_first)
+        ratio_api = median(api_last) / median(api_first) if api_first else None
+        rows.append(
+            Row(
+                "submit_ratio",
+                "submit cost growth, last / first (CLI; API)",
+                "x",
+                target="≤ 1.2",
+                text=f"{ratio_cli:.2f}; {fmt(ratio_api)}",
+            )
+        )
+        if filled:
+            rows.append(
+                Row(
+                    "fill_rate",
+                    f"bulk API fill, {FILL_CONNECTIONS} concurrent connections (untimed each)",
+                    "jobs/s",
+                    p50=filled / fill_s,
+                    n=filled,
+                )
+            )
+        if mark_2000:
+            rows.append(
+                dist_row(
+                    "list_2000",
+                    f"`resource jobs --json` (CLI), 2,000 queued + {LANES} active",
+                    "ms",
+                    mark_2000["list_cli"],
+                    tails=False,
+                )
+            )
+        rows.append(
+            dist_row(
+                "list_cli",
+                f"`resource jobs --json` (CLI), {queued:,} queued + {LANES} active",
+                "ms",
+                list_cli,
+                "< 50 ms",
+                tails=False,
+            )
+        )
+        rows.append(
+            dist_row(
+                "list_api",
+                f"GET /v1/jobs (socket API), {queued:,} queued + {LANES} active",
+                "ms",
+                list_api,
+                tails=False,
+            )
+        )
+
+        # Footprint with the queue full and every lane held.
+        h.api.close()
+        time.sleep(1.0)
+        if mark_2000.get("rss"):
+            rows.append(
+                Row(
+                    "rss_2000",
+                    "daemon RSS, 2,000 queued",
+                    "MB",
+                    p50=mark_2000["rss"] / 1024,
+                )
+            )
+        rss = rss_kib(h.pid)
+        rows.append(
+            Row(
+                "rss",
+                f"daemon RSS, {queued:,} queued, {LANES} lanes busy",
+                "MB",
+                p50=rss / 1024 if rss else None,
+                target="< 20 MB",
+            )
+        )
+        worker_rss = [r for r in (rss_kib(pid) for pid, _ in h.workers()) if r]
+        if worker_rss:
+            rows.append(
+                Row(
+                    "worker_rss",
+                    "worker RSS (each busy lane's homebased-worker)",
+                    "MB",
+                    p50=median(worker_rss) / 1024,
+                    n=len(worker_rss),
+                )
+            )
+        worker_pids = [pid for pid, _ in h.workers()]
+        c0 = cpu_ticks(h.pid)
+        w0 = sum(cpu_ticks(p) for p in worker_pids if alive(p))
+        time.sleep(IDLE_SECONDS)
+        c1 = cpu_ticks(h.pid)
+        w1 = sum(cpu_ticks(p) for p in worker_pids if alive(p))
+        tick_ms = 1000 / CLK_TCK
+        rows.append(
+            Row(
+                "idle_cpu",
+                f"daemon CPU over {IDLE_SECONDS} idle s, queue full",
+                "ms",
+                p50=(c1 - c0) * tick_ms,
+                target="0 measurable",
+            )
+        )
+        rows.append(
+            Row(
+                "worker_idle_cpu",
+                f"all {len(worker_pids)} workers' CPU over the same {IDLE_SECONDS} s",
+                "ms",
+                p50=(w1 - w0) * tick_ms,
+            )
+        )
+        notes["tick_ms"] = tick_ms
+
+        # kill -9 with the queue full and every lane held, then `daemon serve` again.
+        lock_ms = h.kill9()
+        t0 = time.perf_counter_ns()
+        h.serve_foreground()
+        probe = Api(h.sock, timeout=60)
+
+        def status_ok():
+            if h.serve is not None and h.serve.poll() is not None:
+                raise RuntimeError(
+                    f"the restarted daemon exited {h.serve.returncode}: "
+                    + (h.work / "serve.log").read_text()[-400:]
+                )
+            try:
+                probe.get("/v1/status", fresh=True)
+                return True
+            except (OSError, ApiError, http.client.HTTPException):
+                return False
+
+        wait_for(status_ok, 120, 0.001, "the restarted daemon's socket")
+        sock_ms = (time.perf_counter_ns() - t0) / 1e6
+
+        def resources_ok():
+            try:
+                return probe.get("/v1/resources", fresh=True)["resources"]
+            except (OSError, ApiError, http.client.HTTPException):
+                return None
+
+        res = wait_for(resources_ok, 120, 0.001, "the restarted daemon's resource list")
+        res_ms = (time.perf_counter_ns() - t0) / 1e6
+        running = sum(
+            1 for r in res if r["run"] and r["run"]["phase"]["phase"] == "executing"
+        )
+        rows.append(
+            Row(
+                "restart_lock",
+                f"kill -9 of the daemon ({queued:,} queued) to `daemon.lock` free",
+                "ms",
+                p50=lock_ms,
+            )
+        )
+        rows.append(
+            Row(
+                "restart",
+                f"↳ then `daemon serve` to a working socket ({LANES} live runs)",
+                "ms",
+                p50=sock_ms,
+            )
+        )
+        rows.append(
+            Row(
+                "restart_resources",
+                "↳ to GET /v1/resources answered",
+                "ms",
+                p50=res_ms,
+            )
+        )
+        still = len(h.workers())
+        rows.append(
+            Row(
+                "restart_runs",
+                "↳ live runs after that restart (executing / workers alive)",
+                "runs",
+                text=f"{running} / {still} of {LANES}",
+                target=f"{LANES} / {LANES}",
+            )
+        )
+        notes["queued"] = queued
+        # Throw the home away without cancelling 10,000 jobs one by one.
+        h.stop(cancel=False)
+    finally:
+        h.close()
+
+
+def preempt_workload(bins: Path, rows: list[Row], notes: dict) -> None:
+    """One lane running a low `yield` job; a high job arrives. Measured: urgent submit to
+    `control/yield` existing, and the low workload's exit 75 to the urgent workload's start."""
+    h = Home(bins, "preempt")
+    try:
+        h.start()
+        low_script = (
+            '[ "$HOMEBASED_RESUME" = 1 ] && exit 0; '
+            f": > '{h.out}/ready.'\"$HOMEBASED_JOB_ID\"; "
+            'while [ ! -e "$HOMEBASED_YIELD_FILE" ]; do sleep 0.01; done; '
+            f"date +%s%N > '{h.out}/yexit.'\"$HOMEBASED_JOB_ID\"; exit 75"
+        )
+        low_spec = h.spec("low yield", low_script, priority="low", mode="yield")
+        high_spec = h.spec(
+            "urgent", f"date +%s%N > '{h.out}/ustart.'\"$HOMEBASED_JOB_ID\"", priority="high"
+        )
+        high_file = h.spec_file("urgent", high_spec)
+        to_yield = {"cli": [], "api": []}
+        exit_to_start = []
+        outcomes = []
+        for i in range(PREEMPT + 1):  # round 0 is a warm-up
+            path = "cli" if i % 2 == 0 else "api"
+            low = h.submit_api(low_spec)
+            wait_for(lambda: (h.out / f"ready.{low}").exists(), 30, 0.001, "the low job")
+            run = wait_for(
+                lambda: next((r for r in h.executing() if r["job"] == low), None),
+                30,
+                0.002,
+                "the low run to execute",
+            )
+            yield_file = h.task_dir(run["task"]) / "control" / "yield"
+            high = uuid7()
+            err: list[BaseException] = []
+            t0 = time.time_ns()
+            if path == "cli":
+                proc = subprocess.Popen(
+                    h.submit_cli_argv(high_file, high),
+                    cwd=h.work,
+                    env=h.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                waiter = None
+            else:
+                proc = None
+                submitter = Api(h.sock)
+
+                def submit() -> None:
+                    try:
+                        submitter.post("/v1/jobs", h.body(high, high_spec))
+                    except BaseException as e:  # reported below
+                        err.append(e)
+                    finally:
+                        submitter.close()
+
+                waiter = threading.Thread(target=submit)
+                waiter.start()
+            deadline = time.monotonic() + 30
+            while not yield_file.exists():
+                if time.monotonic() > deadline:
+                    raise TimeoutError("no yield file within 30 s")
+                time.sleep(0.0002)
+            t_yield = time.time_ns()
+            if proc is not None:
+                proc.wait(timeout=60)
+            if waiter is not None:
+                waiter.join(timeout=60)
+            if err:
+                raise err[0]
+            y = wait_for(lambda: read_ns(h.out / f"yexit.{low}"), 30, 0.001, "exit 75")
+            u = wait_for(lambda: read_ns(h.out / f"ustart.{high}"), 30, 0.001, "urgent")
+            wait_for(
+                lambda: h.job(low)["state"]["state"] in ("succeeded", "failed", "cancelled"),
+                60,
+                0.005,
+                "the low job to resume and finish",
+            )
+            h.wait_idle()
+            if i == 0:
+                continue
+            to_yield[path].append((t_yield - t0) / 1e6)
+            exit_to_start.append((u - y) / 1e6)
+            detail = h.job(low)
+            outcomes.append(
+                (detail["state"]["state"], [r["status"] for r in detail["runs"]])
+            )
+        rows.append(
+            dist_row(
+                "preempt_cli",
+                "preemption: urgent submit (CLI) to control/yield",
+                "ms",
+                to_yield["cli"],
+                "< 20 ms",
+            )
+        )
+        rows.append(
+            dist_row(
+                "preempt_api",
+                "preemption: urgent submit (API) to control/yield",
+                "ms",
+                to_yield["api"],
+                "< 20 ms",
+            )
+        )
+        rows.append(
+            dist_row(
+                "preempt_handover",
+                "preemption: low exits 75 to urgent start",
+                "ms",
+                exit_to_start,
+                "< 100 ms (hand-over)",
+            )
+        )
+        expected = ("succeeded", ["preempted", "succeeded"])
+        odd = [o for o in outcomes if o != expected]
+        notes["preempt_odd"] = odd
+    finally:
+        h.close()
+
+
+def sweep_workload(bins: Path, rows: list[Row], notes: dict) -> None:
+    """Cleanup time (exit.json ended_at to cleanup.json finished_at) of short jobs with P
+    unrelated sleepers alive, for each P in BENCH_SWEEP_PROCS."""
+    h = Home(bins, "sweep")
+    try:
+        h.start()
+        spec = h.spec("sweep", "true")
+        by_p: dict[int, tuple[int, list[int]]] = {}
+        for p in SWEEP_PROCS:
+            with Sleepers(p):
+                alive_n = count_processes()
+                jobs = []
+                for _ in range(SWEEP_JOBS + 1):  # the first is a warm-up
+                    job = h.submit_api(spec)
+                    wait_for(
+                        lambda: h.job(job)["state"]["state"] != "queued"
+                        and h.job(job)["active_run"] is None,
+                        60,
+                        0.002,
+                        "the sweep job",
+                    )
+                    h.wait_idle()
+                    jobs.append(job)
+                tasks = set()
+                for job in jobs[1:]:
+                    for r in h.job(job)["runs"]:
+                        tasks.add(r["task"])
+                recs = [
+                    r
+                    for r in run_records(h)
+                    if r["task"] in tasks and r["ended_at"] and r["finished_at"]
+                ]
+                by_p[p] = (alive_n, [r["finished_at"] - r["ended_at"] for r in recs])
+        for p, (alive_n, values) in by_p.items():
+            rows.append(
+                dist_row(
+                    f"sweep_{p}",
+                    f"cleanup of a short job, {p:,} sleepers ({alive_n:,} processes)",
+                    "ms",
+                    values,
+                )
+            )
+        ps = [p for p in by_p if by_p[p][1]]
+        if len(ps) >= 2 and max(ps) > min(ps):
+            lo, hi = min(ps), max(ps)
+            n_lo, n_hi = by_p[lo][0], by_p[hi][0]
+            slope = (median(by_p[hi][1]) - median(by_p[lo][1])) / ((n_hi - n_lo) / 1000)
+            rows.append(
+                Row(
+                    "sweep_slope",
+                    "sweep cost per 1,000 processes (median cleanup slope)",
+                    "ms",
+                    p50=slope,
+                )
+            )
+        notes["sweep_resolution"] = "1 ms (exit.json and cleanup.json carry milliseconds)"
+    finally:
+        h.close()
+
+
+def kill9_workload(bins: Path, rows: list[Row], notes: dict) -> None:
+    """A job sleeping 3 s; kill -9 the daemon; `daemon start` again; what job show says."""
+    h = Home(bins, "kill9")
+    try:
+        h.start()
+        job = h.submit_api(h.spec("sleep 3", "sleep 3"))
+        wait_for(lambda: h.executing(), 30, 0.005, "the job to run")
+        time.sleep(0.5)
+        lock_ms = h.kill9()
+        start_ms = h.start()
+        detail = wait_for(
+            lambda: (d := h.job(job))["state"]["state"] in ("succeeded", "failed", "cancelled")
+            and d,
+            60,
+            0.05,
+            "the job to end",
+        )
+        h.wait_idle(timeout=60)
+        detail = h.job(job)  # again, now that its cleanup is recorded too
+        runs = detail["runs"]
+        text = f"{detail['state']['state']}, {len(runs)} run" + ("s" if len(runs) != 1 else "")
+        notes["kill9_detail"] = [
+            {k: r.get(k) for k in ("status", "process", "started_at", "ended_at", "cleanup")}
+            for r in runs
+        ]
+        rows.append(
+            Row(
+                "kill9",
+                "a running job after daemon kill -9 and `daemon start`",
+                "state",
+                text=text,
+                target="succeeded, one run",
+            )
+        )
+        rows.append(Row("kill9_lock", "↳ kill -9 to `daemon.lock` free", "ms", p50=lock_ms))
+        rows.append(
+            Row("kill9_start", "↳ then `daemon start` wall time", "ms", p50=start_ms)
+        )
+    finally:
+        h.close()
+
+
+# ---------------------------------------------------------------------------------------
+# The report
+
+
+def machine_facts() -> dict[str, str]:
+    facts = {"nproc": str(os.cpu_count())}
+    try:
+        facts["nproc"] = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        pass
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                facts["memory"] = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    facts["kernel"] = f"{platform.system()} {platform.release()} {platform.machine()}"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                facts["cpu"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        load = Path("/proc/loadavg").read_text().split()[:3]
+        facts["load"] = " ".join(load)
+    except OSError:
+        pass
+    facts["python"] = platform.python_version()
+    return facts
+
+
+DEFINITIONS = """\
+Every workload runs on a fresh temporary home (`--home`) with fake lanes: the `nvidia-smi`
+probe (`HOMEBASED_NVIDIA_SMI`) points at a missing file, which gives the one unindexed lane
+`gpu0`, or at a script printing `GPU n: ...` lines, which gives indexed lanes. Workloads are
+`/bin/sh -c` scripts, with no Python in the job path. Times that cross processes compare
+`date +%s%N` written by the workload with Python's `time.time_ns()` (both `CLOCK_REALTIME`);
+submit and list times are wall times of the whole call (`perf_counter`). p50 is the median,
+p90/p99 interpolate between ranks; with n around 100 to 200, p99 is the one or two worst
+samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in `open(2)`.
+
+- **floor**: Python takes the time, spawns `/bin/sh -c 'date +%s%N > FILE'` and waits; floor =
+  the stamp minus that time. This is the least any queue can add to, on this machine.
+- **start latency (CLI)**: one idle lane; jobs submitted one at a time, each a one-step job
+  running `date +%s%N > FILE`; latency = that stamp minus the time taken just before
+  `homebased --quiet resource job submit --job-id J --spec FILE` was spawned. It includes the
+  CLI's start-up, the submit (validation and a durable SQLite commit), the scheduling pass, the
+  run directory, the worker's start and the workload's own `sh` and `date`. The lane is idle
+  again (GET /v1/resources shows no run) before the next submit. The first job is a warm-up.
+- **start latency (API)**: the same, but the submit is `POST /v1/jobs` with the body
+  `{"job", "spec", "submitter": {"path", "home", "cwd", "parent_task": null},
+  "allow_other_thread": false}` over a new connection to `<home>/homebased.sock` (Python
+  `http.client` on an `AF_UNIX` socket), so no CLI process is started.
+- **CLI submit wall time, empty queue**: the wall time of those CLI submits alone.
+- **hand-over**: one lane; a holder job keeps it until BENCH_HANDOVER_JOBS short jobs are queued
+  through the API, then is released. Each short job runs `date +%s%N > S; exec date +%s%N > E`,
+  so E is written by the workload's last process just before it exits. Hand-over = next job's S
+  minus previous job's E, in start order: the worker noticing the exit, `exit.json`, the
+  cleanup (process group, sweep), `cleanup.json`, the daemon noticing, its commit, the next
+  scheduling pass, the next run directory and worker, and the next `sh` and `date`. BENCH_PROCS
+  unrelated `sleep` processes of the same user are alive throughout (the count in the row is
+  every process on the machine). "Of which the cleanup" is `cleanup.json` `finished_at` minus
+  `exit.json` `ended_at` of the same runs (1 ms resolution).
+- **submit cost vs queue size**: every lane held (BENCH_LANES indexed lanes, a holder on each).
+  In this order, each submit timed on its own: BENCH_SAMPLE submits through the CLI (the wall
+  time of the CLI process; queue 0 to S) and BENCH_SAMPLE `POST /v1/jobs` over one kept-alive
+  connection (S to 2S); then an untimed bulk fill through the API from BENCH_FILL_CONNECTIONS
+  concurrent connections (the core serves a burst of calls before one scheduling pass, so this
+  is the fast way to build a queue) up to BENCH_QUEUE - 2S, pausing at 2,000 for the list and
+  RSS figures; then BENCH_SAMPLE CLI and BENCH_SAMPLE API submits at the full queue. If the
+  fill takes longer than BENCH_FILL_BUDGET seconds it stops there and every row names the queue
+  size reached. The growth row is the ratio of the medians, last over first. The jobs run
+  `true`; they never start.
+- **list cost**: wall time of `homebased --json resource jobs` (the CLI process, its output read
+  through a pipe) and of `GET /v1/jobs` over the kept-alive connection, median of
+  BENCH_LIST_RUNS each, at 2,000 queued (during the fill, for the other tools' column) and with
+  the queue full.
+- **daemon RSS**: `VmRSS` of the daemon's pid (`daemon status --json` field `pid`), read once at
+  2,000 queued and once with the queue full and every lane held; the workers' RSS likewise.
+- **daemon CPU**: utime + stime of the daemon's pid (`/proc/<pid>/stat`, all threads) over
+  BENCH_IDLE_SECONDS with the queue full, every lane held, and nothing else asked of it; the
+  resolution is one clock tick (10 ms). The workers' CPU over the same window beside it.
+- **restart**: with the queue full and every lane held, `kill -9` the daemon, then time from
+  spawning `homebased daemon serve` until `GET /v1/status` answers on the socket (polled every
+  millisecond, a new connection each), and until `GET /v1/resources` answers; then count the
+  runs shown executing and the workers still alive. "kill -9 to `daemon.lock` free" runs from
+  the SIGKILL until a shared `flock` on `<home>/daemon.lock` succeeds (what `daemon start` and
+  `daemon serve` check first): the lock goes only when the last thread of the killed daemon
+  has exited, which can be later than its pid turning into a zombie.
+- **preemption**: one lane running a low-priority `yield` job whose workload checks for
+  `$HOMEBASED_YIELD_FILE` every 10 ms (`sleep 0.01` in `sh`), writes `date +%s%N` and exits 75;
+  once it runs, a high-priority job is submitted (CLI and API alternately; the API call from a
+  thread). "To control/yield" = the time the file `<home>/tasks/<task>/control/yield` was first
+  seen (polled every 0.2 ms) minus the time just before the submit started. "Exit 75 to urgent
+  start" = the urgent workload's `date +%s%N` minus the low workload's. The low job resumes
+  (`HOMEBASED_RESUME=1`, exits 0) before the next round. The first round is a warm-up.
+- **sweep cost**: for each sleeper count P in BENCH_SWEEP_PROCS, BENCH_SWEEP_JOBS jobs running
+  `true` one at a time; cleanup = `cleanup.json` `finished_at` minus `exit.json` `ended_at`
+  (milliseconds). Per 1,000 processes = (median at the largest P minus median at the smallest)
+  divided by the difference in processes alive, in thousands.
+- **kill -9 and restart**: a job running `sleep 3`; 0.5 s after it runs, `kill -9` the daemon,
+  `homebased daemon start` again (its wall time beside), wait for the job to end and report
+  what `GET /v1/jobs/<job>` (what `job show` prints) says, once the lane is idle again: state,
+  and each run's status, process exit, times and cleanup.
+"""
+
+BEGIN = "<!-- bench:begin (written by scripts/bench; edit outside these markers) -->"
+END = "<!-- bench:end -->"
+
+
+def note_lines(notes: dict) -> list[str]:
+    out = []
+    if notes.get("start_ratio"):
+        out.append(
+            f"Start latency through the CLI, p50 over the floor's p50: {notes['start_ratio']:.1f}x "
+            "(target at most 3.5x)."
+        )
+    if notes.get("kill9_detail"):
+        out.append(
+            "The job's runs after kill -9 and restart, as `job show` gives them: "
+            f"`{json.dumps(notes['kill9_detail'], separators=(',', ':'))}`."
+        )
+    if notes.get("preempt_odd"):
+        out.append(
+            "Preemption rounds whose low job did not end succeeded after one preempted run: "
+            f"`{notes['preempt_odd']}`."
+        )
+    return out
+
+
+def report_block(
+    rows: list[Row], facts: dict, command: str, started: str, took: float, notes: dict
+) -> str:
+    lines = [
+        BEGIN,
+        "",
+        f"Command: `{command}` (from the repository root)",
+        "",
+        f"Date: {started} UTC; the whole run took {took / 60:.1f} min.",
+        "",
+        "Machine: "
+        + f"{facts.get('nproc', '?')} CPUs ({facts.get('cpu', 'unknown CPU')}), "
+        + f"{facts.get('memory', '?')} memory, {facts.get('kernel', '?')}, "
+        + f"load average {facts.get('load', '?')} at the start and "
+        + f"{facts.get('load_end', '?')} at the end, Python {facts.get('python')}. "
+        + "The machine is shared with other work and noisy: read medians, and the tails as "
+        + "noise unless they repeat.",
+        "",
+        "Counts: "
+        + f"BENCH_JOBS={JOBS} BENCH_HANDOVER_JOBS={HANDOVER_JOBS} BENCH_QUEUE={QUEUE} "
+        + f"BENCH_SAMPLE={SAMPLE} BENCH_PROCS={PROCS} "
+        + f"BENCH_SWEEP_PROCS={','.join(map(str, SWEEP_PROCS))} BENCH_SWEEP_JOBS={SWEEP_JOBS} "
+        + f"BENCH_PREEMPT={PREEMPT} BENCH_LIST_RUNS={LIST_RUNS} "
+        + f"BENCH_IDLE_SECONDS={IDLE_SECONDS} BENCH_LANES={LANES} "
+        + f"BENCH_FILL_BUDGET={FILL_BUDGET} BENCH_FILL_CONNECTIONS={FILL_CONNECTIONS}",
+        "",
+        "The other tools' figures are the ones in issue 8 (same machine class, medians); "
+        + "their list, RSS and submit figures are at 2,000 queued, ours at the queue size "
+        + "named in the row.",
+        "",
+        markdown_table(rows),
+        "",
+        *[line for n in note_lines(notes) for line in (n, "")],
+        "### Definitions",
+        "",
+        DEFINITIONS,
+        END,
+    ]
+    return "\n".join(lines)
+
+
+def write_report(path: Path, block: str) -> None:
+    if path.exists():
+        text = path.read_text()
+        if BEGIN in text and END in text:
+            head, rest = text.split(BEGIN, 1)
+            _, tail = rest.split(END, 1)
+            path.write_text(head + block + tail)
+            return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "# Benchmarks\n\n"
+        "`scripts/bench` builds the release binaries and measures the daemon on this "
+        "machine; `BENCH_QUICK=1 scripts/bench` is a short run. Nothing in the test suite "
+        "asserts a speed.\n\n" + block + "\n"
+    )
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin-dir", default=str(ROOT / "target" / "release"))
+    args = ap.parse_args()
+    bins = Path(args.bin_dir).resolve()
+    for b in ("homebased", "homebased-worker"):
+        if not (bins / b).is_file():
+            sys.exit(f"bench: {bins / b} is missing; build it first (scripts/bench does)")
+    command = os.environ.get("BENCH_COMMAND") or " ".join(
+        [f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("BENCH_")]
+        + ["python3 scripts/bench.py", *sys.argv[1:]]
+    )
+    out_raw = os.environ.get("BENCH_OUT")
+    if out_raw is None:
+        out = None if QUICK else ROOT / "docs" / "BENCHMARKS.md"
+    else:
+        out = Path(out_raw) if out_raw else None
+
+    become_subreaper()
+    facts = machine_facts()
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    t_start = time.monotonic()
+    rows: list[Row] = []
+    notes: dict = {}
+    plan = [
+        ("floor", floor_workload),
+        ("start", start_workload),
+        ("handover", handover_workload),
+        ("queue", queue_workload),
+        ("preempt", preempt_workload),
+        ("sweep", sweep_workload),
+        ("kill9", kill9_workload),
+    ]
+    failed = []
+    for name, fn in plan:
+        if ONLY and name not in ONLY:
+            continue
+        t0 = time.monotonic()
+        log(f"{name} ...")
+        try:
+            fn(bins, rows, notes)
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:  # one broken workload must not hide the others' figures
+            log(f"{name} failed: {type(e).__name__}: {e}")
+            rows.append(Row(name, f"{name} workload", "-", text=f"FAILED: {e}"))
+            failed.append(name)
+        log(f"{name} done in {time.monotonic() - t0:.1f} s")
+    took = time.monotonic() - t_start
+    try:
+        facts["load_end"] = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        pass
+
+    print()
+    print(f"homebased benchmarks: {command}")
+    print(
+        f"{facts.get('nproc')} CPUs ({facts.get('cpu', '?')}), {facts.get('memory', '?')}, "
+        f"{facts.get('kernel')}; {started} UTC; {took:.0f} s"
+    )
+    print()
+    print_table(rows)
+    for line in note_lines(notes):
+        print(f"\n{line}")
+    if out is not None:
+        write_report(out, report_block(rows, facts, command, started, took, notes))
+        print(f"\nwrote {out}")
+    else:
+        print("\nno report written (quick run, or BENCH_OUT empty); BENCH_OUT=PATH writes one")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
