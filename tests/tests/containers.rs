@@ -113,3 +113,42 @@ fn cancel_stops_and_removes_a_running_container() {
     wait_all_idle(&h);
     assert_eq!(containers_of(&task), "", "the stopped container is removed");
 }
+
+#[test]
+fn a_lost_workers_container_is_removed_before_the_lane_serves_again() {
+    let Some(image) = homebased_e2e::image() else {
+        return;
+    };
+    let h = home();
+    let spec = h.spec("container of a lost worker").set(
+        "workload",
+        container_step(&image, "echo started; sleep 300"),
+    );
+    let job = h.submit(&spec);
+    let lane = wait_phase(&h, &job, "executing");
+    let task = lane["run"]["task"].as_str().unwrap().to_string();
+    common::wait_until("the container to print its first line", || {
+        task_log(&h, &task).contains("started")
+    });
+    assert_ne!(containers_of(&task), "", "the container runs");
+    let worker: Value = serde_json::from_slice(
+        &std::fs::read(h.home().join("tasks").join(&task).join("worker.json")).unwrap(),
+    )
+    .unwrap();
+    let pid = worker["worker"]["pid"].as_i64().unwrap() as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let failed = wait_job(&h, &job, "failed");
+    assert_eq!(runs(&failed)[0]["status"], "lost", "{failed:#}");
+    wait_all_idle(&h);
+    assert_eq!(
+        containers_of(&task),
+        "",
+        "the daemon removed the lost worker's container"
+    );
+    let cleanup = &runs(&show(&h, &job))[0]["cleanup"];
+    assert_eq!(cleanup["result"], "clean", "{cleanup:#}");
+}

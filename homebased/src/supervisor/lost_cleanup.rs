@@ -1,6 +1,7 @@
-//! Cleanup after a worker that vanished before it wrote `cleanup.json`: the daemon empties
-//! the workload's process group itself, signalling each member only after re-checking its
-//! identity, and never a protected pid; then it runs the same marker sweep as the worker.
+//! Cleanup after a worker that vanished before it wrote `cleanup.json`: the daemon removes a
+//! container step's container, empties the workload's process group itself (signalling each
+//! member only after re-checking its identity, and never a protected pid), then runs the same
+//! marker sweep as the worker.
 
 use homebased_shared::config::CleanupConfig;
 use homebased_shared::ids::TaskId;
@@ -39,6 +40,17 @@ pub fn clean(
             }
         }
     };
+    let container_step = matches!(
+        dir.read_run().map(|run| run.step),
+        Ok(homebased_shared::spec::Step::Container(_))
+    );
+    if container_step {
+        // Docker, not the marker sweep, is the one to end the container's processes.
+        let removed = super::lost_container::remove(task, config);
+        if !removed.is_clean() {
+            return removed;
+        }
+    }
     if let Some(child) = &child {
         let group = empty_group(child, config, protected);
         if !group.is_clean() {
