@@ -36,6 +36,11 @@ pub fn web_address(flag: Option<&str>, config: &Config) -> ApiResult<Option<Sock
 }
 
 pub fn serve(opts: ServeOptions) -> ApiResult<()> {
+    // Before any thread exists: a daemon started from inside a run must not carry that run's
+    // marker, or the run's cleanup would take the daemon and its workers for the run's own.
+    for name in homebased_shared::rundir::PER_RUN_VARIABLES {
+        std::env::remove_var(name);
+    }
     init_logging();
     let web = web_address(opts.web_listen.as_deref(), &opts.config)?;
     opts.home.create().map_err(|e| {

@@ -1,7 +1,7 @@
 //! The store: the only code that touches SQLite. One connection, owned by the core; every
 //! change is one `BEGIN IMMEDIATE` transaction.
 //!
-//! - `schema.sql`, `schema_v2.sql` and [`MIGRATIONS`]: versioned schema (`PRAGMA user_version`).
+//! - `schema.sql`, `schema_v2.sql`, `schema_v3.sql` and [`MIGRATIONS`]: versioned schema (`PRAGMA user_version`).
 //! - [`machine`], [`resources`], [`jobs`], [`runs`], [`events`], [`operations`]: one file
 //!   per table, plain functions over a connection or transaction.
 //! - [`notices`]: blocked-notice episodes and the check-due mark of runs.
@@ -22,6 +22,7 @@ use std::path::Path;
 const MIGRATIONS: &[&str] = &[
     include_str!("store/schema.sql"),
     include_str!("store/schema_v2.sql"),
+    include_str!("store/schema_v3.sql"),
 ];
 
 /// The schema version this build writes.

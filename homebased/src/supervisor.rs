@@ -119,14 +119,21 @@ pub fn watch(core: CoreHandle, dir: RunDir, task: TaskId, child: Option<Child>) 
     let spawned = std::thread::Builder::new()
         .name(format!("watch-{task}"))
         .spawn(move || {
-            match File::open(dir.runner_lock()) {
-                Ok(file) => {
-                    // Blocks until every holder (the worker) has exited.
-                    if let Err(e) = flock(&file, libc::LOCK_SH) {
-                        tracing::warn!(%task, error = %e, "cannot wait on runner.lock");
+            // Blocks until every holder (the worker) has exited. Only a granted lock proves
+            // the worker gone: an error (no descriptor left, say) is retried, never taken for
+            // a lost worker, since that would clean up after a live run.
+            loop {
+                let waited =
+                    File::open(dir.runner_lock()).and_then(|file| flock(&file, libc::LOCK_SH));
+                match waited {
+                    Ok(()) => break,
+                    // No lock file: nothing can hold it.
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                    Err(e) => {
+                        tracing::warn!(%task, error = %e, "cannot wait on runner.lock; retrying");
+                        std::thread::sleep(std::time::Duration::from_secs(1));
                     }
                 }
-                Err(e) => tracing::warn!(%task, error = %e, "cannot open runner.lock"),
             }
             if let Some(mut child) = child {
                 let _ = child.wait();

@@ -59,12 +59,17 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
     if state.next().is_some() {
         return None;
     }
+    // A zombie being reaped reads `0 -1 -1` here: no parent, group or session any more.
+    let id = |n: usize| -> Option<u32> {
+        let value: i64 = field(n)?.parse().ok()?;
+        Some(u32::try_from(value).unwrap_or(0))
+    };
     Some(ProcStat {
         pid,
         state: letter,
-        ppid: field(4)?.parse().ok()?,
-        pgrp: field(5)?.parse().ok()?,
-        session: field(6)?.parse().ok()?,
+        ppid: id(4)?,
+        pgrp: id(5)?,
+        session: id(6)?,
         flags: field(9)?.parse().ok()?,
         start_ticks: field(22)?.parse().ok()?,
     })
@@ -161,6 +166,14 @@ mod tests {
         let kthread = "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 24 0 0";
         assert!(parse_stat(kthread).unwrap().is_kernel_thread());
         assert!(!read_stat(std::process::id()).unwrap().is_kernel_thread());
+    }
+
+    #[test]
+    fn a_zombie_being_reaped_has_no_group() {
+        let line = "5320 (chain) Z 0 -1 -1 0 -1 4228164 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0";
+        let s = parse_stat(line).unwrap();
+        assert_eq!((s.ppid, s.pgrp, s.session, s.start_ticks), (0, 0, 0, 777));
+        assert!(s.is_zombie());
     }
 
     #[test]

@@ -149,6 +149,20 @@ impl RunSpec {
     }
 }
 
+/// The variables that describe one run (`HOMEBASED_HOME` is configuration, not one of them).
+/// A daemon started from inside a run must not carry them: the run's sweep would take the
+/// daemon, and every worker it starts, for the run's own processes.
+pub const PER_RUN_VARIABLES: [&str; 8] = [
+    "HOMEBASED_TASK_ID",
+    "HOMEBASED_JOB_ID",
+    "HOMEBASED_JOB_DIR",
+    "HOMEBASED_RUN_NUMBER",
+    "HOMEBASED_STEP_INDEX",
+    "HOMEBASED_RESUME",
+    "HOMEBASED_YIELD_FILE",
+    "HOMEBASED_RESOURCE",
+];
+
 /// True for an inherited variable that must never reach a workload unscrubbed.
 pub fn is_run_variable(name: &str) -> bool {
     name.starts_with("HOMEBASED_") || name == "CUDA_VISIBLE_DEVICES"

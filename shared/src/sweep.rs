@@ -142,6 +142,9 @@ impl Sweep {
             // second scan at once. The rescan pace is for waiting on signalled processes;
             // a process forked during the first scan is listed by the second either way.
             if settled_empty == 1 {
+                // A zero wait still lets the clock do its chores: the worker's clock reaps,
+                // so a target killed a moment ago does not outlive the sweep as a zombie.
+                clock.sleep(Duration::ZERO);
                 continue;
             }
             let now = clock.now();

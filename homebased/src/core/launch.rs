@@ -9,8 +9,9 @@ use crate::store::resources::{self, Resource};
 use crate::store::{runs, DbResult};
 use crate::supervisor;
 use homebased_shared::error::{ApiError, ApiResult};
+use homebased_shared::event::EventKind;
 use homebased_shared::ids::TaskId;
-use homebased_shared::queue::{JobStatus, PhaseKind};
+use homebased_shared::queue::{JobStatus, PhaseKind, StopCause};
 use homebased_shared::rundir::RunSpec;
 use homebased_shared::spec::JobSpec;
 use homebased_shared::time::now_ms;
@@ -87,28 +88,65 @@ impl Core {
         Ok(())
     }
 
-    /// Gives the lane back and returns the job to its slot, same step, no event. Only for a
-    /// launch whose worker is provably not running.
+    /// Ends a launch whose worker never confirmed and holds no lock: the job returns to its
+    /// slot, same step, no event (or is cancelled, with its event, if a cancel came in
+    /// meanwhile). If the worker got as far as `worker.json`, it may have started the
+    /// workload before it died: the lane is then cleaned like a lost worker's before it
+    /// serves again, rather than freed at once.
     pub(super) fn abandon_launch(&mut self, task: TaskId) {
+        let dir = homebased_shared::rundir::RunDir::new(self.home.task_dir(task));
+        let worker_started = dir.worker_json().exists();
+        let machine = self.machine;
         let result = self.store.write(|tx| {
-            let Some(run) = runs::get(tx, task)? else { return Ok(()) };
+            let Some(run) = runs::get(tx, task)? else { return Ok(None) };
             if run.phase != Some(PhaseKind::Launching) {
-                return Ok(());
+                return Ok(None);
             }
+            let now = now_ms();
+            let phase = if worker_started { Some("cleaning") } else { None };
             tx.execute(
-                "UPDATE runs SET phase = NULL, status = 'lost', ended_at = ?2 WHERE task = ?1",
-                (task.to_string(), now_ms()),
+                "UPDATE runs SET phase = ?2, status = 'lost', ended_at = ?3, \
+                 cleanup_attempt = 1 WHERE task = ?1",
+                (task.to_string(), phase, now),
             )
             .db("abandon launch")?;
-            tx.execute(
-                "UPDATE jobs SET state = 'queued', updated_at = ?2 WHERE id = ?1 AND state = 'active'",
-                (run.job.to_string(), now_ms()),
-            )
-            .db("abandon launch")?;
-            Ok(())
+            let job = jobs::require(tx, run.job)?;
+            if run.stop_cause == Some(StopCause::UserCancel) {
+                jobs::finish(tx, &job, JobStatus::Cancelled, None)?;
+                let at = crate::store::events::EventRun {
+                    resource: run.resource,
+                    task,
+                    run_number: run.run_number,
+                    step: run.step,
+                };
+                crate::store::events::append(
+                    tx,
+                    machine,
+                    &job,
+                    EventKind::JobCancelled,
+                    Some(at),
+                    Default::default(),
+                )?;
+            } else {
+                tx.execute(
+                    "UPDATE jobs SET state = 'queued', updated_at = ?2 WHERE id = ?1 AND state = 'active'",
+                    (run.job.to_string(), now),
+                )
+                .db("abandon launch")?;
+            }
+            Ok(Some(run))
         });
         match result {
-            Ok(()) => tracing::warn!(%task, "launch abandoned: the job returns to its slot"),
+            Ok(Some(run)) => {
+                tracing::warn!(%task, worker_started, "launch abandoned: the job returns to its slot");
+                if worker_started {
+                    if let Ok(Some(run)) = runs::get(self.store.conn(), run.task) {
+                        self.clean_up_for_lost_worker(&run, &dir);
+                    }
+                }
+                self.mark_dirty();
+            }
+            Ok(None) => {}
             Err(e) => tracing::error!(%task, error = %e, "cannot abandon a launch"),
         }
     }

@@ -236,7 +236,7 @@ impl Core {
 
     /// The worker is gone before it wrote `cleanup.json`: the daemon cleans up itself, as a
     /// new, numbered attempt, off the core thread.
-    fn clean_up_for_lost_worker(&mut self, run: &Run, dir: &RunDir) {
+    pub(super) fn clean_up_for_lost_worker(&mut self, run: &Run, dir: &RunDir) {
         let attempt = run.cleanup_attempt.max(1) + 1;
         let recorded = self.store.write(|tx| {
             tx.execute(

@@ -12,6 +12,12 @@ use homebased_shared::API_VERSION;
 impl Core {
     pub fn submit(&mut self, req: SubmitRequest) -> ApiResult<SubmitResult> {
         let raw = serde_json::to_vec(&req.spec).map_err(ApiError::internal)?;
+        let request_digest = request_digest(&raw, &req.submitter.cwd);
+        // A retry of the very request that created the job (a lost reply) gets the job as it
+        // is now, even if the submitter's cwd or program has gone since.
+        if let Some(job) = jobs::find_request(self.store.conn(), req.job, &request_digest)? {
+            return Ok(self.submitted(&job));
+        }
         let ctx = SubmitContext {
             path: req.submitter.path.clone(),
             cwd: req.submitter.cwd.clone(),
@@ -62,6 +68,7 @@ impl Core {
                     target,
                     spec: &valid.canonical,
                     digest: &valid.digest,
+                    request_digest: &request_digest,
                     env_path: req.submitter.path.as_deref(),
                     env_home: req.submitter.home.as_deref(),
                     steps: valid.spec.steps.len() as u32,
@@ -70,14 +77,18 @@ impl Core {
             jobs::require(tx, id)
         })?;
         self.mark_dirty();
-        Ok(SubmitResult {
+        Ok(self.submitted(&job))
+    }
+
+    fn submitted(&self, job: &jobs::Job) -> SubmitResult {
+        SubmitResult {
             api_version: API_VERSION,
             job: job.id,
             machine: self.machine,
             state: job.status.as_str().into(),
             priority: job.priority,
             position: job.position,
-        })
+        }
     }
 
     /// A run submitting follow-up work keeps its events in the same thread.
@@ -122,4 +133,15 @@ impl Core {
             .with_input(serde_json::json!({ "machine": m }))),
         }
     }
+}
+
+/// The digest of a submission as sent: the spec's JSON (keys sorted by `serde_json`) and the
+/// working directory a relative `cwd` is taken from.
+fn request_digest(spec: &[u8], cwd: &std::path::Path) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(spec);
+    h.update([0]);
+    h.update(cwd.as_os_str().as_encoded_bytes());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }

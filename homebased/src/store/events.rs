@@ -220,6 +220,7 @@ pub(crate) fn test_job(conn: &Connection) -> Job {
             target: None,
             spec: &spec,
             digest: "d",
+            request_digest: "r",
             env_path: None,
             env_home: None,
             steps: 1,

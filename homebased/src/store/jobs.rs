@@ -52,6 +52,7 @@ pub struct NewJob<'a> {
     pub target: Option<ResourceId>,
     pub spec: &'a Value,
     pub digest: &'a str,
+    pub request_digest: &'a str,
     pub env_path: Option<&'a str>,
     pub env_home: Option<&'a str>,
     pub steps: u32,
@@ -214,8 +215,8 @@ pub fn insert(conn: &Connection, job: &NewJob) -> ApiResult<()> {
     let now = now_ms();
     conn.prepare_cached(
         "INSERT INTO jobs (id, thread, name, priority, position, state, resume, target, spec, \
-         digest, env_path, env_home, step, steps, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 0, ?6, ?7, ?8, ?9, ?10, 0, ?11, ?12, ?12)",
+         digest, env_path, env_home, step, steps, created_at, updated_at, request_digest) \
+         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 0, ?6, ?7, ?8, ?9, ?10, 0, ?11, ?12, ?12, ?13)",
     )
     .db("insert job")?
     .execute(rusqlite::params![
@@ -231,6 +232,7 @@ pub fn insert(conn: &Connection, job: &NewJob) -> ApiResult<()> {
         job.env_home,
         job.steps,
         now,
+        job.request_digest,
     ])
     .db("insert job")?;
     Ok(())
@@ -304,6 +306,20 @@ pub fn next_event_seq(conn: &Connection, id: JobId) -> ApiResult<u32> {
     .db("number event")
 }
 
+/// The job submitted under `id` by exactly this request (see `schema_v3.sql`), if any.
+pub fn find_request(conn: &Connection, id: JobId, request_digest: &str) -> ApiResult<Option<Job>> {
+    let same: bool = conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?1 AND request_digest = ?2)")
+        .db("find submission")?
+        .query_row((id.to_string(), request_digest), |r| r.get(0))
+        .db("find submission")?;
+    if same {
+        get(conn, id)
+    } else {
+        Ok(None)
+    }
+}
+
 /// Counts queued and active jobs (`daemon status`, `daemon stop`).
 pub fn count_in_flight(conn: &Connection) -> ApiResult<u64> {
     conn.query_row(
@@ -332,6 +348,7 @@ mod tests {
                 target: None,
                 spec: &spec,
                 digest: "d",
+                request_digest: "r",
                 env_path: None,
                 env_home: None,
                 steps: 1,

@@ -85,6 +85,14 @@ pub fn clean(
 /// SPEC section 6, step 1, for a workload whose worker is gone.
 fn empty_group(child: &ChildRecord, config: &CleanupConfig, protected: &[u32]) -> CleanupOutcome {
     let (pgid, since) = (child.pgid, child.process.start_ticks);
+    // The group's number is the workload's pid. A pid stays taken while any member of a group
+    // of that number lives, so another process holding that pid now means the run's group
+    // is gone and the number was reused: its members are not the run's.
+    if let Ok(holder) = process::read_stat(child.process.pid) {
+        if holder.start_ticks != since && child.process.pid == pgid {
+            return CleanupOutcome::Clean;
+        }
+    }
     for (signal, grace) in [
         (Signal::SIGTERM, config.term_grace),
         (Signal::SIGKILL, config.kill_grace),

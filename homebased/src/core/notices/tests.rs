@@ -85,6 +85,7 @@ impl Fixture {
                         target: None,
                         spec: &spec,
                         digest: "d",
+                        request_digest: "r",
                         env_path: None,
                         env_home: None,
                         steps: 1,
