@@ -71,6 +71,12 @@ pub fn follow(
         }
         if let Some(source) = pending(signals, dir) {
             log.note(format!("stop requested by {source}"));
+            // The workload may have ended on its own while the request arrived: then no stop
+            // signal reached it, and its real exit is what it did.
+            reaper.reap();
+            if let Some(reason) = reaper.workload_ended() {
+                return reason.clone();
+            }
             stop(group, reaper, signals, config, log);
             return ExitReason::Cancelled;
         }

@@ -54,6 +54,21 @@ fn submit_replay_with_the_same_job_id_returns_the_same_job() {
 }
 
 #[test]
+fn a_retried_submit_returns_its_job_even_after_its_cwd_is_gone() {
+    let h = queue_home();
+    let id = new_uuid();
+    let cwd = h.tmp().join("vanishing");
+    std::fs::create_dir(&cwd).unwrap();
+    let spec = h.spec("cwd goes away").set("cwd", serde_json::json!(cwd));
+    let first = h.submit_json(&spec, Some(&id));
+    std::fs::remove_dir(&cwd).unwrap();
+    // The reply was lost; the same request again must not fail on the submitter's files.
+    let again = h.submit_json(&spec, Some(&id));
+    assert_eq!(again, first);
+    assert_eq!(jobs_json(&h).as_array().unwrap().len(), 1);
+}
+
+#[test]
 fn submit_replay_with_an_equivalent_spec_is_the_same_job() {
     let h = queue_home();
     let id = new_uuid();
