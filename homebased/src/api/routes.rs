@@ -105,6 +105,25 @@ fn machine(
         .map_err(|e| ErrorResponse(ApiError::new(ErrorCode::Usage, e.body_text())))
 }
 
+impl AppState {
+    /// Runs `f` on the core for the machine named by `?machine=` (only this one until Fleet),
+    /// and answers its result as JSON.
+    async fn on_machine<T: serde::Serialize + Send + 'static>(
+        &self,
+        machine: Option<String>,
+        f: impl FnOnce(&mut crate::core::Core) -> homebased_shared::error::ApiResult<T> + Send + 'static,
+    ) -> ApiResponse {
+        json(
+            self.core
+                .call(move |core| {
+                    core.check_local_machine(machine.as_deref())?;
+                    f(core)
+                })
+                .await?,
+        )
+    }
+}
+
 async fn status(State(s): State<AppState>) -> ApiResponse {
     json(s.core.call(|core| core.status()).await?)
 }
@@ -114,14 +133,7 @@ async fn resource_list(
     q: Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResponse {
     let m = machine(q)?;
-    json(
-        s.core
-            .call(move |core| {
-                core.check_local_machine(m.as_deref())?;
-                core.resource_list()
-            })
-            .await?,
-    )
+    s.on_machine(m, move |core| core.resource_list()).await
 }
 
 async fn job_list(
@@ -129,14 +141,7 @@ async fn job_list(
     q: Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResponse {
     let m = machine(q)?;
-    json(
-        s.core
-            .call(move |core| {
-                core.check_local_machine(m.as_deref())?;
-                core.job_list()
-            })
-            .await?,
-    )
+    s.on_machine(m, move |core| core.job_list()).await
 }
 
 async fn job_show(
@@ -146,14 +151,7 @@ async fn job_show(
 ) -> ApiResponse {
     let m = machine(q)?;
     let id = job_id(&job)?;
-    json(
-        s.core
-            .call(move |core| {
-                core.check_local_machine(m.as_deref())?;
-                core.job_detail(id)
-            })
-            .await?,
-    )
+    s.on_machine(m, move |core| core.job_detail(id)).await
 }
 
 async fn register(State(s): State<AppState>, bytes: Bytes) -> ApiResponse {
@@ -178,14 +176,7 @@ async fn job_move(
     let m = machine(q)?;
     let id = job_id(&job)?;
     let req: MoveRequest = body(&bytes)?;
-    json(
-        s.core
-            .call(move |core| {
-                core.check_local_machine(m.as_deref())?;
-                core.move_job(id, req)
-            })
-            .await?,
-    )
+    s.on_machine(m, move |core| core.move_job(id, req)).await
 }
 
 async fn job_cancel(
@@ -216,14 +207,7 @@ async fn release(
 ) -> ApiResponse {
     let m = machine(q)?;
     let req: ReleaseRequest = body(&bytes)?;
-    json(
-        s.core
-            .call(move |core| {
-                core.check_local_machine(m.as_deref())?;
-                core.release(req)
-            })
-            .await?,
-    )
+    s.on_machine(m, move |core| core.release(req)).await
 }
 
 #[derive(Deserialize, Default)]
