@@ -128,6 +128,15 @@ pub fn db_error(what: &str, e: rusqlite::Error) -> ApiError {
     ApiError::new(ErrorCode::Internal, format!("database {what} failed: {e}"))
 }
 
+/// A stored value that does not read back as its type: the row is reported, not guessed at.
+pub(crate) fn bad_column(name: &str, e: impl std::fmt::Display) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(
+        0,
+        rusqlite::types::Type::Text,
+        format!("column {name}: {e}").into(),
+    )
+}
+
 /// Shorthand for mapping rusqlite results inside store functions.
 pub(crate) trait DbResult<T> {
     fn db(self, what: &str) -> ApiResult<T>;

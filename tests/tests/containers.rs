@@ -39,6 +39,21 @@ fn home() -> TestHome {
     h
 }
 
+/// Submits a container that prints `started` and sleeps; returns its job and task once the
+/// line is in its log.
+fn start_long_container(h: &TestHome, image: &str, name: &str) -> (String, String) {
+    let spec = h
+        .spec(name)
+        .set("workload", container_step(image, "echo started; sleep 300"));
+    let job = h.submit(&spec);
+    let lane = wait_phase(h, &job, "executing");
+    let task = lane["run"]["task"].as_str().unwrap().to_string();
+    common::wait_until("the container to print its first line", || {
+        task_log(h, &task).contains("started")
+    });
+    (job, task)
+}
+
 #[test]
 fn container_and_host_steps_share_the_checkpoint_directory() {
     let Some(image) = homebased_e2e::image() else {
@@ -95,16 +110,7 @@ fn cancel_stops_and_removes_a_running_container() {
         return;
     };
     let h = home();
-    let spec = h.spec("long container").set(
-        "workload",
-        container_step(&image, "echo started; sleep 300"),
-    );
-    let job = h.submit(&spec);
-    let lane = wait_phase(&h, &job, "executing");
-    let task = lane["run"]["task"].as_str().unwrap().to_string();
-    common::wait_until("the container to print its first line", || {
-        task_log(&h, &task).contains("started")
-    });
+    let (job, task) = start_long_container(&h, &image, "long container");
     let answer = h.json(&["resource", "job", "cancel", &job]);
     assert_eq!(answer["result"], "stopping", "{answer:#}");
     let cancelled = wait_job(&h, &job, "cancelled");
@@ -120,16 +126,7 @@ fn a_lost_workers_container_is_removed_before_the_lane_serves_again() {
         return;
     };
     let h = home();
-    let spec = h.spec("container of a lost worker").set(
-        "workload",
-        container_step(&image, "echo started; sleep 300"),
-    );
-    let job = h.submit(&spec);
-    let lane = wait_phase(&h, &job, "executing");
-    let task = lane["run"]["task"].as_str().unwrap().to_string();
-    common::wait_until("the container to print its first line", || {
-        task_log(&h, &task).contains("started")
-    });
+    let (job, task) = start_long_container(&h, &image, "container of a lost worker");
     assert_ne!(containers_of(&task), "", "the container runs");
     let worker: Value = serde_json::from_slice(
         &std::fs::read(h.home().join("tasks").join(&task).join("worker.json")).unwrap(),

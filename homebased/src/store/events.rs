@@ -104,12 +104,10 @@ fn pending_from_row(r: &Row) -> rusqlite::Result<Pending> {
     let kind: String = r.get("kind")?;
     let body: String = r.get("body")?;
     Ok(Pending {
-        job: job
-            .parse()
-            .map_err(|e| super::resources::bad_column("job", e))?,
+        job: job.parse().map_err(|e| super::bad_column("job", e))?,
         seq: r.get("seq")?,
         kind: EventKind::from_name(&kind),
-        body: serde_json::from_str(&body).map_err(|e| super::resources::bad_column("body", e))?,
+        body: serde_json::from_str(&body).map_err(|e| super::bad_column("body", e))?,
         created_at: r.get("created_at")?,
         attempts: r.get("attempts")?,
         next_attempt_at: r.get("next_attempt_at")?,

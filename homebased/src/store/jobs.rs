@@ -4,7 +4,7 @@
 //! indexes row by row, so shifting a range of slots moves it through a disjoint range
 //! (`+ SHIFT_OFFSET`) first.
 
-use super::resources::bad_column;
+use super::bad_column;
 use super::DbResult;
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::ids::{JobId, ResourceId, TaskId, ThreadId};

@@ -33,17 +33,12 @@ fn from_row(r: &Row) -> rusqlite::Result<Episode> {
     let job: String = r.get("job")?;
     let blockers: String = r.get("blockers")?;
     Ok(Episode {
-        id: id
-            .parse()
-            .map_err(|e| super::resources::bad_column("id", e))?,
-        job: job
-            .parse()
-            .map_err(|e| super::resources::bad_column("job", e))?,
+        id: id.parse().map_err(|e| super::bad_column("id", e))?,
+        job: job.parse().map_err(|e| super::bad_column("job", e))?,
         started_at: r.get("started_at")?,
         ended_at: r.get("ended_at")?,
         yield_requested: r.get("yield_requested")?,
-        blockers: serde_json::from_str(&blockers)
-            .map_err(|e| super::resources::bad_column("blockers", e))?,
+        blockers: serde_json::from_str(&blockers).map_err(|e| super::bad_column("blockers", e))?,
         notified_seq: r.get("notified_seq")?,
     })
 }

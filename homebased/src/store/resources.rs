@@ -1,7 +1,7 @@
 //! Resources: exclusive lanes. Names and device indices are unique per machine, enforced by
 //! the schema; registration never tests the physical device.
 
-use super::DbResult;
+use super::{bad_column, DbResult};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::ids::{looks_like_uuid, ResourceId};
 use homebased_shared::time::{now_ms, Millis};
@@ -54,14 +54,6 @@ fn from_row(r: &Row) -> rusqlite::Result<Resource> {
             .map_err(|e: String| bad_column("origin", e))?,
         created_at: r.get("created_at")?,
     })
-}
-
-pub(crate) fn bad_column(name: &str, e: impl std::fmt::Display) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(
-        0,
-        rusqlite::types::Type::Text,
-        format!("column {name}: {e}").into(),
-    )
 }
 
 /// Every resource, in resource order (lowest device index, then natural name order).

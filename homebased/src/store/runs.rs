@@ -1,6 +1,6 @@
 //! Runs: the history of every attempt, and the phase of the one run that holds a lane.
 
-use super::resources::bad_column;
+use super::bad_column;
 use super::DbResult;
 use homebased_shared::error::ApiResult;
 use homebased_shared::ids::{AttentionId, JobId, ResourceId, TaskId};
