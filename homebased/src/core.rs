@@ -9,6 +9,7 @@
 pub mod cancel;
 pub mod classify;
 pub mod launch;
+pub mod launcher;
 pub mod move_job;
 pub mod notices;
 pub mod observe;
@@ -20,11 +21,20 @@ pub mod stop;
 pub mod submit;
 pub mod views;
 
+#[cfg(test)]
+pub(crate) mod testing;
+#[cfg(test)]
+mod tests;
+
 use crate::store::Store;
 use homebased_shared::config::Config;
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::home::Home;
 use homebased_shared::ids::MachineId;
+use homebased_shared::ids::TaskId;
+use homebased_shared::rundir::RunDir;
+use launcher::Launcher;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -38,12 +48,17 @@ pub struct DaemonFacts {
 }
 
 pub struct Core {
-    pub store: Store,
-    pub home: Home,
-    pub config: Config,
-    pub machine: MachineId,
-    pub machine_name: String,
-    pub facts: DaemonFacts,
+    store: Store,
+    home: Home,
+    config: Config,
+    machine: MachineId,
+    machine_name: String,
+    facts: DaemonFacts,
+    /// Starts, watches, signals and cleans up after workers (a fake in unit tests).
+    launcher: Box<dyn Launcher>,
+    /// Runs whose last observation failed to commit (a locked database, a full disk), with
+    /// whether their worker was seen gone: the tick observes them again until it lands.
+    unsettled: HashMap<TaskId, bool>,
     /// Set by a change that may let work start or stop; the loop then runs a pass.
     dirty: bool,
     /// A handle to this core, for the watchers it starts.
@@ -91,8 +106,14 @@ fn stopped() -> ApiError {
 }
 
 impl Core {
-    pub fn new(store: Store, home: Home, config: Config, facts: DaemonFacts) -> ApiResult<Core> {
-        let machine = crate::store::machine::ensure(store.conn())?;
+    pub fn new(
+        store: Store,
+        home: Home,
+        config: Config,
+        facts: DaemonFacts,
+        launcher: Box<dyn Launcher>,
+    ) -> ApiResult<Core> {
+        let machine = crate::store::machine::ensure(store.db())?;
         let machine_name = config.fleet.machine_name.clone().unwrap_or_else(host_name);
         let (calls, inbox) = mpsc::channel::<Call>();
         Ok(Core {
@@ -102,6 +123,8 @@ impl Core {
             machine,
             machine_name,
             facts,
+            launcher,
+            unsettled: HashMap::new(),
             dirty: true,
             me: CoreHandle { calls },
             delivery_wake: Arc::new(tokio::sync::Notify::new()),
@@ -112,6 +135,19 @@ impl Core {
     /// A handle to this core, for threads it starts.
     pub fn handle(&self) -> CoreHandle {
         self.me.clone()
+    }
+
+    pub fn machine(&self) -> MachineId {
+        self.machine
+    }
+
+    /// The store, for the delivery outbox's verbs (they run on the core thread too).
+    pub(crate) fn store_mut(&mut self) -> &mut Store {
+        &mut self.store
+    }
+
+    fn run_dir(&self, task: TaskId) -> RunDir {
+        RunDir::new(self.home.task_dir(task))
     }
 
     /// Notes that the queue changed and a scheduling pass is due.

@@ -54,10 +54,16 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
         pid: std::process::id(),
         web: web.map(|w| w.to_string()),
     };
-    let core = Core::new(store, opts.home.clone(), opts.config.clone(), facts)?;
+    let core = Core::new(
+        store,
+        opts.home.clone(),
+        opts.config.clone(),
+        facts,
+        Box::new(crate::core::launcher::Supervisor),
+    )?;
     tracing::info!(
         home = %opts.home.root().display(),
-        machine = %core.machine,
+        machine = %core.machine(),
         config = ?opts.config_source.as_ref().map(|s| &s.path),
         "daemon starting"
     );

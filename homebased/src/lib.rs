@@ -6,7 +6,8 @@
 //! - [`api`]: the HTTP/JSON routes, shared by the socket and the TCP listener.
 //! - [`core`]: the single owner of the store; one file per verb.
 //! - [`delivery`]: the per-job, ordered, at-least-once event delivery to the thread's sink.
-//! - [`store`]: SQLite, one file per table; the only code that writes the database.
+//! - [`store`]: SQLite, one file per table; the only code that knows SQL.
+//! - [`lifecycle`]: the pure run lifecycle: a run's phase, what is observed, what follows.
 //! - [`scheduler`]: the pure decision: which jobs start where, which runs to stop.
 //! - [`placement`]: the pure placement rule of `job move`.
 //! - [`detection`]: the pure reading of `nvidia-smi -L` and the resource plan.
@@ -18,6 +19,7 @@ pub mod core;
 pub mod daemon;
 pub mod delivery;
 pub mod detection;
+pub mod lifecycle;
 pub mod placement;
 pub mod scheduler;
 pub mod store;

@@ -2,10 +2,12 @@
 //! change is one `BEGIN IMMEDIATE` transaction.
 //!
 //! - `schema.sql`, `schema_v2.sql`, `schema_v3.sql` and [`MIGRATIONS`]: versioned schema (`PRAGMA user_version`).
-//! - [`machine`], [`resources`], [`jobs`], [`runs`], [`events`], [`operations`]: one file
-//!   per table, plain functions over a connection or transaction.
+//! - [`machine`], [`resources`], [`jobs`], [`runs`], [`attentions`], [`events`],
+//!   [`operations`]: one file per table, typed verbs over a [`Db`] (the connection or the
+//!   open transaction). The connection never leaves this module: no other code knows SQL.
 //! - [`notices`]: blocked-notice episodes and the check-due mark of runs.
 
+pub mod attentions;
 pub mod events;
 pub mod jobs;
 pub mod machine;
@@ -15,7 +17,7 @@ pub mod resources;
 pub mod runs;
 
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use std::path::Path;
 
 /// Migration N brings a database from `user_version` N-1 to N.
@@ -65,21 +67,29 @@ impl Store {
         Ok(Some(Store { conn }))
     }
 
-    pub fn conn(&self) -> &Connection {
-        &self.conn
+    /// The store for reading, outside any write transaction.
+    pub fn db(&self) -> Db<'_> {
+        Db { conn: &self.conn }
     }
 
     /// Runs `f` in one immediate transaction: committed when it returns `Ok`, rolled back
     /// otherwise, so a refused request changes nothing.
-    pub fn write<T>(&mut self, f: impl FnOnce(&Transaction) -> ApiResult<T>) -> ApiResult<T> {
+    pub fn write<T>(&mut self, f: impl FnOnce(Db) -> ApiResult<T>) -> ApiResult<T> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| db_error("begin", e))?;
-        let value = f(&tx)?;
+        let value = f(Db { conn: &tx })?;
         tx.commit().map_err(|e| db_error("commit", e))?;
         Ok(value)
     }
+}
+
+/// What the table modules work on: the connection, or the open transaction of
+/// [`Store::write`]. Its field is private to the store, so no code outside it can run SQL.
+#[derive(Clone, Copy)]
+pub struct Db<'a> {
+    conn: &'a Connection,
 }
 
 fn configure(conn: &Connection) -> ApiResult<()> {
@@ -148,6 +158,30 @@ impl<T> DbResult<T> for rusqlite::Result<T> {
     }
 }
 
+/// Test support that needs SQL of its own.
+#[cfg(test)]
+pub(crate) mod testing {
+    use rusqlite::Connection;
+    use std::path::Path;
+
+    /// Holds the database as another process would with `BEGIN EXCLUSIVE` (a backup tool,
+    /// `sqlite3`), until dropped.
+    pub struct ExclusiveHold(Connection);
+
+    pub fn hold_exclusive(path: &Path) -> ExclusiveHold {
+        let conn = Connection::open(path).expect("the database opens a second time");
+        conn.execute_batch("BEGIN EXCLUSIVE")
+            .expect("nobody else holds the database");
+        ExclusiveHold(conn)
+    }
+
+    impl Drop for ExclusiveHold {
+        fn drop(&mut self) {
+            let _ = self.0.execute_batch("ROLLBACK");
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) fn test_store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
@@ -162,7 +196,7 @@ mod tests {
     #[test]
     fn migrates_once_and_refuses_a_newer_schema() {
         let (dir, store) = test_store();
-        assert_eq!(user_version(store.conn()).unwrap(), SCHEMA_VERSION);
+        assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
         drop(store);
         let path = dir.path().join("homebased.sqlite");
         Store::open(&path).unwrap();

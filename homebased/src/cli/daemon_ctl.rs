@@ -81,8 +81,8 @@ fn offline_status(home: &Home) -> ApiResult<DaemonStatus> {
     let (in_flight, machine) = match Store::open_read_only(&home.database())? {
         None => (0, None),
         Some(store) => (
-            jobs::count_in_flight(store.conn())?,
-            machine::get(store.conn())?,
+            jobs::count_in_flight(store.db())?,
+            machine::get(store.db())?,
         ),
     };
     Ok(DaemonStatus {

@@ -2,13 +2,16 @@
 //! cleanup are requested (the answer does not prove cleanup finished); a finished job answers
 //! `already_terminal`.
 
+use super::observe::Moved;
 use super::Core;
+use crate::lifecycle::{CommittedStop, Observation, RunPhase};
 use crate::store::events;
 use crate::store::{jobs, operations, runs};
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::event::EventKind;
 use homebased_shared::ids::JobId;
-use homebased_shared::queue::{JobStatus, PhaseKind, StopCause};
+use homebased_shared::queue::{JobStatus, StopCause};
+use homebased_shared::time::now_ms;
 use homebased_shared::wire::{CancelRequest, CancelResult};
 
 impl Core {
@@ -16,7 +19,7 @@ impl Core {
         let content = serde_json::json!({ "job": id });
         let digest = operations::digest("cancel", &self.machine.to_string(), &content);
         let machine = self.machine;
-        let mut stop_to_enact = None;
+        let mut stopped = None;
         let result = self.store.write(|tx| {
             if let Some(stored) = operations::replay(tx, req.operation_id, "cancel", &digest)? {
                 return serde_json::from_value(stored).map_err(ApiError::internal);
@@ -43,21 +46,19 @@ impl Core {
                 JobStatus::Active => {
                     let run = runs::list_for_job(tx, id)?
                         .into_iter()
-                        .find(|r| {
-                            matches!(
-                                r.phase,
-                                Some(
-                                    PhaseKind::Launching
-                                        | PhaseKind::Executing
-                                        | PhaseKind::Stopping
-                                )
-                            )
-                        })
+                        .find(|r| r.phase.as_ref().is_some_and(RunPhase::is_live))
                         .ok_or_else(|| {
                             ApiError::internal(format!("active job {id} has no live run"))
                         })?;
-                    super::stop::commit(tx, &run, StopCause::UserCancel, None)?;
-                    stop_to_enact = Some(run.task);
+                    let request = CommittedStop {
+                        cause: StopCause::UserCancel,
+                        requested_at: now_ms(),
+                        for_job: None,
+                    };
+                    if let Some(moved) = Moved::plan(&run, [Observation::StopCommitted(request)]) {
+                        moved.commit(tx, machine)?;
+                        stopped = Some(moved);
+                    }
                     CancelResult::Stopping {
                         resource: run.resource,
                         task: run.task,
@@ -68,8 +69,8 @@ impl Core {
             operations::record(tx, req.operation_id, "cancel", &digest, &stored)?;
             Ok(result)
         })?;
-        if let Some(task) = stop_to_enact {
-            self.enact_stop(task);
+        if let Some(moved) = stopped {
+            self.act(&moved);
         }
         self.mark_dirty();
         Ok(result)

@@ -13,15 +13,15 @@ pub mod episode;
 mod tests;
 
 use super::Core;
+use crate::lifecycle::RunPhase;
 use crate::scheduler::{BlockedHead, Blocker};
 use crate::store::events::{self, EventRun, Pending};
 use crate::store::jobs;
 use crate::store::notices::{self as stored, Episode};
-use crate::store::runs::{self, Run};
+use crate::store::runs;
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::event::EventKind;
 use homebased_shared::queue::{JobStatus, RunStatus};
-use homebased_shared::rundir::RunDir;
 use homebased_shared::spec::JobSpec;
 use homebased_shared::time::{now_ms, rfc3339, to_ms, Millis};
 use serde_json::{json, Map, Value};
@@ -72,7 +72,7 @@ impl Core {
     }
 
     fn track_episode(&mut self, head: Option<&BlockedHead>, now: Millis) -> ApiResult<()> {
-        let open = stored::open(self.store.conn())?;
+        let open = stored::open(self.store.db())?;
         let view = open.as_ref().map(|e| episode::Open {
             job: e.job,
             started_at: e.started_at,
@@ -120,7 +120,7 @@ impl Core {
 
     /// The blockers of SPEC section 8: every busy lane the head may use.
     fn blockers_json(&self, head: &BlockedHead) -> ApiResult<Value> {
-        let holding = runs::list_holding(self.store.conn())?;
+        let holding = runs::list_holding(self.store.db())?;
         let list = head
             .blockers
             .iter()
@@ -134,7 +134,10 @@ impl Core {
                     let attention = holding
                         .iter()
                         .find(|r| r.resource == resource)
-                        .and_then(|r| r.attention);
+                        .and_then(|r| match &r.phase {
+                            Some(RunPhase::Attention { id, .. }) => Some(*id),
+                            _ => None,
+                        });
                     json!({ "kind": "attention", "resource": resource, "attention": attention })
                 }
             })
@@ -144,7 +147,7 @@ impl Core {
 
     /// Produces the open episode's notice if it is due. Returns whether it did.
     fn fire_due_blocked(&mut self, now: Millis) -> ApiResult<bool> {
-        let Some(open) = stored::open(self.store.conn())? else {
+        let Some(open) = stored::open(self.store.db())? else {
             return Ok(false);
         };
         let after = self.config.resource.notify_blocked_after;
@@ -185,9 +188,9 @@ impl Core {
     /// Produces `JOB_CHECK_DUE` for every run silent for its timeout. Returns whether any.
     fn fire_check_due(&mut self, now: Millis) -> ApiResult<bool> {
         let mut fired = false;
-        for run in stored::runs_without_check(self.store.conn())? {
+        for run in stored::runs_without_check(self.store.db())? {
             let since = check_due::silent_since(
-                modified_ms(&self.run_dir(&run).output_log()),
+                modified_ms(&self.run_dir(run.task).output_log()),
                 run.workload_started_at
                     .or(run.started_at)
                     .unwrap_or(run.reserved_at),
@@ -196,7 +199,7 @@ impl Core {
             if !check_due::is_due(now, since, check_due::MIN_TIMEOUT) {
                 continue;
             }
-            let job = jobs::require(self.store.conn(), run.job)?;
+            let job = jobs::require(self.store.db(), run.job)?;
             let timeout = match timeout_of(&job) {
                 Ok(t) => t,
                 Err(e) => {
@@ -227,7 +230,7 @@ impl Core {
                     machine,
                     &job,
                     EventKind::JobCheckDue,
-                    Some(event_run(&run)),
+                    Some(EventRun::of(&run)),
                     extra,
                 )?;
                 stored::mark_check_due(tx, run.task, seq)?;
@@ -243,14 +246,14 @@ impl Core {
     /// `JOB_BLOCKED` is true while its episode is open and its job queued; a
     /// `JOB_CHECK_DUE` while its run still runs and has written nothing since the notice.
     pub fn notice_still_true(&self, event: &Pending) -> ApiResult<bool> {
-        let conn = self.store.conn();
+        let db = self.store.db();
         match event.kind {
             Some(EventKind::JobBlocked) => {
                 let episode = event.body["blocked"]["episode"]
                     .as_str()
                     .and_then(|e| e.parse::<uuid::Uuid>().ok());
-                let open = stored::open(conn)?;
-                let job = jobs::get(conn, event.job)?;
+                let open = stored::open(db)?;
+                let job = jobs::get(db, event.job)?;
                 Ok(matches!(
                     (episode, open, job),
                     (Some(id), Some(open), Some(job))
@@ -262,21 +265,17 @@ impl Core {
                 let Some(task) = event.body["task"].as_str().and_then(|t| t.parse().ok()) else {
                     return Ok(false);
                 };
-                let Some(run) = runs::get(conn, task)? else {
+                let Some(run) = runs::get(db, task)? else {
                     return Ok(false);
                 };
                 if run.status != RunStatus::Running || run.phase.is_none() {
                     return Ok(false);
                 }
-                let written = modified_ms(&self.run_dir(&run).output_log());
+                let written = modified_ms(&self.run_dir(run.task).output_log());
                 Ok(written.is_none_or(|w| w <= event.created_at))
             }
             _ => Ok(true),
         }
-    }
-
-    fn run_dir(&self, run: &Run) -> RunDir {
-        RunDir::new(self.home.task_dir(run.task))
     }
 }
 
@@ -294,13 +293,4 @@ fn modified_ms(path: &Path) -> Option<Millis> {
         .and_then(|m| m.modified())
         .ok()
         .map(to_ms)
-}
-
-fn event_run(run: &Run) -> EventRun {
-    EventRun {
-        resource: run.resource,
-        task: run.task,
-        run_number: run.run_number,
-        step: run.step,
-    }
 }

@@ -1,280 +1,304 @@
 //! Observing runs: the worker's files are the truth, its poke and the lock watcher are only
-//! hints. Each observation re-reads the run directory and moves the run forward: launching
-//! to executing, the recorded end (with its job transition and event, in one transaction),
-//! then cleaning to idle or Attention.
+//! hints. Each observation re-reads the run directory, turns what it finds into
+//! [`Observation`]s, folds them through the [`lifecycle`](crate::lifecycle) and commits the
+//! result in one transaction; side effects follow the commit.
+//!
+//! A commit that fails (a locked database, a full disk) loses nothing: the files are still
+//! there, so the run is simply observed again later ([`Core::retry_observations`]).
 
-use super::classify::{classify, JobNext, RunEnd};
+use super::classify::{classify, JobNext};
 use super::Core;
+use crate::lifecycle::{self, Action, Context, Observation, RunEnd, RunPhase};
 use crate::store::events::{self, EventRun};
-use crate::store::jobs;
 use crate::store::runs::{self, Run};
-use crate::store::DbResult;
-use crate::supervisor;
+use crate::store::{attentions, jobs, Db};
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::event::EventKind;
-use homebased_shared::ids::{AttentionId, TaskId};
-use homebased_shared::queue::{JobStatus, PhaseKind, RunStatus};
-use homebased_shared::rundir::{CleanupRecord, ExitRecord, RunDir};
-use homebased_shared::time::now_ms;
-use serde_json::{json, Map, Value};
+use homebased_shared::ids::{AttentionId, MachineId, TaskId};
+use homebased_shared::queue::{JobStatus, StopCause};
+use homebased_shared::rundir::RunDir;
+use homebased_shared::time::{now_ms, Millis};
+use serde_json::{json, Map};
 
 impl Core {
     /// Re-reads the run directory of `task` and applies what changed. `worker_gone` is true
     /// when the worker's lock was found free.
     pub fn observe(&mut self, task: TaskId, worker_gone: bool) {
-        if let Err(e) = self.observe_run(task, worker_gone) {
-            tracing::error!(%task, error = %e, "cannot apply a run observation");
+        match self.observe_run(task, worker_gone) {
+            Ok(()) => {
+                self.unsettled.remove(&task);
+            }
+            Err(e) => {
+                tracing::error!(%task, error = %e, "cannot apply a run observation; retrying");
+                // The worker's hint will not come again: remember to look once more.
+                let gone = self.unsettled.get(&task).copied().unwrap_or(false) || worker_gone;
+                self.unsettled.insert(task, gone);
+            }
+        }
+    }
+
+    /// Observes again every run whose last observation failed to commit.
+    pub(super) fn retry_observations(&mut self) {
+        let pending: Vec<(TaskId, bool)> = self.unsettled.iter().map(|(t, g)| (*t, *g)).collect();
+        for (task, worker_gone) in pending {
+            self.observe(task, worker_gone);
         }
     }
 
     fn observe_run(&mut self, task: TaskId, worker_gone: bool) -> ApiResult<()> {
-        let Some(run) = runs::get(self.store.conn(), task)? else {
+        let Some(run) = runs::get(self.store.db(), task)? else {
             return Ok(());
         };
-        if run.phase.is_none() || run.phase == Some(PhaseKind::Attention) {
-            return Ok(());
-        }
-        let dir = RunDir::new(self.home.task_dir(task));
-        let worker = dir.read_worker().unwrap_or_else(|e| {
-            tracing::warn!(%task, error = %e, "unreadable worker.json");
-            None
-        });
-        let exit = dir.read_exit().unwrap_or_else(|e| {
-            tracing::warn!(%task, error = %e, "unreadable exit.json");
-            None
-        });
-        let child_started = worker
-            .as_ref()
-            .and_then(|w| w.child.as_ref())
-            .map(|c| c.started_at);
-
-        if run.phase == Some(PhaseKind::Launching) {
-            if child_started.is_some() || exit.is_some() {
-                self.confirm(&run, child_started)?;
-            } else if worker_gone {
-                // The worker never confirmed and holds no lock: nothing of it can run.
-                self.abandon_launch(task);
-                return Ok(());
-            } else {
-                return Ok(());
-            }
-        }
-        let Some(run) = runs::get(self.store.conn(), task)? else {
+        let Some(phase) = &run.phase else {
             return Ok(());
         };
-        if run.status == RunStatus::Running {
-            if let Some(exit) = &exit {
-                self.apply_end(&run, RunEnd::Recorded(exit.reason.clone()), Some(exit))?;
-            } else if worker_gone {
-                self.apply_end(&run, RunEnd::Lost, None)?;
-            } else {
-                return Ok(());
-            }
-        }
-        let Some(run) = runs::get(self.store.conn(), task)? else {
-            return Ok(());
-        };
-        if run.phase != Some(PhaseKind::Cleaning) {
+        if matches!(phase, RunPhase::Attention { .. }) {
             return Ok(());
         }
-        let cleanup = dir.read_cleanup().unwrap_or_else(|e| {
-            tracing::warn!(%task, error = %e, "unreadable cleanup.json");
-            None
-        });
-        match cleanup {
-            Some(record) if record.attempt >= run.cleanup_attempt => {
-                self.finish_cleanup(&run, &record)
-            }
-            Some(record) => Err(ApiError::new(
-                homebased_shared::error::ErrorCode::StaleRun,
-                format!(
-                    "cleanup attempt {} of {task} is older than attempt {}",
-                    record.attempt, run.cleanup_attempt
-                ),
-            )),
-            None if worker_gone => {
-                self.clean_up_for_lost_worker(&run, &dir);
-                Ok(())
-            }
-            None => Ok(()),
-        }
+        let dir = self.run_dir(task);
+        let observations = read_observations(&dir, worker_gone);
+        self.advance(&run, observations)
     }
 
-    /// The worker confirmed: launching becomes executing (or stopping, if a stop was
-    /// committed while it launched; that stop is enacted now).
-    fn confirm(&mut self, run: &Run, child_started: Option<i64>) -> ApiResult<()> {
-        let started = child_started.unwrap_or_else(now_ms);
-        let phase = if run.stop_cause.is_some() {
-            PhaseKind::Stopping
-        } else {
-            PhaseKind::Executing
+    /// Folds `observations` through the lifecycle from the run's stored phase, commits the
+    /// outcome as one transaction, then performs its side effects.
+    pub(super) fn advance(
+        &mut self,
+        run: &Run,
+        observations: impl IntoIterator<Item = Observation>,
+    ) -> ApiResult<()> {
+        let Some(moved) = Moved::plan(run, observations) else {
+            return Ok(());
         };
-        self.store.write(|tx| {
-            tx.execute(
-                "UPDATE runs SET phase = ?2, started_at = ?3, workload_started_at = ?4 \
-                 WHERE task = ?1 AND phase = 'launching'",
-                (run.task.to_string(), phase.as_str(), started, child_started),
-            )
-            .db("confirm run")?;
-            Ok(())
-        })?;
-        if run.stop_cause.is_some() {
-            self.enact_stop(run.task);
-        }
-        self.mark_dirty();
+        let machine = self.machine;
+        self.store.write(|db| moved.commit(db, machine))?;
+        self.act(&moved);
         Ok(())
     }
 
-    /// Records how the run ended and moves its job, with the job's event, in one
-    /// transaction. The lane stays held: the run is now cleaning.
-    fn apply_end(&mut self, run: &Run, end: RunEnd, exit: Option<&ExitRecord>) -> ApiResult<()> {
-        let machine = self.machine;
-        let process = exit
-            .map(|e| serde_json::to_value(&e.reason))
-            .transpose()
-            .map_err(ApiError::internal)?;
-        let ended_at = exit.map_or_else(now_ms, |e| e.ended_at);
-        let outcome = self.store.write(|tx| {
-            let job = jobs::require(tx, run.job)?;
-            let last_step = job.step + 1 >= job.steps;
-            let outcome = classify(&end, run.stop_cause, last_step);
-            tx.execute(
-                "UPDATE runs SET status = ?2, process = ?3, ended_at = ?4, phase = 'cleaning', \
-                 cleanup_attempt = 1, started_at = COALESCE(started_at, ?4) WHERE task = ?1",
-                (
-                    run.task.to_string(),
-                    outcome.run.as_str(),
-                    process.as_ref().map(|p| p.to_string()),
-                    ended_at,
-                ),
-            )
-            .db("record run end")?;
-            let now = now_ms();
-            match outcome.job {
-                JobNext::Succeeded => jobs::finish(tx, &job, JobStatus::Succeeded, None)?,
-                JobNext::Cancelled => jobs::finish(tx, &job, JobStatus::Cancelled, None)?,
-                JobNext::Failed => jobs::finish(tx, &job, JobStatus::Failed, Some(run.task))?,
-                JobNext::NextStep => {
-                    tx.execute(
-                        "UPDATE jobs SET state = 'queued', step = step + 1, resume = 0, \
-                         updated_at = ?2 WHERE id = ?1",
-                        (job.id.to_string(), now),
-                    )
-                    .db("advance job")?;
-                }
-                JobNext::Requeue { resume } => {
-                    tx.execute(
-                        "UPDATE jobs SET state = 'queued', resume = ?2, updated_at = ?3 WHERE id = ?1",
-                        (job.id.to_string(), resume, now),
-                    )
-                    .db("requeue job")?;
+    /// The side effects of a committed move, then a pass.
+    pub(super) fn act(&mut self, moved: &Moved) {
+        for action in moved.actions.iter().filter(|a| a.is_effect()) {
+            match action {
+                Action::EnactStop => self.enact_stop(moved.run.task),
+                Action::CleanUpLost { attempt } => self.clean_up_lost(moved.run.task, *attempt),
+                _ => {}
+            }
+        }
+        self.mark_dirty();
+    }
+
+    /// The worker is gone before it wrote `cleanup.json`: the daemon cleans up itself, as
+    /// attempt `attempt`, off the core thread.
+    fn clean_up_lost(&mut self, task: TaskId, attempt: u32) {
+        let dir = self.run_dir(task);
+        let handle = self.handle();
+        let cleanup = self.config.resource.cleanup;
+        let protected = vec![self.facts.pid];
+        self.launcher
+            .clean_up_lost(handle, &dir, task, attempt, cleanup, protected);
+    }
+}
+
+/// What the run directory shows, in the order the lifecycle needs it: the confirmation, the
+/// exit, the cleanup, then whether the worker is gone.
+fn read_observations(dir: &RunDir, worker_gone: bool) -> Vec<Observation> {
+    let task = dir.root().display();
+    let worker = dir.read_worker().unwrap_or_else(|e| {
+        tracing::warn!(%task, error = %e, "unreadable worker.json");
+        None
+    });
+    let exit = dir.read_exit().unwrap_or_else(|e| {
+        tracing::warn!(%task, error = %e, "unreadable exit.json");
+        None
+    });
+    let cleanup = dir.read_cleanup().unwrap_or_else(|e| {
+        tracing::warn!(%task, error = %e, "unreadable cleanup.json");
+        None
+    });
+    let mut observations = Vec::new();
+    if let Some(child) = worker.as_ref().and_then(|w| w.child.as_ref()) {
+        observations.push(Observation::Confirmed {
+            workload_started_at: Some(child.started_at),
+        });
+    }
+    if let Some(exit) = exit {
+        observations.push(Observation::Exited {
+            reason: exit.reason,
+            ended_at: exit.ended_at,
+        });
+    }
+    if let Some(record) = cleanup {
+        observations.push(Observation::CleanupRecorded(record));
+    }
+    if worker_gone {
+        observations.push(Observation::WorkerGone {
+            wrote_worker_json: worker.is_some() || dir.worker_json().exists(),
+        });
+    }
+    observations
+}
+
+/// Where a run goes after some observations: decided by the lifecycle, then committed
+/// (inside whatever transaction the caller has open), then acted on.
+#[derive(Debug)]
+pub(super) struct Moved {
+    run: Run,
+    phase: Option<RunPhase>,
+    actions: Vec<Action>,
+    ctx: Context,
+}
+
+impl Moved {
+    /// `None` when nothing changes.
+    pub(super) fn plan(
+        run: &Run,
+        observations: impl IntoIterator<Item = Observation>,
+    ) -> Option<Moved> {
+        let ctx = Context {
+            now: now_ms(),
+            new_attention: AttentionId::new(),
+        };
+        let mut phase = run.phase.clone();
+        let mut actions = Vec::new();
+        for observation in observations {
+            let Some(current) = &phase else { break };
+            if let Some(t) = lifecycle::next(current, observation, ctx) {
+                phase = t.phase;
+                actions.extend(t.actions);
+            }
+        }
+        if actions.is_empty() {
+            return None;
+        }
+        Some(Moved {
+            run: run.clone(),
+            phase,
+            actions,
+            ctx,
+        })
+    }
+
+    /// The store's side: each action, then the new phase.
+    pub(super) fn commit(&self, db: Db, machine: MachineId) -> ApiResult<()> {
+        commit(
+            db,
+            machine,
+            &self.run,
+            self.phase.as_ref(),
+            &self.actions,
+            self.ctx,
+        )?;
+        tracing::debug!(
+            task = %self.run.task, phase = ?self.phase.as_ref().map(RunPhase::kind),
+            actions = ?self.actions, "run moved"
+        );
+        Ok(())
+    }
+}
+
+fn commit(
+    db: Db,
+    machine: MachineId,
+    run: &Run,
+    phase: Option<&RunPhase>,
+    actions: &[Action],
+    ctx: Context,
+) -> ApiResult<()> {
+    let at = EventRun::of(run);
+    for action in actions {
+        match action {
+            Action::RecordStart {
+                workload_started_at,
+            } => runs::record_start(db, run.task, *workload_started_at)?,
+            Action::RecordStop(stop) => jobs::record_stop_cause(db, run.job, stop.cause)?,
+            Action::RecordEnd { end, ended_at } => {
+                record_end(db, machine, run, end, *ended_at, ctx.now)?
+            }
+            Action::Abandon => {
+                runs::record_end(
+                    db,
+                    run.task,
+                    homebased_shared::queue::RunStatus::Lost,
+                    None,
+                    ctx.now,
+                )?;
+                let job = jobs::require(db, run.job)?;
+                if run.stop.map(|s| s.cause) == Some(StopCause::UserCancel) {
+                    jobs::finish(db, &job, JobStatus::Cancelled, None)?;
+                    events::append(
+                        db,
+                        machine,
+                        &job,
+                        EventKind::JobCancelled,
+                        Some(at),
+                        Map::new(),
+                    )?;
+                } else {
+                    jobs::return_to_slot(db, run.job, ctx.now)?;
                 }
             }
-            if let Some(kind) = outcome.event {
+            Action::RecordCleanup(record) => {
+                runs::record_cleanup(db, run.task, &lifecycle::cleanup_value(record))?
+            }
+            Action::OpenAttention => {
+                let Some(RunPhase::Attention { id, failure }) = phase else {
+                    return Err(ApiError::internal("an Attention opened without its phase"));
+                };
+                attentions::open(db, *id, run.resource, run.task, failure, ctx.now)?;
+                let job = jobs::require(db, run.job)?;
                 let mut extra = Map::new();
-                if let Some(p) = &process {
-                    extra.insert("process".into(), p.clone());
+                extra.insert("attention".into(), json!(id));
+                extra.insert("cleanup".into(), failure.clone());
+                events::append(db, machine, &job, EventKind::JobAttention, Some(at), extra)?;
+                tracing::warn!(task = %run.task, attention = %id, "cleanup failed: resource held in Attention");
+            }
+            Action::CloseAttention => {
+                if let Some(RunPhase::Attention { id, .. }) = &run.phase {
+                    attentions::close(db, *id, ctx.now)?;
                 }
-                let job = jobs::require(tx, run.job)?;
-                events::append(tx, machine, &job, kind, Some(event_run(run)), extra)?;
             }
-            Ok(outcome)
-        })?;
-        tracing::info!(
-            task = %run.task, job = %run.job, status = outcome.run.as_str(), next = ?outcome.job,
-            "run ended"
-        );
-        self.mark_dirty();
-        Ok(())
-    }
-
-    /// A clean cleanup frees the lane; anything else holds it in Attention until a person
-    /// releases that exact hold.
-    fn finish_cleanup(&mut self, run: &Run, record: &CleanupRecord) -> ApiResult<()> {
-        let machine = self.machine;
-        let outcome = cleanup_value(record)?;
-        let clean = record.outcome.is_clean();
-        self.store.write(|tx| {
-            if clean {
-                tx.execute(
-                    "UPDATE runs SET phase = NULL, cleanup = ?2 WHERE task = ?1",
-                    (run.task.to_string(), outcome.to_string()),
-                )
-                .db("finish cleanup")?;
-                return Ok(());
-            }
-            let attention = AttentionId::new();
-            let failure = outcome.clone();
-            tx.execute(
-                "INSERT INTO attentions (id, resource, task, failure, created_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                (
-                    attention.to_string(),
-                    run.resource.to_string(),
-                    run.task.to_string(),
-                    failure.to_string(),
-                    now_ms(),
-                ),
-            )
-            .db("create attention")?;
-            tx.execute(
-                "UPDATE runs SET phase = 'attention', attention = ?2, cleanup = ?3 WHERE task = ?1",
-                (run.task.to_string(), attention.to_string(), failure.to_string()),
-            )
-            .db("hold resource")?;
-            let job = jobs::require(tx, run.job)?;
-            let mut extra = Map::new();
-            extra.insert("attention".into(), json!(attention));
-            extra.insert("cleanup".into(), failure.clone());
-            events::append(tx, machine, &job, EventKind::JobAttention, Some(event_run(run)), extra)?;
-            tracing::warn!(task = %run.task, %attention, "cleanup failed: resource held in Attention");
-            Ok(())
-        })?;
-        self.mark_dirty();
-        Ok(())
-    }
-
-    /// The worker is gone before it wrote `cleanup.json`: the daemon cleans up itself, as a
-    /// new, numbered attempt, off the core thread.
-    pub(super) fn clean_up_for_lost_worker(&mut self, run: &Run, dir: &RunDir) {
-        let attempt = run.cleanup_attempt.max(1) + 1;
-        let recorded = self.store.write(|tx| {
-            tx.execute(
-                "UPDATE runs SET cleanup_attempt = ?2 WHERE task = ?1 AND phase = 'cleaning'",
-                (run.task.to_string(), attempt),
-            )
-            .db("number cleanup attempt")
-        });
-        if let Err(e) = recorded {
-            tracing::error!(task = %run.task, error = %e, "cannot number a cleanup attempt");
-            return;
+            Action::EnactStop | Action::CleanUpLost { .. } => {}
         }
-        supervisor::clean_up_lost(
-            self.handle(),
-            dir.clone(),
-            run.task,
-            attempt,
-            self.config.resource.cleanup,
-            vec![self.facts.pid],
-        );
     }
+    runs::set_phase(db, run.task, phase)
 }
 
-fn event_run(run: &Run) -> EventRun {
-    EventRun {
-        resource: run.resource,
-        task: run.task,
-        run_number: run.run_number,
-        step: run.step,
+/// Records how the run ended and moves its job, with the job's event.
+fn record_end(
+    db: Db,
+    machine: MachineId,
+    run: &Run,
+    end: &RunEnd,
+    ended_at: Millis,
+    now: Millis,
+) -> ApiResult<()> {
+    let job = jobs::require(db, run.job)?;
+    let last_step = job.step + 1 >= job.steps;
+    let outcome = classify(end, run.stop.map(|s| s.cause), last_step);
+    let process = match end {
+        RunEnd::Recorded(reason) => Some(serde_json::to_value(reason).map_err(ApiError::internal)?),
+        RunEnd::Lost => None,
+    };
+    runs::record_end(db, run.task, outcome.run, process.as_ref(), ended_at)?;
+    match outcome.job {
+        JobNext::Succeeded => jobs::finish(db, &job, JobStatus::Succeeded, None)?,
+        JobNext::Cancelled => jobs::finish(db, &job, JobStatus::Cancelled, None)?,
+        JobNext::Failed => jobs::finish(db, &job, JobStatus::Failed, Some(run.task))?,
+        JobNext::NextStep => jobs::advance_step(db, job.id, now)?,
+        JobNext::Requeue { resume } => jobs::requeue(db, job.id, resume, now)?,
     }
-}
-
-/// The stored cleanup result: the outcome (`{"result": ...}` with its remaining pids) and
-/// the attempt that produced it. An Attention's failure is the same record.
-fn cleanup_value(record: &CleanupRecord) -> ApiResult<Value> {
-    let mut value = serde_json::to_value(&record.outcome).map_err(ApiError::internal)?;
-    if let Value::Object(fields) = &mut value {
-        fields.insert("attempt".into(), json!(record.attempt));
+    if let Some(kind) = outcome.event {
+        let mut extra = Map::new();
+        if let Some(p) = &process {
+            extra.insert("process".into(), p.clone());
+        }
+        let job = jobs::require(db, run.job)?;
+        events::append(db, machine, &job, kind, Some(EventRun::of(run)), extra)?;
     }
-    Ok(value)
+    tracing::info!(
+        task = %run.task, job = %run.job, status = outcome.run.as_str(), next = ?outcome.job,
+        "run ended"
+    );
+    Ok(())
 }

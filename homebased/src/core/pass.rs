@@ -2,11 +2,12 @@
 //! enact each decision after re-checking it inside its own transaction.
 
 use super::Core;
+use crate::lifecycle::RunPhase;
 use crate::scheduler::{self, ResourceSlot, RunSlot, SlotPhase, Snapshot, Target, WaitingJob};
 use crate::store::jobs::{self, Job};
-use crate::store::{resources, runs};
+use crate::store::{resources, runs, Db};
 use homebased_shared::error::{ApiError, ApiResult};
-use homebased_shared::queue::{PhaseKind, PreemptMode};
+use homebased_shared::queue::PreemptMode;
 use homebased_shared::spec::JobSpec;
 use homebased_shared::time::now_ms;
 
@@ -34,13 +35,13 @@ impl Core {
     /// jobs left are no higher than every executing run, nothing further down can start,
     /// preempt or head the queue.
     pub fn snapshot(&self) -> ApiResult<Snapshot> {
-        let conn = self.store.conn();
-        let holding = runs::list_holding(conn)?;
+        let db = self.store.db();
+        let holding = runs::list_holding(db)?;
         let mut slots = Vec::new();
-        for r in resources::list(conn)? {
+        for r in resources::list(db)? {
             let run = match holding.iter().find(|run| run.resource == r.id) {
                 None => None,
-                Some(run) => Some(run_slot(conn, run)?),
+                Some(run) => Some(run_slot(db, run)?),
             };
             slots.push(ResourceSlot {
                 id: r.id,
@@ -58,7 +59,7 @@ impl Core {
             .min();
         let mut waiting = Vec::new();
         let mut head_found = false;
-        jobs::visit_waiting(conn, |job| {
+        jobs::visit_waiting(db, |job| {
             let blocked_by_own_run = holding.iter().any(|run| run.job == job.id);
             let may_preempt = lowest_executing.is_some_and(|low| job.priority > low);
             if free == 0 && head_found && !may_preempt {
@@ -90,27 +91,19 @@ pub fn preempt_of(job: &Job) -> ApiResult<homebased_shared::spec::Preempt> {
     Ok(spec.preempt)
 }
 
-fn run_slot(conn: &rusqlite::Connection, run: &runs::Run) -> ApiResult<RunSlot> {
+fn run_slot(db: Db, run: &runs::Run) -> ApiResult<RunSlot> {
     // A run that already ended (cleaning, Attention) may belong to a terminal job: only its
     // lane matters then.
-    let job = jobs::require(conn, run.job)?;
+    let job = jobs::require(db, run.job)?;
     let preempt = preempt_of(&job).unwrap_or(homebased_shared::spec::Preempt {
         mode: PreemptMode::Wait,
         restart_within: None,
     });
-    let phase = match (run.phase, run.stop_cause) {
-        (Some(PhaseKind::Launching), None) => SlotPhase::Launching,
-        (Some(PhaseKind::Launching | PhaseKind::Stopping), Some(cause)) => SlotPhase::Stopping {
-            cause,
-            for_job: run.stop_for_job,
-        },
-        (Some(PhaseKind::Executing), _) => SlotPhase::Executing {
-            started_at: run.started_at.unwrap_or(run.reserved_at),
-        },
-        (Some(PhaseKind::Cleaning), _) => SlotPhase::Cleaning,
-        (Some(PhaseKind::Attention), _) | (None, _) => SlotPhase::Attention,
-        (Some(PhaseKind::Stopping), None) => SlotPhase::Cleaning,
-    };
+    let phase = run
+        .phase
+        .as_ref()
+        .map(RunPhase::slot)
+        .ok_or_else(|| ApiError::internal(format!("run {} holds no lane", run.task)))?;
     Ok(RunSlot {
         job: run.job,
         task: run.task,

@@ -5,15 +5,13 @@
 
 use super::launch::LAUNCH_CONFIRM_BOUND_MS;
 use super::Core;
+use crate::lifecycle::RunPhase;
 use crate::store::runs;
-use crate::supervisor;
-use homebased_shared::queue::PhaseKind;
-use homebased_shared::rundir::RunDir;
 use homebased_shared::time::now_ms;
 
 impl Core {
     pub(super) fn reconcile(&mut self) {
-        let holding = match runs::list_holding(self.store.conn()) {
+        let holding = match runs::list_holding(self.store.db()) {
             Ok(h) => h,
             Err(e) => {
                 tracing::error!(error = %e, "cannot list runs to reconcile");
@@ -21,14 +19,16 @@ impl Core {
             }
         };
         for run in holding {
-            if run.phase == Some(PhaseKind::Attention) {
+            let Some(phase) = &run.phase else { continue };
+            if matches!(phase, RunPhase::Attention { .. }) {
                 continue;
             }
-            let dir = RunDir::new(self.home.task_dir(run.task));
-            if supervisor::worker_alive(&dir) {
-                tracing::info!(task = %run.task, phase = ?run.phase, "re-attached to a live worker");
-                supervisor::watch(self.handle(), dir, run.task, None);
-                if run.stop_cause.is_some() && run.phase == Some(PhaseKind::Stopping) {
+            let dir = self.run_dir(run.task);
+            if self.launcher.worker_alive(&dir) {
+                tracing::info!(task = %run.task, phase = ?phase.kind(), "re-attached to a live worker");
+                let handle = self.handle();
+                self.launcher.reattach(handle, &dir, run.task);
+                if matches!(phase, RunPhase::Stopping { .. }) {
                     self.enact_stop(run.task);
                 }
                 self.observe(run.task, false);
@@ -39,20 +39,22 @@ impl Core {
         self.mark_dirty();
     }
 
-    /// The safety tick: abandons launches whose worker never came up.
+    /// The safety tick: observes again what failed to commit, and abandons launches whose
+    /// worker never came up.
     pub(super) fn tick(&mut self) {
+        self.retry_observations();
         // Blocked and check-due notices whose time has come (core/notices.rs).
         self.notices_tick();
-        let Ok(holding) = runs::list_holding(self.store.conn()) else {
+        let Ok(holding) = runs::list_holding(self.store.db()) else {
             return;
         };
         let now = now_ms();
         for run in holding {
-            if run.phase == Some(PhaseKind::Launching)
-                && now - run.reserved_at > LAUNCH_CONFIRM_BOUND_MS
-            {
-                let dir = RunDir::new(self.home.task_dir(run.task));
-                let alive = supervisor::worker_alive(&dir);
+            let Some(RunPhase::Launching { reserved_at, .. }) = run.phase else {
+                continue;
+            };
+            if now - reserved_at > LAUNCH_CONFIRM_BOUND_MS {
+                let alive = self.launcher.worker_alive(&self.run_dir(run.task));
                 self.observe(run.task, !alive);
             }
         }

@@ -16,6 +16,6 @@ impl Core {
             .write(|tx| resources::insert(tx, &req.name, req.device, ResourceOrigin::Manual))?;
         tracing::info!(name = %resource.name, device = ?resource.device, "registered resource");
         self.mark_dirty();
-        super::views::resource_view(resource, None)
+        Ok(super::views::resource_view(resource, None))
     }
 }

@@ -2,34 +2,33 @@
 //! other UUID, an older one included, is `attention_not_found`. Nothing else ever leaves
 //! Attention.
 
+use super::observe::Moved;
 use super::Core;
-use crate::store::{operations, DbResult};
+use crate::lifecycle::Observation;
+use crate::store::{attentions, operations, runs};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
-use homebased_shared::ids::{ResourceId, TaskId};
-use homebased_shared::time::now_ms;
 use homebased_shared::wire::{ReleaseRequest, ReleaseResult};
 use homebased_shared::API_VERSION;
-use rusqlite::OptionalExtension;
 
 impl Core {
     pub fn release(&mut self, req: ReleaseRequest) -> ApiResult<ReleaseResult> {
         let content = serde_json::json!({ "attention": req.attention });
         let digest = operations::digest("release", &self.machine.to_string(), &content);
-        let result = self.store.write(|tx| {
-            if let Some(stored) = operations::replay(tx, req.operation_id, "release", &digest)? {
+        let machine = self.machine;
+        let mut released = None;
+        let result = self.store.write(|db| {
+            if let Some(stored) = operations::replay(db, req.operation_id, "release", &digest)? {
                 return serde_json::from_value(stored).map_err(ApiError::internal);
             }
             // Only the hold a run is in now: a released or superseded UUID is not found.
-            let held: Option<(String, String)> = tx
-                .query_row(
-                    "SELECT r.resource, r.task FROM runs r JOIN attentions a ON a.id = r.attention \
-                     WHERE r.attention = ?1 AND r.phase = 'attention' AND a.released_at IS NULL",
-                    [req.attention.to_string()],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )
-                .optional()
-                .db("find attention")?;
-            let Some((resource, task)) = held else {
+            let run = match attentions::find_current(db, req.attention)? {
+                Some(task) => runs::get(db, task)?,
+                None => None,
+            };
+            let moved = run
+                .as_ref()
+                .and_then(|r| Moved::plan(r, [Observation::Released]));
+            let (Some(run), Some(moved)) = (run, moved) else {
                 return Err(ApiError::new(
                     ErrorCode::AttentionNotFound,
                     format!(
@@ -40,28 +39,21 @@ impl Core {
                 )
                 .with_input(serde_json::json!({ "attention": req.attention })));
             };
-            let resource: ResourceId = resource.parse().map_err(ApiError::internal)?;
-            let task: TaskId = task.parse().map_err(ApiError::internal)?;
-            tx.execute(
-                "UPDATE attentions SET released_at = ?2 WHERE id = ?1",
-                (req.attention.to_string(), now_ms()),
-            )
-            .db("release attention")?;
-            tx.execute(
-                "UPDATE runs SET phase = NULL WHERE task = ?1",
-                [task.to_string()],
-            )
-            .db("release attention")?;
+            moved.commit(db, machine)?;
+            released = Some(moved);
             let result = ReleaseResult {
                 api_version: API_VERSION,
-                resource,
+                resource: run.resource,
                 attention: req.attention,
             };
             let stored = serde_json::to_value(&result).map_err(ApiError::internal)?;
-            operations::record(tx, req.operation_id, "release", &digest, &stored)?;
+            operations::record(db, req.operation_id, "release", &digest, &stored)?;
             Ok(result)
         })?;
         tracing::info!(attention = %req.attention, resource = %result.resource, "attention released");
+        if let Some(moved) = released {
+            self.act(&moved);
+        }
         self.mark_dirty();
         Ok(result)
     }

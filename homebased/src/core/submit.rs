@@ -15,7 +15,7 @@ impl Core {
         let request_digest = request_digest(&raw, &req.submitter.cwd);
         // A retry of the very request that created the job (a lost reply) gets the job as it
         // is now, even if the submitter's cwd or program has gone since.
-        if let Some(job) = jobs::find_request(self.store.conn(), req.job, &request_digest)? {
+        if let Some(job) = jobs::find_request(self.store.db(), req.job, &request_digest)? {
             return Ok(self.submitted(&job));
         }
         let ctx = SubmitContext {
@@ -31,11 +31,11 @@ impl Core {
                 self.check_parent_thread(parent, valid.spec.thread)?;
             }
         }
-        let conn = self.store.conn();
+        let db = self.store.db();
         let target = match &valid.spec.resource {
             None => None,
             Some(name) => Some(
-                resources::find(conn, name)?
+                resources::find(db, name)?
                     .ok_or_else(|| {
                         ApiError::new(
                             ErrorCode::ResourceNotFound,
@@ -97,11 +97,11 @@ impl Core {
         parent: homebased_shared::ids::TaskId,
         thread: homebased_shared::ids::ThreadId,
     ) -> ApiResult<()> {
-        let conn = self.store.conn();
-        let Some(run) = runs::get(conn, parent)? else {
+        let db = self.store.db();
+        let Some(run) = runs::get(db, parent)? else {
             return Ok(());
         };
-        let parent_job = jobs::require(conn, run.job)?;
+        let parent_job = jobs::require(db, run.job)?;
         if parent_job.thread != thread {
             return Err(ApiError::new(
                 ErrorCode::ThreadMismatch,

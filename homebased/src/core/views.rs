@@ -1,30 +1,31 @@
 //! The read shapes of SPEC section 9, built from the store.
 
 use super::Core;
+use crate::lifecycle::RunPhase;
 use crate::store::events;
 use crate::store::jobs::{self, Job};
 use crate::store::resources::{self, Resource};
 use crate::store::runs::{self, Run};
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::ids::JobId;
-use homebased_shared::queue::{JobStatus, PhaseKind};
+use homebased_shared::queue::JobStatus;
 use homebased_shared::wire::{
-    ActiveRunView, DaemonStatus, JobDetail, JobList, JobStateView, JobSummary, PhaseView,
-    ResourceList, ResourceView, RunView,
+    ActiveRunView, DaemonStatus, JobDetail, JobList, JobStateView, JobSummary, ResourceList,
+    ResourceView, RunView,
 };
 use homebased_shared::API_VERSION;
 
 impl Core {
     pub fn resource_list(&self) -> ApiResult<ResourceList> {
-        let conn = self.store.conn();
-        let holding = runs::list_holding(conn)?;
-        let resources = resources::list(conn)?
+        let db = self.store.db();
+        let holding = runs::list_holding(db)?;
+        let resources = resources::list(db)?
             .into_iter()
             .map(|r| {
                 let run = holding.iter().find(|run| run.resource == r.id);
                 resource_view(r, run)
             })
-            .collect::<ApiResult<_>>()?;
+            .collect();
         Ok(ResourceList {
             api_version: API_VERSION,
             machine: self.machine,
@@ -33,7 +34,7 @@ impl Core {
     }
 
     pub fn job_list(&self) -> ApiResult<JobList> {
-        let jobs = jobs::list_open(self.store.conn())?
+        let jobs = jobs::list_open(self.store.db())?
             .iter()
             .map(job_summary)
             .collect();
@@ -45,17 +46,12 @@ impl Core {
     }
 
     pub fn job_detail(&self, id: JobId) -> ApiResult<JobDetail> {
-        let conn = self.store.conn();
-        let job = jobs::require(conn, id)?;
-        let history = runs::list_for_job(conn, id)?;
+        let db = self.store.db();
+        let job = jobs::require(db, id)?;
+        let history = runs::list_for_job(db, id)?;
         let active_run = history
             .iter()
-            .find(|r| {
-                matches!(
-                    r.phase,
-                    Some(PhaseKind::Launching | PhaseKind::Executing | PhaseKind::Stopping)
-                )
-            })
+            .find(|r| r.phase.as_ref().is_some_and(RunPhase::is_live))
             .map(|r| r.task);
         let summary = job_summary(&job);
         Ok(JobDetail {
@@ -76,7 +72,7 @@ impl Core {
             active_run,
             runs: history.iter().map(run_view).collect(),
             last_stop_cause: job.last_stop_cause,
-            events: events::list_for_job(conn, id)?,
+            events: events::list_for_job(db, id)?,
         })
     }
 
@@ -86,7 +82,7 @@ impl Core {
         task: homebased_shared::ids::TaskId,
         tail: Option<usize>,
     ) -> ApiResult<homebased_shared::wire::TaskLog> {
-        if runs::get(self.store.conn(), task)?.is_none() {
+        if runs::get(self.store.db(), task)?.is_none() {
             return Err(ApiError::new(
                 homebased_shared::error::ErrorCode::TaskNotFound,
                 format!("no run {task} on this machine"),
@@ -119,57 +115,31 @@ impl Core {
             pid: Some(self.facts.pid),
             home: self.home.root().display().to_string(),
             web: self.facts.web.clone(),
-            in_flight: jobs::count_in_flight(self.store.conn())?,
+            in_flight: jobs::count_in_flight(self.store.db())?,
             version: env!("CARGO_PKG_VERSION").into(),
             machine: Some(self.machine),
         })
     }
 }
 
-pub fn resource_view(r: Resource, run: Option<&Run>) -> ApiResult<ResourceView> {
-    let run = run.map(active_run_view).transpose()?.flatten();
-    Ok(ResourceView {
+pub fn resource_view(r: Resource, run: Option<&Run>) -> ResourceView {
+    let run = run.and_then(|run| {
+        run.phase.as_ref().map(|phase| ActiveRunView {
+            job: run.job,
+            task: run.task,
+            run_number: run.run_number,
+            step: run.step,
+            resume: run.resume,
+            phase: phase.view(),
+        })
+    });
+    ResourceView {
         id: r.id,
         name: r.name,
         device: r.device,
         origin: r.origin,
         run,
-    })
-}
-
-fn active_run_view(run: &Run) -> ApiResult<Option<ActiveRunView>> {
-    let Some(kind) = run.phase else {
-        return Ok(None);
-    };
-    let inconsistent = || ApiError::internal(format!("run {} has an inconsistent phase", run.task));
-    let phase = match kind {
-        PhaseKind::Launching => PhaseView::Launching {
-            reserved_at: run.reserved_at,
-        },
-        PhaseKind::Executing => PhaseView::Executing {
-            started_at: run.started_at.ok_or_else(inconsistent)?,
-        },
-        PhaseKind::Stopping => PhaseView::Stopping {
-            cause: run.stop_cause.ok_or_else(inconsistent)?,
-            requested_at: run.stop_requested_at.ok_or_else(inconsistent)?,
-            started_at: run.started_at.unwrap_or(run.reserved_at),
-        },
-        PhaseKind::Cleaning => PhaseView::Cleaning {
-            attempt: run.cleanup_attempt.max(1),
-        },
-        PhaseKind::Attention => PhaseView::Attention {
-            id: run.attention.ok_or_else(inconsistent)?,
-            failure: run.cleanup.clone().unwrap_or(serde_json::Value::Null),
-        },
-    };
-    Ok(Some(ActiveRunView {
-        job: run.job,
-        task: run.task,
-        run_number: run.run_number,
-        step: run.step,
-        resume: run.resume,
-        phase,
-    }))
+    }
 }
 
 pub fn job_state_view(job: &Job) -> JobStateView {
@@ -214,7 +184,7 @@ pub fn run_view(run: &Run) -> RunView {
         resource: run.resource,
         status: run.status,
         resume: run.resume,
-        stop_cause: run.stop_cause,
+        stop_cause: run.stop.map(|s| s.cause),
         started_at: run.started_at,
         ended_at: run.ended_at,
         process: run.process.clone(),

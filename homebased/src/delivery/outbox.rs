@@ -35,7 +35,7 @@ pub struct Round {
 /// is suppressed here, at its turn, and the job's next event takes its place.
 pub fn take(core: &mut Core, busy: &HashSet<JobId>, now: Millis, room: usize) -> ApiResult<Round> {
     loop {
-        let heads = events::pending_heads(core.store.conn())?;
+        let heads = events::pending_heads(core.store_mut().db())?;
         let mut stale = Vec::new();
         let mut round = Round::default();
         for event in heads {
@@ -57,7 +57,7 @@ pub fn take(core: &mut Core, busy: &HashSet<JobId>, now: Millis, room: usize) ->
         if stale.is_empty() {
             return Ok(round);
         }
-        core.store.write(|tx| {
+        core.store_mut().write(|tx| {
             for event in &stale {
                 events::suppress(tx, event.job, event.seq)?;
             }
@@ -87,7 +87,7 @@ pub fn settle(
     outcome: &Outcome,
     now: Millis,
 ) -> ApiResult<Option<Millis>> {
-    core.store.write(|tx| match outcome {
+    core.store_mut().write(|tx| match outcome {
         Outcome::Delivered => {
             events::mark_delivered(tx, job, seq, now)?;
             Ok(None)
@@ -105,21 +105,15 @@ pub fn settle(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::DaemonFacts;
-    use crate::store::Store;
     use homebased_shared::event::EventKind;
-    use homebased_shared::home::Home;
 
     fn core(dir: &tempfile::TempDir) -> Core {
-        let home = Home::at(dir.path());
-        let store = Store::open(&home.database()).unwrap();
-        let facts = DaemonFacts { pid: 1, web: None };
-        Core::new(store, home, Default::default(), facts).unwrap()
+        crate::core::testing::open_core(dir, Default::default(), Default::default())
     }
 
     fn append(core: &mut Core, job: &crate::store::jobs::Job, kind: EventKind) -> u32 {
-        let machine = core.machine;
-        core.store
+        let machine = core.machine();
+        core.store_mut()
             .write(|tx| events::append(tx, machine, job, kind, None, Default::default()))
             .unwrap()
     }
@@ -134,7 +128,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut core = core(&dir);
         let (a, b) = core
-            .store
+            .store_mut()
             .write(|tx| Ok((events::test_job(tx), events::test_job(tx))))
             .unwrap();
         append(&mut core, &a, EventKind::JobPreempted);

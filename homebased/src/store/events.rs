@@ -7,12 +7,12 @@
 //! a pending event holds back its own job's later events and no one else's.
 
 use super::jobs::{self, Job};
-use super::DbResult;
+use super::{Db, DbResult};
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::event::EventKind;
 use homebased_shared::ids::{JobId, MachineId, ResourceId, TaskId};
 use homebased_shared::time::{now_ms, rfc3339, Millis};
-use rusqlite::{Connection, OptionalExtension, Row};
+use rusqlite::{OptionalExtension, Row};
 use serde_json::{json, Map, Value};
 
 /// The run an event is about; every field is `null` in the event when there is none.
@@ -24,17 +24,29 @@ pub struct EventRun {
     pub step: u32,
 }
 
+impl EventRun {
+    /// The run fields of an event about `run`.
+    pub fn of(run: &super::runs::Run) -> EventRun {
+        EventRun {
+            resource: run.resource,
+            task: run.task,
+            run_number: run.run_number,
+            step: run.step,
+        }
+    }
+}
+
 /// Appends one event and returns its seq. `extra` holds the fields that are relevant to
 /// this kind only: `process`, `attention`, `blocked`, ...
 pub fn append(
-    conn: &Connection,
+    db: Db,
     machine: MachineId,
     job: &Job,
     kind: EventKind,
     run: Option<EventRun>,
     extra: Map<String, Value>,
 ) -> ApiResult<u32> {
-    let seq = jobs::next_event_seq(conn, job.id)?;
+    let seq = jobs::next_event_seq(db, job.id)?;
     let now = now_ms();
     let mut body = json!({
         "api_version": homebased_shared::API_VERSION,
@@ -53,24 +65,26 @@ pub fn append(
     if let Value::Object(fields) = &mut body {
         fields.extend(extra);
     }
-    conn.prepare_cached(
-        "INSERT INTO events (job, seq, kind, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )
-    .db("append event")?
-    .execute((
-        job.id.to_string(),
-        seq,
-        kind.as_str(),
-        body.to_string(),
-        now,
-    ))
-    .db("append event")?;
+    db.conn
+        .prepare_cached(
+            "INSERT INTO events (job, seq, kind, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .db("append event")?
+        .execute((
+            job.id.to_string(),
+            seq,
+            kind.as_str(),
+            body.to_string(),
+            now,
+        ))
+        .db("append event")?;
     Ok(seq)
 }
 
 /// Every event of a job, oldest first.
-pub fn list_for_job(conn: &Connection, job: JobId) -> ApiResult<Vec<Value>> {
-    let mut stmt = conn
+pub fn list_for_job(db: Db, job: JobId) -> ApiResult<Vec<Value>> {
+    let mut stmt = db
+        .conn
         .prepare_cached("SELECT body FROM events WHERE job = ?1 ORDER BY seq")
         .db("list events")?;
     let bodies = stmt
@@ -118,8 +132,9 @@ const PENDING_COLUMNS: &str =
     "e.job, e.seq, e.kind, e.body, e.created_at, e.attempts, e.next_attempt_at";
 
 /// The oldest pending (neither delivered nor suppressed) event of every job, oldest first.
-pub fn pending_heads(conn: &Connection) -> ApiResult<Vec<Pending>> {
-    let mut stmt = conn
+pub fn pending_heads(db: Db) -> ApiResult<Vec<Pending>> {
+    let mut stmt = db
+        .conn
         .prepare_cached(&format!(
             "SELECT {PENDING_COLUMNS} FROM events e \
              WHERE e.delivered_at IS NULL AND e.suppressed = 0 AND NOT EXISTS ( \
@@ -135,19 +150,21 @@ pub fn pending_heads(conn: &Connection) -> ApiResult<Vec<Pending>> {
 }
 
 /// One event with its delivery state.
-pub fn get(conn: &Connection, job: JobId, seq: u32) -> ApiResult<Option<Pending>> {
-    conn.prepare_cached(&format!(
-        "SELECT {PENDING_COLUMNS} FROM events e WHERE e.job = ?1 AND e.seq = ?2"
-    ))
-    .db("read event")?
-    .query_row((job.to_string(), seq), pending_from_row)
-    .optional()
-    .db("read event")
+pub fn get(db: Db, job: JobId, seq: u32) -> ApiResult<Option<Pending>> {
+    db.conn
+        .prepare_cached(&format!(
+            "SELECT {PENDING_COLUMNS} FROM events e WHERE e.job = ?1 AND e.seq = ?2"
+        ))
+        .db("read event")?
+        .query_row((job.to_string(), seq), pending_from_row)
+        .optional()
+        .db("read event")
 }
 
 /// The sink confirmed the event. Returns false if it was no longer pending.
-pub fn mark_delivered(conn: &Connection, job: JobId, seq: u32, at: Millis) -> ApiResult<bool> {
-    let changed = conn
+pub fn mark_delivered(db: Db, job: JobId, seq: u32, at: Millis) -> ApiResult<bool> {
+    let changed = db
+        .conn
         .prepare_cached(
             "UPDATE events SET delivered_at = ?3, next_attempt_at = NULL \
              WHERE job = ?1 AND seq = ?2 AND delivered_at IS NULL AND suppressed = 0",
@@ -161,27 +178,29 @@ pub fn mark_delivered(conn: &Connection, job: JobId, seq: u32, at: Millis) -> Ap
 /// A failed attempt: counted, with the time before which it is not tried again. Returns the
 /// number of failed attempts so far.
 pub fn record_failure(
-    conn: &Connection,
+    db: Db,
     job: JobId,
     seq: u32,
     next_attempt_at: Millis,
     error: &str,
 ) -> ApiResult<u32> {
-    conn.prepare_cached(
-        "UPDATE events SET attempts = attempts + 1, next_attempt_at = ?3, last_error = ?4 \
+    db.conn
+        .prepare_cached(
+            "UPDATE events SET attempts = attempts + 1, next_attempt_at = ?3, last_error = ?4 \
          WHERE job = ?1 AND seq = ?2 AND delivered_at IS NULL RETURNING attempts",
-    )
-    .db("record delivery failure")?
-    .query_row((job.to_string(), seq, next_attempt_at, error), |r| r.get(0))
-    .optional()
-    .db("record delivery failure")
-    .map(Option::unwrap_or_default)
+        )
+        .db("record delivery failure")?
+        .query_row((job.to_string(), seq, next_attempt_at, error), |r| r.get(0))
+        .optional()
+        .db("record delivery failure")
+        .map(Option::unwrap_or_default)
 }
 
 /// A notice that is no longer true: never delivered, its seq stays taken. Returns false if
 /// it was no longer pending.
-pub fn suppress(conn: &Connection, job: JobId, seq: u32) -> ApiResult<bool> {
-    let changed = conn
+pub fn suppress(db: Db, job: JobId, seq: u32) -> ApiResult<bool> {
+    let changed = db
+        .conn
         .prepare_cached(
             "UPDATE events SET suppressed = 1, next_attempt_at = NULL \
              WHERE job = ?1 AND seq = ?2 AND delivered_at IS NULL AND suppressed = 0",
@@ -193,23 +212,24 @@ pub fn suppress(conn: &Connection, job: JobId, seq: u32) -> ApiResult<bool> {
 }
 
 /// Whether an event was delivered, suppressed, or is still pending.
-pub fn delivery_state(conn: &Connection, job: JobId, seq: u32) -> ApiResult<Option<(bool, bool)>> {
-    conn.prepare_cached(
-        "SELECT delivered_at IS NOT NULL, suppressed FROM events WHERE job = ?1 AND seq = ?2",
-    )
-    .db("read delivery state")?
-    .query_row((job.to_string(), seq), |r| Ok((r.get(0)?, r.get(1)?)))
-    .optional()
-    .db("read delivery state")
+pub fn delivery_state(db: Db, job: JobId, seq: u32) -> ApiResult<Option<(bool, bool)>> {
+    db.conn
+        .prepare_cached(
+            "SELECT delivered_at IS NOT NULL, suppressed FROM events WHERE job = ?1 AND seq = ?2",
+        )
+        .db("read delivery state")?
+        .query_row((job.to_string(), seq), |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+        .db("read delivery state")
 }
 
 /// A queued job with a fresh thread, for tests of the event and notice tables.
 #[cfg(test)]
-pub(crate) fn test_job(conn: &Connection) -> Job {
+pub(crate) fn test_job(db: Db) -> Job {
     let id = JobId::new();
     let spec = json!({});
     jobs::insert(
-        conn,
+        db,
         &jobs::NewJob {
             id,
             thread: homebased_shared::ids::ThreadId::new(),
@@ -225,7 +245,7 @@ pub(crate) fn test_job(conn: &Connection) -> Job {
         },
     )
     .unwrap();
-    jobs::require(conn, id).unwrap()
+    jobs::require(db, id).unwrap()
 }
 
 #[cfg(test)]
@@ -233,14 +253,14 @@ mod tests {
     use super::*;
     use crate::store::test_store;
 
-    fn add(conn: &Connection, job: &Job, kind: EventKind) -> u32 {
-        append(conn, MachineId::new(), job, kind, None, Map::new()).unwrap()
+    fn add(db: Db, job: &Job, kind: EventKind) -> u32 {
+        append(db, MachineId::new(), job, kind, None, Map::new()).unwrap()
     }
 
     #[test]
     fn a_job_without_a_run_has_every_run_field_null() {
         let (_d, store) = test_store();
-        let c = store.conn();
+        let c = store.db();
         let job = test_job(c);
         let machine = MachineId::new();
         append(c, machine, &job, EventKind::JobCancelled, None, Map::new()).unwrap();
@@ -261,7 +281,7 @@ mod tests {
     #[test]
     fn only_the_oldest_pending_event_of_each_job_is_offered() {
         let (_d, store) = test_store();
-        let c = store.conn();
+        let c = store.db();
         let a = test_job(c);
         let b = test_job(c);
         assert_eq!(add(c, &a, EventKind::JobPreempted), 1);

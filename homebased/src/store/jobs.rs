@@ -5,12 +5,12 @@
 //! (`+ SHIFT_OFFSET`) first.
 
 use super::bad_column;
-use super::DbResult;
+use super::{Db, DbResult};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::ids::{JobId, ResourceId, TaskId, ThreadId};
 use homebased_shared::queue::{JobStatus, Priority, StopCause};
 use homebased_shared::time::{now_ms, Millis};
-use rusqlite::{Connection, OptionalExtension, Row};
+use rusqlite::{OptionalExtension, Row};
 use serde_json::Value;
 
 const SHIFT_OFFSET: i64 = 1_000_000_000;
@@ -117,8 +117,9 @@ fn from_row(r: &Row) -> rusqlite::Result<Job> {
     })
 }
 
-pub fn get(conn: &Connection, id: JobId) -> ApiResult<Option<Job>> {
-    conn.prepare_cached(&format!("SELECT {COLUMNS} FROM jobs j WHERE j.id = ?1"))
+pub fn get(db: Db, id: JobId) -> ApiResult<Option<Job>> {
+    db.conn
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM jobs j WHERE j.id = ?1"))
         .db("read job")?
         .query_row([id.to_string()], from_row)
         .optional()
@@ -126,8 +127,8 @@ pub fn get(conn: &Connection, id: JobId) -> ApiResult<Option<Job>> {
 }
 
 /// The job, or `job_not_found`.
-pub fn require(conn: &Connection, id: JobId) -> ApiResult<Job> {
-    get(conn, id)?.ok_or_else(|| not_found(id))
+pub fn require(db: Db, id: JobId) -> ApiResult<Job> {
+    get(db, id)?.ok_or_else(|| not_found(id))
 }
 
 pub fn not_found(id: JobId) -> ApiError {
@@ -141,8 +142,9 @@ pub fn not_found(id: JobId) -> ApiError {
 /// Queued and active jobs in serving order: high, medium, low; then position. Their `spec`
 /// is `null`, `digest` empty and the submitter's environment absent ([`LIST_COLUMNS`]):
 /// read one job with [`get`] for those.
-pub fn list_open(conn: &Connection) -> ApiResult<Vec<Job>> {
-    let mut stmt = conn
+pub fn list_open(db: Db) -> ApiResult<Vec<Job>> {
+    let mut stmt = db
+        .conn
         .prepare_cached(&format!(
             "SELECT {LIST_COLUMNS} FROM jobs j WHERE j.priority = ?1 AND j.position IS NOT NULL \
              ORDER BY j.position ASC"
@@ -171,8 +173,9 @@ pub struct Waiting {
 /// Visits queued jobs in serving order until `visit` answers `false`, so that a pass over a
 /// long queue reads only as far as a decision can reach. One walk of the slot index per
 /// level: a single `ORDER BY priority DESC, position ASC` would sort the whole queue first.
-pub fn visit_waiting(conn: &Connection, mut visit: impl FnMut(Waiting) -> bool) -> ApiResult<()> {
-    let mut stmt = conn
+pub fn visit_waiting(db: Db, mut visit: impl FnMut(Waiting) -> bool) -> ApiResult<()> {
+    let mut stmt = db
+        .conn
         .prepare_cached(
             "SELECT id, position, target FROM jobs \
              WHERE priority = ?1 AND position IS NOT NULL AND state = 'queued' \
@@ -199,8 +202,8 @@ pub fn visit_waiting(conn: &Connection, mut visit: impl FnMut(Waiting) -> bool) 
 
 /// How many jobs hold a slot in `level`. Positions are dense, so this is the highest one,
 /// read from the end of the slot index without counting.
-pub fn level_len(conn: &Connection, level: Priority) -> ApiResult<u32> {
-    conn.prepare_cached(
+pub fn level_len(db: Db, level: Priority) -> ApiResult<u32> {
+    db.conn.prepare_cached(
         "SELECT COALESCE((SELECT position FROM jobs WHERE priority = ?1 AND position IS NOT NULL \
          ORDER BY position DESC LIMIT 1), 0)",
     )
@@ -210,124 +213,186 @@ pub fn level_len(conn: &Connection, level: Priority) -> ApiResult<u32> {
 }
 
 /// Stores a new job at the back of its level.
-pub fn insert(conn: &Connection, job: &NewJob) -> ApiResult<()> {
-    let position = i64::from(level_len(conn, job.priority)?) + 1;
+pub fn insert(db: Db, job: &NewJob) -> ApiResult<()> {
+    let position = i64::from(level_len(db, job.priority)?) + 1;
     let now = now_ms();
-    conn.prepare_cached(
-        "INSERT INTO jobs (id, thread, name, priority, position, state, resume, target, spec, \
+    db.conn
+        .prepare_cached(
+            "INSERT INTO jobs (id, thread, name, priority, position, state, resume, target, spec, \
          digest, env_path, env_home, step, steps, created_at, updated_at, request_digest) \
          VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 0, ?6, ?7, ?8, ?9, ?10, 0, ?11, ?12, ?12, ?13)",
-    )
-    .db("insert job")?
-    .execute(rusqlite::params![
-        job.id.to_string(),
-        job.thread.to_string(),
-        job.name,
-        job.priority.rank(),
-        position,
-        job.target.map(|t| t.to_string()),
-        job.spec.to_string(),
-        job.digest,
-        job.env_path,
-        job.env_home,
-        job.steps,
-        now,
-        job.request_digest,
-    ])
-    .db("insert job")?;
+        )
+        .db("insert job")?
+        .execute(rusqlite::params![
+            job.id.to_string(),
+            job.thread.to_string(),
+            job.name,
+            job.priority.rank(),
+            position,
+            job.target.map(|t| t.to_string()),
+            job.spec.to_string(),
+            job.digest,
+            job.env_path,
+            job.env_home,
+            job.steps,
+            now,
+            job.request_digest,
+        ])
+        .db("insert job")?;
     Ok(())
 }
 
 /// Shifts the slots `>= from` of `level` by `delta`, through a disjoint range.
-fn shift(conn: &Connection, level: Priority, from: i64, delta: i64) -> ApiResult<()> {
-    conn.prepare_cached(
-        "UPDATE jobs SET position = position + ?3 \
+fn shift(db: Db, level: Priority, from: i64, delta: i64) -> ApiResult<()> {
+    db.conn
+        .prepare_cached(
+            "UPDATE jobs SET position = position + ?3 \
          WHERE priority = ?1 AND position >= ?2 AND position < ?3",
-    )
-    .db("shift slots")?
-    .execute((level.rank(), from, SHIFT_OFFSET))
-    .db("shift slots")?;
-    conn.prepare_cached(
-        "UPDATE jobs SET position = position - ?2 + ?3 \
+        )
+        .db("shift slots")?
+        .execute((level.rank(), from, SHIFT_OFFSET))
+        .db("shift slots")?;
+    db.conn
+        .prepare_cached(
+            "UPDATE jobs SET position = position - ?2 + ?3 \
          WHERE priority = ?1 AND position >= ?2 AND position < ?4",
-    )
-    .db("shift slots")?
-    .execute((level.rank(), SHIFT_OFFSET, delta, PARKED))
-    .db("shift slots")?;
+        )
+        .db("shift slots")?
+        .execute((level.rank(), SHIFT_OFFSET, delta, PARKED))
+        .db("shift slots")?;
     Ok(())
 }
 
 /// Puts `job` at `position` (1-based, at most the level's length + 1) of `level`, closing
 /// the gap it leaves and opening the one it needs.
-pub fn place(conn: &Connection, job: &Job, level: Priority, position: u32) -> ApiResult<()> {
+pub fn place(db: Db, job: &Job, level: Priority, position: u32) -> ApiResult<()> {
     let old = job
         .position
         .ok_or_else(|| ApiError::internal(format!("job {} has no slot to move", job.id)))?;
     let id = job.id.to_string();
-    conn.execute("UPDATE jobs SET position = ?2 WHERE id = ?1", (&id, PARKED))
+    db.conn
+        .execute("UPDATE jobs SET position = ?2 WHERE id = ?1", (&id, PARKED))
         .db("park job")?;
-    shift(conn, job.priority, i64::from(old) + 1, -1)?;
-    shift(conn, level, i64::from(position), 1)?;
-    conn.execute(
-        "UPDATE jobs SET priority = ?2, position = ?3, updated_at = ?4 WHERE id = ?1",
-        (&id, level.rank(), i64::from(position), now_ms()),
-    )
-    .db("place job")?;
+    shift(db, job.priority, i64::from(old) + 1, -1)?;
+    shift(db, level, i64::from(position), 1)?;
+    db.conn
+        .execute(
+            "UPDATE jobs SET priority = ?2, position = ?3, updated_at = ?4 WHERE id = ?1",
+            (&id, level.rank(), i64::from(position), now_ms()),
+        )
+        .db("place job")?;
     Ok(())
 }
 
 /// Ends a job: it leaves its slot (the gap closes) and takes its terminal state.
-pub fn finish(
-    conn: &Connection,
-    job: &Job,
-    status: JobStatus,
-    failed_run: Option<TaskId>,
-) -> ApiResult<()> {
+pub fn finish(db: Db, job: &Job, status: JobStatus, failed_run: Option<TaskId>) -> ApiResult<()> {
     debug_assert!(status.is_terminal());
-    conn.execute(
+    db.conn.execute(
         "UPDATE jobs SET state = ?2, position = NULL, resume = 0, failed_run = ?3, updated_at = ?4 \
          WHERE id = ?1",
         (job.id.to_string(), status.as_str(), failed_run.map(|t| t.to_string()), now_ms()),
     )
     .db("finish job")?;
     if let Some(old) = job.position {
-        shift(conn, job.priority, i64::from(old) + 1, -1)?;
+        shift(db, job.priority, i64::from(old) + 1, -1)?;
     }
     Ok(())
 }
 
+/// A lane was reserved for the job: it is active, on its `runs`-th attempt.
+pub fn activate(db: Db, id: JobId, runs: u32, now: Millis) -> ApiResult<()> {
+    db.conn
+        .prepare_cached(
+            "UPDATE jobs SET state = 'active', runs = ?2, updated_at = ?3 WHERE id = ?1",
+        )
+        .db("activate job")?
+        .execute((id.to_string(), runs, now))
+        .db("activate job")?;
+    Ok(())
+}
+
+/// The step succeeded and another follows: queued again in its slot, at the next step.
+pub fn advance_step(db: Db, id: JobId, now: Millis) -> ApiResult<()> {
+    db.conn
+        .prepare_cached(
+            "UPDATE jobs SET state = 'queued', step = step + 1, resume = 0, updated_at = ?2 \
+             WHERE id = ?1",
+        )
+        .db("advance job")?
+        .execute((id.to_string(), now))
+        .db("advance job")?;
+    Ok(())
+}
+
+/// Queued again in its slot at the same step; `resume` after a yield.
+pub fn requeue(db: Db, id: JobId, resume: bool, now: Millis) -> ApiResult<()> {
+    db.conn
+        .prepare_cached(
+            "UPDATE jobs SET state = 'queued', resume = ?2, updated_at = ?3 WHERE id = ?1",
+        )
+        .db("requeue job")?
+        .execute((id.to_string(), resume, now))
+        .db("requeue job")?;
+    Ok(())
+}
+
+/// A launch that never confirmed gives the job back its slot, unchanged otherwise.
+pub fn return_to_slot(db: Db, id: JobId, now: Millis) -> ApiResult<()> {
+    db.conn
+        .prepare_cached(
+            "UPDATE jobs SET state = 'queued', updated_at = ?2 WHERE id = ?1 AND state = 'active'",
+        )
+        .db("return job to its slot")?
+        .execute((id.to_string(), now))
+        .db("return job to its slot")?;
+    Ok(())
+}
+
+/// The cause of the latest stop committed for one of the job's runs (`job show`).
+pub fn record_stop_cause(db: Db, id: JobId, cause: StopCause) -> ApiResult<()> {
+    db.conn
+        .prepare_cached("UPDATE jobs SET last_stop_cause = ?2 WHERE id = ?1")
+        .db("commit stop")?
+        .execute((id.to_string(), cause.as_str()))
+        .db("commit stop")?;
+    Ok(())
+}
+
 /// Takes the next event number of a job (gapless, from 1).
-pub fn next_event_seq(conn: &Connection, id: JobId) -> ApiResult<u32> {
-    conn.prepare_cached(
-        "UPDATE jobs SET event_seq = event_seq + 1 WHERE id = ?1 RETURNING event_seq",
-    )
-    .db("number event")?
-    .query_row([id.to_string()], |r| r.get(0))
-    .db("number event")
+pub fn next_event_seq(db: Db, id: JobId) -> ApiResult<u32> {
+    db.conn
+        .prepare_cached(
+            "UPDATE jobs SET event_seq = event_seq + 1 WHERE id = ?1 RETURNING event_seq",
+        )
+        .db("number event")?
+        .query_row([id.to_string()], |r| r.get(0))
+        .db("number event")
 }
 
 /// The job submitted under `id` by exactly this request (see `schema_v3.sql`), if any.
-pub fn find_request(conn: &Connection, id: JobId, request_digest: &str) -> ApiResult<Option<Job>> {
-    let same: bool = conn
+pub fn find_request(db: Db, id: JobId, request_digest: &str) -> ApiResult<Option<Job>> {
+    let same: bool = db
+        .conn
         .prepare_cached("SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?1 AND request_digest = ?2)")
         .db("find submission")?
         .query_row((id.to_string(), request_digest), |r| r.get(0))
         .db("find submission")?;
     if same {
-        get(conn, id)
+        get(db, id)
     } else {
         Ok(None)
     }
 }
 
 /// Counts queued and active jobs (`daemon status`, `daemon stop`).
-pub fn count_in_flight(conn: &Connection) -> ApiResult<u64> {
-    conn.query_row(
-        "SELECT COUNT(*) FROM jobs WHERE position IS NOT NULL",
-        [],
-        |r| r.get(0),
-    )
-    .db("count jobs")
+pub fn count_in_flight(db: Db) -> ApiResult<u64> {
+    db.conn
+        .query_row(
+            "SELECT COUNT(*) FROM jobs WHERE position IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .db("count jobs")
 }
 
 #[cfg(test)]
@@ -335,11 +400,11 @@ mod tests {
     use super::*;
     use crate::store::test_store;
 
-    fn add(conn: &Connection, priority: Priority) -> JobId {
+    fn add(db: Db, priority: Priority) -> JobId {
         let id = JobId::new();
         let spec = serde_json::json!({});
         insert(
-            conn,
+            db,
             &NewJob {
                 id,
                 thread: ThreadId::new(),
@@ -358,8 +423,8 @@ mod tests {
         id
     }
 
-    fn slots(conn: &Connection) -> Vec<(JobId, Priority, u32)> {
-        list_open(conn)
+    fn slots(db: Db) -> Vec<(JobId, Priority, u32)> {
+        list_open(db)
             .unwrap()
             .into_iter()
             .map(|j| (j.id, j.priority, j.position.unwrap()))
@@ -369,7 +434,7 @@ mod tests {
     #[test]
     fn new_jobs_join_the_back_of_their_level() {
         let (_d, store) = test_store();
-        let c = store.conn();
+        let c = store.db();
         let a = add(c, Priority::Low);
         let b = add(c, Priority::High);
         let d = add(c, Priority::Low);
@@ -386,7 +451,7 @@ mod tests {
     #[test]
     fn placing_and_finishing_keep_positions_dense() {
         let (_d, store) = test_store();
-        let c = store.conn();
+        let c = store.db();
         let ids: Vec<_> = (0..4).map(|_| add(c, Priority::Medium)).collect();
         let last = get(c, ids[3]).unwrap().unwrap();
         place(c, &last, Priority::Medium, 1).unwrap();
@@ -410,7 +475,7 @@ mod tests {
     #[test]
     fn event_numbers_are_gapless() {
         let (_d, store) = test_store();
-        let c = store.conn();
+        let c = store.db();
         let a = add(c, Priority::Low);
         assert_eq!(next_event_seq(c, a).unwrap(), 1);
         assert_eq!(next_event_seq(c, a).unwrap(), 2);

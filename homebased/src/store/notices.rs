@@ -3,11 +3,11 @@
 //! episode over nor fires a check twice.
 
 use super::runs::{self, Run};
-use super::DbResult;
+use super::{Db, DbResult};
 use homebased_shared::error::ApiResult;
 use homebased_shared::ids::{JobId, TaskId};
 use homebased_shared::time::Millis;
-use rusqlite::{Connection, OptionalExtension, Row};
+use rusqlite::{OptionalExtension, Row};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -44,29 +44,32 @@ fn from_row(r: &Row) -> rusqlite::Result<Episode> {
 }
 
 /// The open episode, if a job is first blocked now.
-pub fn open(conn: &Connection) -> ApiResult<Option<Episode>> {
-    conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM notice_episodes WHERE ended_at IS NULL"
-    ))
-    .db("read open episode")?
-    .query_row([], from_row)
-    .optional()
-    .db("read open episode")
+pub fn open(db: Db) -> ApiResult<Option<Episode>> {
+    db.conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM notice_episodes WHERE ended_at IS NULL"
+        ))
+        .db("read open episode")?
+        .query_row([], from_row)
+        .optional()
+        .db("read open episode")
 }
 
-pub fn get(conn: &Connection, id: Uuid) -> ApiResult<Option<Episode>> {
-    conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM notice_episodes WHERE id = ?1"
-    ))
-    .db("read episode")?
-    .query_row([id.to_string()], from_row)
-    .optional()
-    .db("read episode")
+pub fn get(db: Db, id: Uuid) -> ApiResult<Option<Episode>> {
+    db.conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM notice_episodes WHERE id = ?1"
+        ))
+        .db("read episode")?
+        .query_row([id.to_string()], from_row)
+        .optional()
+        .db("read episode")
 }
 
 /// Every episode of a job, oldest first.
-pub fn list_for_job(conn: &Connection, job: JobId) -> ApiResult<Vec<Episode>> {
-    let mut stmt = conn
+pub fn list_for_job(db: Db, job: JobId) -> ApiResult<Vec<Episode>> {
+    let mut stmt = db
+        .conn
         .prepare_cached(&format!(
             "SELECT {COLUMNS} FROM notice_episodes WHERE job = ?1 ORDER BY started_at, id"
         ))
@@ -78,53 +81,52 @@ pub fn list_for_job(conn: &Connection, job: JobId) -> ApiResult<Vec<Episode>> {
 }
 
 /// Opens a new episode (the caller ended the previous one in the same transaction).
-pub fn start(conn: &Connection, episode: &Episode) -> ApiResult<()> {
-    conn.prepare_cached(
-        "INSERT INTO notice_episodes (id, job, started_at, yield_requested, blockers) \
+pub fn start(db: Db, episode: &Episode) -> ApiResult<()> {
+    db.conn
+        .prepare_cached(
+            "INSERT INTO notice_episodes (id, job, started_at, yield_requested, blockers) \
          VALUES (?1, ?2, ?3, ?4, ?5)",
-    )
-    .db("start episode")?
-    .execute((
-        episode.id.to_string(),
-        episode.job.to_string(),
-        episode.started_at,
-        episode.yield_requested,
-        episode.blockers.to_string(),
-    ))
-    .db("start episode")?;
+        )
+        .db("start episode")?
+        .execute((
+            episode.id.to_string(),
+            episode.job.to_string(),
+            episode.started_at,
+            episode.yield_requested,
+            episode.blockers.to_string(),
+        ))
+        .db("start episode")?;
     Ok(())
 }
 
-pub fn end(conn: &Connection, id: Uuid, at: Millis) -> ApiResult<()> {
-    conn.prepare_cached(
-        "UPDATE notice_episodes SET ended_at = MAX(?2, started_at) \
+pub fn end(db: Db, id: Uuid, at: Millis) -> ApiResult<()> {
+    db.conn
+        .prepare_cached(
+            "UPDATE notice_episodes SET ended_at = MAX(?2, started_at) \
          WHERE id = ?1 AND ended_at IS NULL",
-    )
-    .db("end episode")?
-    .execute((id.to_string(), at))
-    .db("end episode")?;
+        )
+        .db("end episode")?
+        .execute((id.to_string(), at))
+        .db("end episode")?;
     Ok(())
 }
 
 /// Records what the latest pass saw about the open episode's head.
-pub fn refresh(
-    conn: &Connection,
-    id: Uuid,
-    yield_requested: bool,
-    blockers: &Value,
-) -> ApiResult<()> {
-    conn.prepare_cached(
-        "UPDATE notice_episodes SET yield_requested = ?2, blockers = ?3 WHERE id = ?1",
-    )
-    .db("refresh episode")?
-    .execute((id.to_string(), yield_requested, blockers.to_string()))
-    .db("refresh episode")?;
+pub fn refresh(db: Db, id: Uuid, yield_requested: bool, blockers: &Value) -> ApiResult<()> {
+    db.conn
+        .prepare_cached(
+            "UPDATE notice_episodes SET yield_requested = ?2, blockers = ?3 WHERE id = ?1",
+        )
+        .db("refresh episode")?
+        .execute((id.to_string(), yield_requested, blockers.to_string()))
+        .db("refresh episode")?;
     Ok(())
 }
 
 /// Records the episode's one notice. Returns false if it already had one.
-pub fn mark_notified(conn: &Connection, id: Uuid, seq: u32) -> ApiResult<bool> {
-    let changed = conn
+pub fn mark_notified(db: Db, id: Uuid, seq: u32) -> ApiResult<bool> {
+    let changed = db
+        .conn
         .prepare_cached(
             "UPDATE notice_episodes SET notified_seq = ?2 WHERE id = ?1 AND notified_seq IS NULL",
         )
@@ -136,8 +138,9 @@ pub fn mark_notified(conn: &Connection, id: Uuid, seq: u32) -> ApiResult<bool> {
 
 /// Runs whose workload is running (executing or being stopped) and that have had no
 /// `JOB_CHECK_DUE` yet.
-pub fn runs_without_check(conn: &Connection) -> ApiResult<Vec<Run>> {
-    let mut stmt = conn
+pub fn runs_without_check(db: Db) -> ApiResult<Vec<Run>> {
+    let mut stmt = db
+        .conn
         .prepare_cached(&format!(
             "SELECT {} FROM runs WHERE status = 'running' \
              AND phase IN ('executing', 'stopping') AND check_due_seq IS NULL",
@@ -151,8 +154,9 @@ pub fn runs_without_check(conn: &Connection) -> ApiResult<Vec<Run>> {
 }
 
 /// The seq of the run's `JOB_CHECK_DUE`, if it fired.
-pub fn check_due_seq(conn: &Connection, task: TaskId) -> ApiResult<Option<u32>> {
-    conn.prepare_cached("SELECT check_due_seq FROM runs WHERE task = ?1")
+pub fn check_due_seq(db: Db, task: TaskId) -> ApiResult<Option<u32>> {
+    db.conn
+        .prepare_cached("SELECT check_due_seq FROM runs WHERE task = ?1")
         .db("read check due")?
         .query_row([task.to_string()], |r| r.get(0))
         .optional()
@@ -161,8 +165,9 @@ pub fn check_due_seq(conn: &Connection, task: TaskId) -> ApiResult<Option<u32>> 
 }
 
 /// Records the run's one `JOB_CHECK_DUE`. Returns false if it already fired.
-pub fn mark_check_due(conn: &Connection, task: TaskId, seq: u32) -> ApiResult<bool> {
-    let changed = conn
+pub fn mark_check_due(db: Db, task: TaskId, seq: u32) -> ApiResult<bool> {
+    let changed = db
+        .conn
         .prepare_cached(
             "UPDATE runs SET check_due_seq = ?2 WHERE task = ?1 AND check_due_seq IS NULL",
         )
@@ -178,8 +183,8 @@ mod tests {
     use crate::store::test_store;
     use serde_json::json;
 
-    fn job(conn: &Connection) -> JobId {
-        crate::store::events::test_job(conn).id
+    fn job(db: Db) -> JobId {
+        crate::store::events::test_job(db).id
     }
 
     fn episode(job: JobId, started_at: Millis) -> Episode {

@@ -3,11 +3,11 @@
 //! content is `operation_conflict`. A refused request stores nothing (its transaction rolls
 //! back).
 
-use super::DbResult;
+use super::{Db, DbResult};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::ids::OperationId;
 use homebased_shared::time::now_ms;
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::OptionalExtension;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -27,13 +27,9 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The stored result of an earlier identical request, or `None` if the id is new.
-pub fn replay(
-    conn: &Connection,
-    id: OperationId,
-    kind: &str,
-    digest: &str,
-) -> ApiResult<Option<Value>> {
-    let row: Option<(String, String, String)> = conn
+pub fn replay(db: Db, id: OperationId, kind: &str, digest: &str) -> ApiResult<Option<Value>> {
+    let row: Option<(String, String, String)> = db
+        .conn
         .query_row(
             "SELECT kind, digest, result FROM operations WHERE id = ?1",
             [id.to_string()],
@@ -57,14 +53,8 @@ pub fn replay(
     }
 }
 
-pub fn record(
-    conn: &Connection,
-    id: OperationId,
-    kind: &str,
-    digest: &str,
-    result: &Value,
-) -> ApiResult<()> {
-    conn.execute(
+pub fn record(db: Db, id: OperationId, kind: &str, digest: &str, result: &Value) -> ApiResult<()> {
+    db.conn.execute(
         "INSERT INTO operations (id, kind, digest, result, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
         (id.to_string(), kind, digest, result.to_string(), now_ms()),
     )
@@ -80,22 +70,22 @@ mod tests {
     #[test]
     fn identical_retry_replays_and_other_content_conflicts() {
         let (_dir, store) = test_store();
-        let conn = store.conn();
+        let db = store.db();
         let id = OperationId::new();
         let d1 = digest("move", "m", &serde_json::json!({"front": true}));
-        assert_eq!(replay(conn, id, "move", &d1).unwrap(), None);
-        record(conn, id, "move", &d1, &serde_json::json!({"position": 1})).unwrap();
+        assert_eq!(replay(db, id, "move", &d1).unwrap(), None);
+        record(db, id, "move", &d1, &serde_json::json!({"position": 1})).unwrap();
         assert_eq!(
-            replay(conn, id, "move", &d1).unwrap(),
+            replay(db, id, "move", &d1).unwrap(),
             Some(serde_json::json!({"position": 1}))
         );
         let d2 = digest("move", "m", &serde_json::json!({"back": true}));
         assert_eq!(
-            replay(conn, id, "move", &d2).unwrap_err().code,
+            replay(db, id, "move", &d2).unwrap_err().code,
             ErrorCode::OperationConflict
         );
         assert_eq!(
-            replay(conn, id, "cancel", &d1).unwrap_err().code,
+            replay(db, id, "cancel", &d1).unwrap_err().code,
             ErrorCode::OperationConflict
         );
     }

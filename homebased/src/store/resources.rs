@@ -1,12 +1,12 @@
 //! Resources: exclusive lanes. Names and device indices are unique per machine, enforced by
 //! the schema; registration never tests the physical device.
 
-use super::{bad_column, DbResult};
+use super::{bad_column, Db, DbResult};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::ids::{looks_like_uuid, ResourceId};
 use homebased_shared::time::{now_ms, Millis};
 use homebased_shared::wire::ResourceOrigin;
-use rusqlite::{Connection, OptionalExtension, Row};
+use rusqlite::{OptionalExtension, Row};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resource {
@@ -57,8 +57,9 @@ fn from_row(r: &Row) -> rusqlite::Result<Resource> {
 }
 
 /// Every resource, in resource order (lowest device index, then natural name order).
-pub fn list(conn: &Connection) -> ApiResult<Vec<Resource>> {
-    let mut stmt = conn
+pub fn list(db: Db) -> ApiResult<Vec<Resource>> {
+    let mut stmt = db
+        .conn
         .prepare_cached("SELECT id, name, device, origin, created_at FROM resources")
         .db("list resources")?;
     let mut rows: Vec<Resource> = stmt
@@ -75,38 +76,40 @@ pub fn list(conn: &Connection) -> ApiResult<Vec<Resource>> {
     Ok(rows)
 }
 
-pub fn get(conn: &Connection, id: ResourceId) -> ApiResult<Option<Resource>> {
-    conn.query_row(
-        "SELECT id, name, device, origin, created_at FROM resources WHERE id = ?1",
-        [id.to_string()],
-        from_row,
-    )
-    .optional()
-    .db("read resource")
+pub fn get(db: Db, id: ResourceId) -> ApiResult<Option<Resource>> {
+    db.conn
+        .query_row(
+            "SELECT id, name, device, origin, created_at FROM resources WHERE id = ?1",
+            [id.to_string()],
+            from_row,
+        )
+        .optional()
+        .db("read resource")
 }
 
 /// Finds a resource by UUID or by name.
-pub fn find(conn: &Connection, name_or_id: &str) -> ApiResult<Option<Resource>> {
+pub fn find(db: Db, name_or_id: &str) -> ApiResult<Option<Resource>> {
     if let Ok(id) = name_or_id.parse::<ResourceId>() {
-        return get(conn, id);
+        return get(db, id);
     }
-    conn.query_row(
-        "SELECT id, name, device, origin, created_at FROM resources WHERE name = ?1",
-        [name_or_id],
-        from_row,
-    )
-    .optional()
-    .db("read resource")
+    db.conn
+        .query_row(
+            "SELECT id, name, device, origin, created_at FROM resources WHERE name = ?1",
+            [name_or_id],
+            from_row,
+        )
+        .optional()
+        .db("read resource")
 }
 
 /// Adds a lane; a taken name or device is `resource_conflict` and changes nothing.
 pub fn insert(
-    conn: &Connection,
+    db: Db,
     name: &str,
     device: Option<u32>,
     origin: ResourceOrigin,
 ) -> ApiResult<Resource> {
-    check_unique(conn, name, device, None)?;
+    check_unique(db, name, device, None)?;
     let resource = Resource {
         id: ResourceId::new(),
         name: name.to_string(),
@@ -114,7 +117,7 @@ pub fn insert(
         origin,
         created_at: now_ms(),
     };
-    conn.execute(
+    db.conn.execute(
         "INSERT INTO resources (id, name, device, origin, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
         (
             resource.id.to_string(),
@@ -129,13 +132,14 @@ pub fn insert(
 }
 
 fn check_unique(
-    conn: &Connection,
+    db: Db,
     name: &str,
     device: Option<u32>,
     except: Option<ResourceId>,
 ) -> ApiResult<()> {
     let except = except.map(|e| e.to_string()).unwrap_or_default();
-    let name_taken: bool = conn
+    let name_taken: bool = db
+        .conn
         .query_row(
             "SELECT EXISTS (SELECT 1 FROM resources WHERE name = ?1 AND id <> ?2)",
             (name, &except),
@@ -150,7 +154,8 @@ fn check_unique(
         .with_input(serde_json::json!({ "name": name })));
     }
     if let Some(device) = device {
-        let device_taken: bool = conn
+        let device_taken: bool = db
+            .conn
             .query_row(
                 "SELECT EXISTS (SELECT 1 FROM resources WHERE device = ?1 AND id <> ?2)",
                 (i64::from(device), &except),
@@ -169,21 +174,17 @@ fn check_unique(
 }
 
 /// Gives a fallback lane its detected device, keeping its UUID.
-pub fn adopt(
-    conn: &Connection,
-    id: ResourceId,
-    new_name: Option<&str>,
-    device: u32,
-) -> ApiResult<()> {
-    let current = get(conn, id)?
+pub fn adopt(db: Db, id: ResourceId, new_name: Option<&str>, device: u32) -> ApiResult<()> {
+    let current = get(db, id)?
         .ok_or_else(|| ApiError::internal(format!("fallback resource {id} vanished")))?;
     let name = new_name.unwrap_or(&current.name);
-    check_unique(conn, name, Some(device), Some(id))?;
-    conn.execute(
-        "UPDATE resources SET name = ?2, device = ?3, origin = 'detected' WHERE id = ?1",
-        (id.to_string(), name, i64::from(device)),
-    )
-    .db("adopt fallback")?;
+    check_unique(db, name, Some(device), Some(id))?;
+    db.conn
+        .execute(
+            "UPDATE resources SET name = ?2, device = ?3, origin = 'detected' WHERE id = ?1",
+            (id.to_string(), name, i64::from(device)),
+        )
+        .db("adopt fallback")?;
     Ok(())
 }
 
@@ -215,7 +216,7 @@ mod tests {
     #[test]
     fn name_and_device_conflicts_change_nothing() {
         let (_dir, store) = test_store();
-        let c = store.conn();
+        let c = store.db();
         insert(c, "gpu0", Some(0), ResourceOrigin::Detected).unwrap();
         assert_eq!(
             insert(c, "gpu0", None, ResourceOrigin::Manual)
@@ -235,7 +236,7 @@ mod tests {
     #[test]
     fn listed_by_device_then_natural_name() {
         let (_dir, store) = test_store();
-        let c = store.conn();
+        let c = store.db();
         insert(c, "gpu10", None, ResourceOrigin::Manual).unwrap();
         insert(c, "gpu2", None, ResourceOrigin::Manual).unwrap();
         insert(c, "b", Some(1), ResourceOrigin::Manual).unwrap();

@@ -1,12 +1,16 @@
 //! Runs: the history of every attempt, and the phase of the one run that holds a lane.
 
-use super::bad_column;
-use super::DbResult;
+use super::jobs::{self, Job};
+use super::resources::{self, Resource};
+use super::{bad_column, Db, DbResult};
+use crate::lifecycle::{CommittedStop, RunPhase};
 use homebased_shared::error::ApiResult;
 use homebased_shared::ids::{AttentionId, JobId, ResourceId, TaskId};
+use homebased_shared::queue::JobStatus;
 use homebased_shared::queue::{PhaseKind, RunStatus, StopCause};
+use homebased_shared::time::now_ms;
 use homebased_shared::time::Millis;
-use rusqlite::{Connection, OptionalExtension, Row};
+use rusqlite::{OptionalExtension, Row};
 use serde_json::Value;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -19,18 +23,15 @@ pub struct Run {
     pub resume: bool,
     pub status: RunStatus,
     /// `None` once the run no longer holds its resource.
-    pub phase: Option<PhaseKind>,
-    pub stop_cause: Option<StopCause>,
-    pub stop_requested_at: Option<Millis>,
-    pub stop_for_job: Option<JobId>,
+    pub phase: Option<RunPhase>,
+    /// The stop committed for this run, kept after it ended (history, classification).
+    pub stop: Option<CommittedStop>,
     pub reserved_at: Millis,
     pub started_at: Option<Millis>,
     pub workload_started_at: Option<Millis>,
     pub ended_at: Option<Millis>,
     pub process: Option<Value>,
     pub cleanup: Option<Value>,
-    pub cleanup_attempt: u32,
-    pub attention: Option<AttentionId>,
 }
 
 pub(crate) const COLUMNS: &str = "task, job, resource, run_number, step, resume, status, phase, \
@@ -54,7 +55,74 @@ fn json(name: &str, text: Option<String>) -> rusqlite::Result<Option<Value>> {
         .transpose()
 }
 
+/// The columns a phase is decoded from.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PhaseColumns {
+    pub kind: Option<PhaseKind>,
+    pub stop: Option<CommittedStop>,
+    pub reserved_at: Millis,
+    pub started_at: Option<Millis>,
+    pub cleanup_attempt: u32,
+    pub attention: Option<AttentionId>,
+    pub cleanup: Option<Value>,
+}
+
+/// The one decoder of a run's phase. A row that breaks the lifecycle's rules (a stopping
+/// run without its stop, an executing run with one, Attention without its UUID) is
+/// reported, never guessed at: the schema's CHECK constraints keep such rows out.
+pub(crate) fn decode_phase(c: PhaseColumns) -> Result<Option<RunPhase>, String> {
+    let Some(kind) = c.kind else { return Ok(None) };
+    let started = |what: &str| c.started_at.ok_or(format!("{what} run without started_at"));
+    Ok(Some(match kind {
+        PhaseKind::Launching => RunPhase::Launching {
+            reserved_at: c.reserved_at,
+            stop: c.stop,
+        },
+        PhaseKind::Executing if c.stop.is_some() => {
+            return Err("executing run with a committed stop (it would be stopping)".into())
+        }
+        PhaseKind::Executing => RunPhase::Executing {
+            started_at: started("executing")?,
+        },
+        PhaseKind::Stopping => RunPhase::Stopping {
+            // A stop committed while launching and confirmed without a start record keeps
+            // the reservation as its start, as `resource list` has always shown it.
+            started_at: c.started_at.unwrap_or(c.reserved_at),
+            stop: c.stop.ok_or("stopping run without a stop cause")?,
+        },
+        PhaseKind::Cleaning => RunPhase::Cleaning {
+            attempt: c.cleanup_attempt.max(1),
+        },
+        PhaseKind::Attention => RunPhase::Attention {
+            id: c.attention.ok_or("attention without its UUID")?,
+            failure: c.cleanup.unwrap_or(Value::Null),
+        },
+    }))
+}
+
 pub(crate) fn from_row(r: &Row) -> rusqlite::Result<Run> {
+    let cause: Option<StopCause> = parse("stop_cause", r.get("stop_cause")?)?;
+    let stop = match cause {
+        None => None,
+        Some(cause) => Some(CommittedStop {
+            cause,
+            requested_at: required("stop_requested_at", r.get("stop_requested_at")?)?,
+            for_job: parse("stop_for_job", r.get("stop_for_job")?)?,
+        }),
+    };
+    let reserved_at = r.get("reserved_at")?;
+    let started_at = r.get("started_at")?;
+    let cleanup = json("cleanup", r.get("cleanup")?)?;
+    let phase = decode_phase(PhaseColumns {
+        kind: parse("phase", r.get("phase")?)?,
+        stop,
+        reserved_at,
+        started_at,
+        cleanup_attempt: r.get("cleanup_attempt")?,
+        attention: parse("attention", r.get("attention")?)?,
+        cleanup: cleanup.clone(),
+    })
+    .map_err(|e| bad_column("phase", e))?;
     Ok(Run {
         task: required("task", parse("task", r.get("task")?)?)?,
         job: required("job", parse("job", r.get("job")?)?)?,
@@ -63,23 +131,20 @@ pub(crate) fn from_row(r: &Row) -> rusqlite::Result<Run> {
         step: r.get("step")?,
         resume: r.get("resume")?,
         status: required("status", parse("status", r.get("status")?)?)?,
-        phase: parse("phase", r.get("phase")?)?,
-        stop_cause: parse("stop_cause", r.get("stop_cause")?)?,
-        stop_requested_at: r.get("stop_requested_at")?,
-        stop_for_job: parse("stop_for_job", r.get("stop_for_job")?)?,
-        reserved_at: r.get("reserved_at")?,
-        started_at: r.get("started_at")?,
+        phase,
+        stop,
+        reserved_at,
+        started_at,
         workload_started_at: r.get("workload_started_at")?,
         ended_at: r.get("ended_at")?,
         process: json("process", r.get("process")?)?,
-        cleanup: json("cleanup", r.get("cleanup")?)?,
-        cleanup_attempt: r.get("cleanup_attempt")?,
-        attention: parse("attention", r.get("attention")?)?,
+        cleanup,
     })
 }
 
-pub fn get(conn: &Connection, task: TaskId) -> ApiResult<Option<Run>> {
-    conn.prepare_cached(&format!("SELECT {COLUMNS} FROM runs WHERE task = ?1"))
+pub fn get(db: Db, task: TaskId) -> ApiResult<Option<Run>> {
+    db.conn
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM runs WHERE task = ?1"))
         .db("read run")?
         .query_row([task.to_string()], from_row)
         .optional()
@@ -87,8 +152,9 @@ pub fn get(conn: &Connection, task: TaskId) -> ApiResult<Option<Run>> {
 }
 
 /// Every attempt of a job, oldest first.
-pub fn list_for_job(conn: &Connection, job: JobId) -> ApiResult<Vec<Run>> {
-    let mut stmt = conn
+pub fn list_for_job(db: Db, job: JobId) -> ApiResult<Vec<Run>> {
+    let mut stmt = db
+        .conn
         .prepare_cached(&format!(
             "SELECT {COLUMNS} FROM runs WHERE job = ?1 ORDER BY run_number"
         ))
@@ -100,12 +166,157 @@ pub fn list_for_job(conn: &Connection, job: JobId) -> ApiResult<Vec<Run>> {
 }
 
 /// Every run that holds a lane (any phase).
-pub fn list_holding(conn: &Connection) -> ApiResult<Vec<Run>> {
-    let mut stmt = conn
+pub fn list_holding(db: Db) -> ApiResult<Vec<Run>> {
+    let mut stmt = db
+        .conn
         .prepare_cached(&format!(
             "SELECT {COLUMNS} FROM runs WHERE phase IS NOT NULL"
         ))
         .db("list active runs")?;
     let rows = stmt.query_map([], from_row).db("list active runs")?;
     rows.collect::<Result<_, _>>().db("list active runs")
+}
+
+/// A lane reserved for a queued job: the new run, launching.
+#[derive(Debug, Clone)]
+pub struct Reservation {
+    pub job: Job,
+    pub resource: Resource,
+    pub task: TaskId,
+    pub run_number: u32,
+}
+
+/// Reserves `resource` for `job` if both are still as the scheduler saw them (the job
+/// queued, neither holding a run): a new run, launching, and the job active.
+pub fn reserve(db: Db, job: JobId, resource: ResourceId) -> ApiResult<Option<Reservation>> {
+    let Some(job) = jobs::get(db, job)? else {
+        return Ok(None);
+    };
+    if job.status != JobStatus::Queued {
+        return Ok(None);
+    }
+    let holding = list_holding(db)?;
+    if holding
+        .iter()
+        .any(|r| r.resource == resource || r.job == job.id)
+    {
+        return Ok(None);
+    }
+    let Some(resource) = resources::get(db, resource)? else {
+        return Ok(None);
+    };
+    let task = TaskId::new();
+    let run_number = job.runs + 1;
+    let now = now_ms();
+    db.conn
+        .prepare_cached(
+            "INSERT INTO runs (task, job, resource, run_number, step, resume, status, phase, \
+             reserved_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', 'launching', ?7)",
+        )
+        .db("reserve run")?
+        .execute((
+            task.to_string(),
+            job.id.to_string(),
+            resource.id.to_string(),
+            run_number,
+            job.step,
+            job.resume,
+            now,
+        ))
+        .db("reserve run")?;
+    jobs::activate(db, job.id, run_number, now)?;
+    Ok(Some(Reservation {
+        job,
+        resource,
+        task,
+        run_number,
+    }))
+}
+
+/// Writes a run's phase with the columns that belong to it (`None`: the lane is free).
+/// Columns of other phases are left as they are: they are the run's history.
+pub fn set_phase(db: Db, task: TaskId, phase: Option<&RunPhase>) -> ApiResult<()> {
+    let kind = phase.map(|p| p.kind().as_str());
+    let stop = phase.and_then(RunPhase::stop);
+    let started_at = match phase {
+        Some(RunPhase::Executing { started_at } | RunPhase::Stopping { started_at, .. }) => {
+            Some(*started_at)
+        }
+        _ => None,
+    };
+    let attempt = match phase {
+        Some(RunPhase::Cleaning { attempt }) => Some(*attempt),
+        _ => None,
+    };
+    let attention = match phase {
+        Some(RunPhase::Attention { id, .. }) => Some(id.to_string()),
+        _ => None,
+    };
+    db.conn
+        .prepare_cached(
+            "UPDATE runs SET phase = ?2, \
+             stop_cause = COALESCE(?3, stop_cause), \
+             stop_requested_at = COALESCE(?4, stop_requested_at), \
+             stop_for_job = COALESCE(?5, stop_for_job), \
+             started_at = COALESCE(?6, started_at), \
+             cleanup_attempt = COALESCE(?7, cleanup_attempt), \
+             attention = COALESCE(?8, attention) WHERE task = ?1",
+        )
+        .db("set run phase")?
+        .execute(rusqlite::params![
+            task.to_string(),
+            kind,
+            stop.map(|s| s.cause.as_str()),
+            stop.map(|s| s.requested_at),
+            stop.and_then(|s| s.for_job).map(|j| j.to_string()),
+            started_at,
+            attempt,
+            attention,
+        ])
+        .db("set run phase")?;
+    Ok(())
+}
+
+/// The worker confirmed; the workload started at `workload_started_at` when it said so.
+pub fn record_start(db: Db, task: TaskId, workload_started_at: Option<Millis>) -> ApiResult<()> {
+    db.conn
+        .prepare_cached("UPDATE runs SET workload_started_at = ?2 WHERE task = ?1")
+        .db("record run start")?
+        .execute((task.to_string(), workload_started_at))
+        .db("record run start")?;
+    Ok(())
+}
+
+/// How the run ended: its status, the process result the worker recorded and when.
+pub fn record_end(
+    db: Db,
+    task: TaskId,
+    status: RunStatus,
+    process: Option<&Value>,
+    ended_at: Millis,
+) -> ApiResult<()> {
+    db.conn
+        .prepare_cached(
+            "UPDATE runs SET status = ?2, process = ?3, ended_at = ?4, \
+             started_at = COALESCE(started_at, ?4) WHERE task = ?1",
+        )
+        .db("record run end")?
+        .execute((
+            task.to_string(),
+            status.as_str(),
+            process.map(Value::to_string),
+            ended_at,
+        ))
+        .db("record run end")?;
+    Ok(())
+}
+
+/// The cleanup result that ended the cleaning phase (a failure is also the Attention's).
+pub fn record_cleanup(db: Db, task: TaskId, cleanup: &Value) -> ApiResult<()> {
+    db.conn
+        .prepare_cached("UPDATE runs SET cleanup = ?2 WHERE task = ?1")
+        .db("record cleanup")?
+        .execute((task.to_string(), cleanup.to_string()))
+        .db("record cleanup")?;
+    Ok(())
 }

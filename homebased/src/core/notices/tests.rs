@@ -2,11 +2,8 @@
 //! suppression at delivery time, and check-due across a restart.
 
 use super::*;
-use crate::core::DaemonFacts;
 use crate::delivery::outbox;
-use crate::store::Store;
 use homebased_shared::config::{Config, NotifyBlockedAfter};
-use homebased_shared::home::Home;
 use homebased_shared::ids::{JobId, ResourceId, TaskId, ThreadId};
 use homebased_shared::queue::{PreemptMode, Priority};
 use homebased_shared::spec::{Preempt, Step};
@@ -30,10 +27,7 @@ fn config() -> Config {
 }
 
 fn open_core(dir: &tempfile::TempDir) -> Core {
-    let home = Home::at(dir.path());
-    let store = Store::open(&home.database()).unwrap();
-    let facts = DaemonFacts { pid: 1, web: None };
-    Core::new(store, home, config(), facts).unwrap()
+    crate::core::testing::open_core(dir, config(), Default::default())
 }
 
 impl Fixture {
@@ -98,29 +92,21 @@ impl Fixture {
 
     /// An executing run of `job` that started at `started_at`.
     fn run(&mut self, job: JobId, started_at: Millis) -> TaskId {
-        let task = TaskId::new();
-        self.core
+        let task = self
+            .core
             .store
-            .write(|tx| {
+            .write(|db| {
                 let lane = crate::store::resources::insert(
-                    tx,
-                    &format!("lane-{}", &task.to_string()[..8]),
+                    db,
+                    &format!("lane-{}", &JobId::new().to_string()[..8]),
                     None,
                     homebased_shared::wire::ResourceOrigin::Manual,
                 )?;
-                tx.execute(
-                    "INSERT INTO runs (task, job, resource, run_number, step, resume, status, \
-                     phase, reserved_at, started_at) \
-                     VALUES (?1, ?2, ?3, 1, 0, 0, 'running', 'executing', ?4, ?4)",
-                    (
-                        task.to_string(),
-                        job.to_string(),
-                        lane.id.to_string(),
-                        started_at,
-                    ),
-                )
-                .map_err(ApiError::internal)?;
-                Ok(())
+                let reserved =
+                    runs::reserve(db, job, lane.id)?.expect("a free lane and a queued job");
+                let executing = RunPhase::Executing { started_at };
+                runs::set_phase(db, reserved.task, Some(&executing))?;
+                Ok(reserved.task)
             })
             .unwrap();
         std::fs::create_dir_all(self.core.home.task_dir(task)).unwrap();
@@ -128,7 +114,7 @@ impl Fixture {
     }
 
     fn events(&self, job: JobId) -> Vec<Value> {
-        events::list_for_job(self.core.store.conn(), job).unwrap()
+        events::list_for_job(self.core.store.db(), job).unwrap()
     }
 
     fn take(&mut self, now: Millis) -> Vec<(JobId, u32)> {
@@ -199,7 +185,7 @@ fn the_first_blocked_job_gets_one_notice_per_episode_after_the_wait_delay() {
     assert_eq!(blockers[1]["kind"], "attention");
     assert!(blockers[1].get("attention").is_some(), "{notice}");
     let episode = notice["blocked"]["episode"].as_str().unwrap();
-    let stored = stored::open(f.core.store.conn()).unwrap().unwrap();
+    let stored = stored::open(f.core.store.db()).unwrap().unwrap();
     assert_eq!(stored.id.to_string(), episode);
     assert_eq!(stored.notified_seq, Some(1));
 }
@@ -219,7 +205,7 @@ fn a_new_head_starts_a_new_episode_and_no_head_ends_it() {
     assert!(!f.core.fire_due_blocked(69 * MINUTE).unwrap());
     assert!(f.core.fire_due_blocked(70 * MINUTE).unwrap());
     f.core.track_episode(None, 80 * MINUTE).unwrap();
-    assert_eq!(stored::open(f.core.store.conn()).unwrap(), None);
+    assert_eq!(stored::open(f.core.store.db()).unwrap(), None);
     assert!(!f.core.fire_due_blocked(500 * MINUTE).unwrap());
     // A comes back: a third episode, with its own notice.
     f.core
@@ -252,12 +238,12 @@ fn an_episode_survives_a_restart_with_its_start() {
     let mut f = Fixture::new();
     let a = f.job(Duration::from_secs(3600));
     f.core.track_episode(Some(&head(a, false)), 0).unwrap();
-    let before = stored::open(f.core.store.conn()).unwrap().unwrap();
+    let before = stored::open(f.core.store.db()).unwrap().unwrap();
     let mut f = f.restart();
     f.core
         .track_episode(Some(&head(a, false)), 25 * MINUTE)
         .unwrap();
-    let after = stored::open(f.core.store.conn()).unwrap().unwrap();
+    let after = stored::open(f.core.store.db()).unwrap().unwrap();
     assert_eq!((after.id, after.started_at), (before.id, 0));
     assert!(f.core.fire_due_blocked(30 * MINUTE).unwrap());
 }
@@ -278,9 +264,9 @@ fn a_blocked_notice_no_longer_true_at_its_turn_is_suppressed_and_keeps_its_seq()
         .track_episode(Some(&head(b, false)), 32 * MINUTE)
         .unwrap();
     assert_eq!(f.take(33 * MINUTE), vec![]);
-    let state = events::delivery_state(f.core.store.conn(), a, 1).unwrap();
+    let state = events::delivery_state(f.core.store.db(), a, 1).unwrap();
     assert_eq!(state, Some((false, true)), "suppressed, never delivered");
-    let job = jobs::require(f.core.store.conn(), a).unwrap();
+    let job = jobs::require(f.core.store.db(), a).unwrap();
     let seq = f
         .core
         .store
@@ -320,7 +306,7 @@ fn check_due_fires_once_per_silent_run_and_never_again_after_a_restart() {
     assert_eq!(notices[0]["task"], json!(task));
     assert_eq!(notices[0]["run_number"], 1);
     assert_eq!(
-        stored::check_due_seq(f.core.store.conn(), task).unwrap(),
+        stored::check_due_seq(f.core.store.db(), task).unwrap(),
         Some(1)
     );
 
@@ -338,7 +324,7 @@ fn check_due_counts_silence_from_the_last_output_with_a_thirty_minute_floor() {
     let job = f.job(Duration::from_secs(60));
     let now = now_ms();
     let task = f.run(job, now - 600 * MINUTE);
-    let log = RunDir::new(f.core.home.task_dir(task)).output_log();
+    let log = homebased_shared::rundir::RunDir::new(f.core.home.task_dir(task)).output_log();
     std::fs::write(&log, "progress\n").unwrap();
     let written = modified_ms(&log).unwrap();
     assert!(!f.core.fire_check_due(written + 29 * MINUTE).unwrap());
@@ -353,11 +339,11 @@ fn a_check_due_notice_is_suppressed_once_the_run_writes_again() {
     let now = now_ms();
     let task = f.run(job, now - 120 * MINUTE);
     assert!(f.core.fire_check_due(now).unwrap());
-    let log = RunDir::new(f.core.home.task_dir(task)).output_log();
+    let log = homebased_shared::rundir::RunDir::new(f.core.home.task_dir(task)).output_log();
     let file = std::fs::File::create(&log).unwrap();
     file.set_modified(SystemTime::now() + Duration::from_secs(5))
         .unwrap();
     assert_eq!(f.take(now + 10_000), vec![]);
-    let state = events::delivery_state(f.core.store.conn(), job, 1).unwrap();
+    let state = events::delivery_state(f.core.store.db(), job, 1).unwrap();
     assert_eq!(state, Some((false, true)));
 }

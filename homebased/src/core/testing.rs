@@ -1,0 +1,107 @@
+//! Test support for the core: a [`FakeLauncher`] that records what the core asked of its
+//! workers, and a core on a temporary home and real store that uses it. Tests play the
+//! worker's part by writing the run directory's files, as a real worker would.
+
+use super::launcher::Launcher;
+use super::{Core, CoreHandle, DaemonFacts};
+use crate::store::Store;
+use homebased_shared::config::{CleanupConfig, Config};
+use homebased_shared::home::Home;
+use homebased_shared::ids::TaskId;
+use homebased_shared::rundir::RunDir;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+/// One request the core made of its launcher.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Asked {
+    Start(TaskId),
+    Reattach(TaskId),
+    SignalStop(TaskId),
+    CleanUpLost { task: TaskId, attempt: u32 },
+}
+
+/// What the fake launcher saw, and which workers it pretends are alive.
+#[derive(Debug, Default)]
+pub struct Workers {
+    pub asked: Vec<Asked>,
+    /// Tasks whose worker holds its lock (a started worker is alive until the test ends it).
+    pub alive: HashSet<TaskId>,
+    /// Make the next start fail, as a missing worker binary would.
+    pub fail_start: bool,
+}
+
+#[derive(Clone, Default)]
+pub struct FakeLauncher(pub Arc<Mutex<Workers>>);
+
+fn task_of(dir: &RunDir) -> TaskId {
+    dir.root()
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.parse().ok())
+        .expect("run directories are named after their task")
+}
+
+impl FakeLauncher {
+    fn with<T>(&self, f: impl FnOnce(&mut Workers) -> T) -> T {
+        f(&mut self.0.lock().expect("no test thread panicked holding it"))
+    }
+
+    pub fn asked(&self) -> Vec<Asked> {
+        self.with(|w| w.asked.clone())
+    }
+
+    /// The worker of `task` exits: its lock is free from now on.
+    pub fn end(&self, task: TaskId) {
+        self.with(|w| w.alive.remove(&task));
+    }
+}
+
+impl Launcher for FakeLauncher {
+    fn start(&mut self, _core: CoreHandle, _dir: &RunDir, task: TaskId) -> std::io::Result<()> {
+        self.with(|w| {
+            if std::mem::take(&mut w.fail_start) {
+                return Err(std::io::Error::other("no such worker binary"));
+            }
+            w.asked.push(Asked::Start(task));
+            w.alive.insert(task);
+            Ok(())
+        })
+    }
+
+    fn reattach(&mut self, _core: CoreHandle, dir: &RunDir, _task: TaskId) {
+        let task = task_of(dir);
+        self.with(|w| w.asked.push(Asked::Reattach(task)));
+    }
+
+    fn worker_alive(&self, dir: &RunDir) -> bool {
+        let task = task_of(dir);
+        self.with(|w| w.alive.contains(&task))
+    }
+
+    fn signal_stop(&mut self, dir: &RunDir) {
+        let task = task_of(dir);
+        self.with(|w| w.asked.push(Asked::SignalStop(task)));
+    }
+
+    fn clean_up_lost(
+        &mut self,
+        _core: CoreHandle,
+        _dir: &RunDir,
+        task: TaskId,
+        attempt: u32,
+        _config: CleanupConfig,
+        _protected: Vec<u32>,
+    ) {
+        self.with(|w| w.asked.push(Asked::CleanUpLost { task, attempt }));
+    }
+}
+
+/// A core on the temporary home `dir` with a fake launcher.
+pub fn open_core(dir: &tempfile::TempDir, config: Config, launcher: FakeLauncher) -> Core {
+    let home = Home::at(dir.path());
+    home.create().expect("a temporary home can be created");
+    let store = Store::open(&home.database()).expect("a new store opens");
+    let facts = DaemonFacts { pid: 1, web: None };
+    Core::new(store, home, config, facts, Box::new(launcher)).expect("a new core starts")
+}

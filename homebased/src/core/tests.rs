@@ -1,0 +1,581 @@
+//! The core against a fake launcher: submit, launch, observe, cancel, move and release on a
+//! real store in a temporary home. The test plays the worker's part by writing the run
+//! directory's records, exactly the files a real worker writes; no process is started, so
+//! nothing here waits or sleeps.
+
+use super::testing::{open_core, Asked, FakeLauncher};
+use super::Core;
+use crate::lifecycle::{RunPhase, MAX_CLEANUP_ATTEMPTS};
+use crate::store::{jobs, runs};
+use homebased_shared::error::ErrorCode;
+use homebased_shared::ids::{AttentionId, JobId, OperationId, TaskId, ThreadId};
+use homebased_shared::queue::{JobStatus, Priority, RunStatus, StopCause};
+use homebased_shared::rundir::{
+    write_json_atomic, ChildRecord, CleanupOutcome, CleanupRecord, ExitReason, ExitRecord,
+    GroupState, ProcessIdentity, RemainingProcess, RemainingReason, RunDir, WorkerRecord,
+    EXIT_YIELDED,
+};
+use homebased_shared::time::now_ms;
+use homebased_shared::wire::{
+    CancelRequest, CancelResult, MoveRequest, Placement, RegisterRequest, ReleaseRequest,
+    SubmitRequest, Submitter,
+};
+use serde_json::{json, Value};
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    core: Core,
+    workers: FakeLauncher,
+}
+
+impl Fixture {
+    /// A core with one manual lane, `gpu0`.
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let workers = FakeLauncher::default();
+        let mut core = open_core(&dir, Default::default(), workers.clone());
+        core.register(RegisterRequest {
+            name: "gpu0".into(),
+            device: None,
+        })
+        .unwrap();
+        Fixture {
+            _dir: dir,
+            core,
+            workers,
+        }
+    }
+
+    /// Submits a job of `steps` shell steps at `priority`, then lets a pass run.
+    fn submit(&mut self, priority: Priority, preempt: Value, steps: usize) -> JobId {
+        let id = JobId::new();
+        let spec = json!({
+            "api_version": 1,
+            "thread": ThreadId::new(),
+            "name": "core test",
+            "cwd": "/",
+            "priority": priority,
+            "preempt": preempt,
+            "steps": vec![json!({"type": "task", "command": ["/bin/sh", "-c", "true"]}); steps],
+        });
+        self.core
+            .submit(SubmitRequest {
+                job: id,
+                spec,
+                submitter: Submitter {
+                    path: Some("/usr/bin:/bin".into()),
+                    home: None,
+                    cwd: "/".into(),
+                    parent_task: None,
+                },
+                allow_other_thread: false,
+            })
+            .unwrap();
+        self.pass();
+        id
+    }
+
+    fn pass(&mut self) {
+        self.core.pass();
+    }
+
+    fn job(&self, id: JobId) -> jobs::Job {
+        jobs::require(self.core.store.db(), id).unwrap()
+    }
+
+    fn runs(&self, id: JobId) -> Vec<runs::Run> {
+        runs::list_for_job(self.core.store.db(), id).unwrap()
+    }
+
+    /// The one run of `job` that holds a lane.
+    fn active(&self, job: JobId) -> runs::Run {
+        self.runs(job)
+            .into_iter()
+            .find(|r| r.phase.is_some())
+            .unwrap_or_else(|| panic!("job {job} holds no lane"))
+    }
+
+    fn dir(&self, task: TaskId) -> RunDir {
+        RunDir::new(self.core.home.task_dir(task))
+    }
+
+    fn events(&self, job: JobId) -> Vec<String> {
+        crate::store::events::list_for_job(self.core.store.db(), job)
+            .unwrap()
+            .iter()
+            .map(|e| e["event"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    // --- the worker's part ---
+
+    fn worker_json(&self, task: TaskId, child: bool) {
+        let me = ProcessIdentity {
+            pid: 4242,
+            start_ticks: 7,
+        };
+        let child = child.then(|| ChildRecord {
+            process: ProcessIdentity {
+                pid: 4243,
+                start_ticks: 8,
+            },
+            pgid: 4243,
+            started_at: now_ms(),
+        });
+        let record = WorkerRecord { worker: me, child };
+        write_json_atomic(&self.dir(task).worker_json(), &record).unwrap();
+    }
+
+    /// The worker confirms: it started the workload and pokes the daemon.
+    fn confirm(&mut self, task: TaskId) {
+        self.worker_json(task, true);
+        self.core.observe(task, false);
+    }
+
+    fn exit(&mut self, task: TaskId, reason: ExitReason) {
+        let record = ExitRecord {
+            reason,
+            group: GroupState::ConfirmedExited,
+            container: None,
+            ended_at: now_ms(),
+        };
+        write_json_atomic(&self.dir(task).exit_json(), &record).unwrap();
+        self.core.observe(task, false);
+    }
+
+    fn cleanup(&mut self, task: TaskId, attempt: u32, outcome: CleanupOutcome) {
+        let record = CleanupRecord {
+            attempt,
+            outcome,
+            finished_at: now_ms(),
+        };
+        write_json_atomic(&self.dir(task).cleanup_json(), &record).unwrap();
+    }
+
+    /// The worker exits (its lock is free) and its watcher tells the core.
+    fn worker_gone(&mut self, task: TaskId) {
+        self.workers.end(task);
+        self.core.observe(task, true);
+    }
+
+    /// A whole, successful attempt: confirm, exit 0, clean, gone.
+    fn run_to_success(&mut self, task: TaskId) {
+        self.confirm(task);
+        self.exit(task, ExitReason::Exit { code: 0 });
+        self.cleanup(task, 1, CleanupOutcome::Clean);
+        self.worker_gone(task);
+        self.pass();
+    }
+}
+
+fn restart() -> Value {
+    json!({"mode": "restart"})
+}
+
+#[test]
+fn a_submitted_job_launches_executes_succeeds_and_frees_its_lane() {
+    let mut f = Fixture::new();
+    let job = f.submit(Priority::Medium, restart(), 1);
+    let run = f.active(job);
+    assert!(matches!(run.phase, Some(RunPhase::Launching { .. })));
+    assert_eq!(f.workers.asked(), vec![Asked::Start(run.task)]);
+    assert_eq!(f.job(job).status, JobStatus::Active);
+    assert!(
+        f.dir(run.task).run_json().exists(),
+        "run.json is written before the start"
+    );
+
+    f.confirm(run.task);
+    assert!(matches!(
+        f.active(job).phase,
+        Some(RunPhase::Executing { .. })
+    ));
+
+    f.exit(run.task, ExitReason::Exit { code: 0 });
+    let run = f.active(job);
+    assert_eq!(run.phase, Some(RunPhase::Cleaning { attempt: 1 }));
+    assert_eq!(run.status, RunStatus::Succeeded);
+    assert_eq!(f.job(job).status, JobStatus::Succeeded);
+    assert_eq!(f.events(job), ["JOB_SUCCEEDED"]);
+
+    f.cleanup(run.task, 1, CleanupOutcome::Clean);
+    f.worker_gone(run.task);
+    assert!(f.runs(job).iter().all(|r| r.phase.is_none()), "lane freed");
+    assert_eq!(f.runs(job)[0].cleanup.as_ref().unwrap()["result"], "clean");
+}
+
+#[test]
+fn each_step_gets_its_own_attempt_and_the_lane_serves_the_next_job_after_cleanup() {
+    let mut f = Fixture::new();
+    let first = f.submit(Priority::Medium, restart(), 2);
+    let second = f.submit(Priority::Medium, restart(), 1);
+    assert_eq!(f.job(second).status, JobStatus::Queued, "one lane, one run");
+    let step0 = f.active(first).task;
+    f.run_to_success(step0);
+    // The second step of the same job keeps its slot ahead of the other job.
+    let step1 = f.active(first);
+    assert_eq!((step1.step, step1.run_number), (1, 2));
+    assert_eq!(f.job(second).status, JobStatus::Queued);
+    f.run_to_success(step1.task);
+    assert_eq!(f.job(first).status, JobStatus::Succeeded);
+    let next = f.active(second);
+    assert_eq!(
+        f.workers.asked(),
+        vec![
+            Asked::Start(step0),
+            Asked::Start(step1.task),
+            Asked::Start(next.task)
+        ]
+    );
+}
+
+#[test]
+fn the_lane_stays_held_while_cleaning_even_after_the_job_ended() {
+    let mut f = Fixture::new();
+    let first = f.submit(Priority::Medium, restart(), 1);
+    let second = f.submit(Priority::Medium, restart(), 1);
+    let task = f.active(first).task;
+    f.confirm(task);
+    f.exit(task, ExitReason::Exit { code: 0 });
+    f.pass();
+    assert_eq!(f.job(first).status, JobStatus::Succeeded);
+    assert_eq!(
+        f.job(second).status,
+        JobStatus::Queued,
+        "cleaning is not free"
+    );
+    assert_eq!(f.workers.asked(), vec![Asked::Start(task)]);
+}
+
+#[test]
+fn cancelling_a_queued_job_ends_it_at_once_and_an_active_one_through_its_stop() {
+    let mut f = Fixture::new();
+    let active = f.submit(Priority::Medium, restart(), 1);
+    let queued = f.submit(Priority::Medium, restart(), 1);
+    let cancel = |f: &mut Fixture, job| {
+        f.core
+            .cancel(
+                job,
+                CancelRequest {
+                    operation_id: OperationId::new(),
+                },
+            )
+            .unwrap()
+    };
+    assert_eq!(cancel(&mut f, queued), CancelResult::Cancelled);
+    assert_eq!(f.job(queued).status, JobStatus::Cancelled);
+    assert_eq!(f.events(queued), ["JOB_CANCELLED"]);
+
+    let task = f.active(active).task;
+    f.confirm(task);
+    let answer = cancel(&mut f, active);
+    assert!(matches!(answer, CancelResult::Stopping { task: t, .. } if t == task));
+    let run = f.active(active);
+    assert!(
+        matches!(run.phase, Some(RunPhase::Stopping { stop, .. }) if stop.cause == StopCause::UserCancel)
+    );
+    assert!(
+        f.dir(task).stop_file().exists(),
+        "control/stop written first"
+    );
+    assert_eq!(f.workers.asked().last(), Some(&Asked::SignalStop(task)));
+    assert_eq!(
+        f.job(active).status,
+        JobStatus::Active,
+        "not cancelled until it ends"
+    );
+
+    f.exit(task, ExitReason::Cancelled);
+    assert_eq!(f.job(active).status, JobStatus::Cancelled);
+    assert_eq!(f.events(active), ["JOB_CANCELLED"]);
+    let again = cancel(&mut f, active);
+    assert!(matches!(again, CancelResult::AlreadyTerminal { .. }));
+}
+
+#[test]
+fn a_cancel_during_launch_waits_for_the_confirmation_then_stops_the_run() {
+    let mut f = Fixture::new();
+    let job = f.submit(Priority::Medium, restart(), 1);
+    let task = f.active(job).task;
+    f.core
+        .cancel(
+            job,
+            CancelRequest {
+                operation_id: OperationId::new(),
+            },
+        )
+        .unwrap();
+    assert!(
+        matches!(
+            f.active(job).phase,
+            Some(RunPhase::Launching { stop: Some(_), .. })
+        ),
+        "a launch keeps its phase"
+    );
+    assert!(!f.dir(task).stop_file().exists(), "nothing to stop yet");
+    f.confirm(task);
+    assert!(matches!(
+        f.active(job).phase,
+        Some(RunPhase::Stopping { .. })
+    ));
+    assert!(f.dir(task).stop_file().exists());
+    assert_eq!(f.workers.asked().last(), Some(&Asked::SignalStop(task)));
+}
+
+#[test]
+fn a_higher_level_job_yields_the_lane_and_the_victim_resumes_in_its_slot() {
+    let mut f = Fixture::new();
+    let victim = f.submit(Priority::Low, json!({"mode": "yield"}), 1);
+    let task = f.active(victim).task;
+    f.confirm(task);
+    let urgent = f.submit(Priority::High, restart(), 1);
+    let run = f.active(victim);
+    assert!(
+        matches!(run.phase, Some(RunPhase::Stopping { stop, .. }) if stop.cause == StopCause::Yield && stop.for_job == Some(urgent))
+    );
+    assert!(
+        f.dir(task).yield_file().exists(),
+        "yield is a file, no signal"
+    );
+    assert!(!f.workers.asked().contains(&Asked::SignalStop(task)));
+
+    f.exit(task, ExitReason::Exit { code: EXIT_YIELDED });
+    let job = f.job(victim);
+    assert_eq!((job.status, job.resume), (JobStatus::Queued, true));
+    assert_eq!(f.events(victim), ["JOB_PREEMPTED"]);
+    f.cleanup(task, 1, CleanupOutcome::Clean);
+    f.worker_gone(task);
+    f.pass();
+    assert!(matches!(
+        f.active(urgent).phase,
+        Some(RunPhase::Launching { .. })
+    ));
+}
+
+#[test]
+fn moving_a_queued_job_to_the_front_changes_the_serving_order() {
+    let mut f = Fixture::new();
+    let running = f.submit(Priority::Medium, restart(), 1);
+    let a = f.submit(Priority::Medium, restart(), 1);
+    let b = f.submit(Priority::Medium, restart(), 1);
+    assert_eq!((f.job(a).position, f.job(b).position), (Some(2), Some(3)));
+    let op = OperationId::new();
+    let request = MoveRequest {
+        operation_id: op,
+        placement: Placement {
+            front: true,
+            ..Default::default()
+        },
+    };
+    f.core.move_job(b, request.clone()).unwrap();
+    assert_eq!(f.job(b).position, Some(1));
+    assert_eq!(
+        (f.job(running).position, f.job(a).position),
+        (Some(2), Some(3))
+    );
+    // A retry with the same operation id replays; the same id for other content conflicts.
+    f.core.move_job(b, request).unwrap();
+    assert_eq!(f.job(b).position, Some(1));
+    let other = f.core.move_job(
+        a,
+        MoveRequest {
+            operation_id: op,
+            placement: Placement {
+                front: true,
+                ..Default::default()
+            },
+        },
+    );
+    assert_eq!(other.unwrap_err().code, ErrorCode::OperationConflict);
+
+    let task = f.active(running).task;
+    f.run_to_success(task);
+    assert!(f.active(b).phase.is_some(), "the moved job is served first");
+}
+
+#[test]
+fn a_lost_worker_is_cleaned_by_the_daemon_and_a_failed_cleanup_holds_the_lane_until_released() {
+    let mut f = Fixture::new();
+    let job = f.submit(Priority::Medium, restart(), 1);
+    let waiting = f.submit(Priority::Medium, restart(), 1);
+    let task = f.active(job).task;
+    f.confirm(task);
+    // The worker vanishes without exit.json.
+    f.worker_gone(task);
+    let run = f.active(job);
+    assert_eq!(run.status, RunStatus::Lost);
+    assert_eq!(run.phase, Some(RunPhase::Cleaning { attempt: 2 }));
+    assert_eq!(f.job(job).status, JobStatus::Failed);
+    assert_eq!(
+        f.workers.asked().last(),
+        Some(&Asked::CleanUpLost { task, attempt: 2 })
+    );
+
+    // The daemon's cleanup finds a marked survivor.
+    let survivor = RemainingProcess {
+        pid: 777,
+        start_ticks: 9,
+        reason: RemainingReason::Marked,
+    };
+    f.cleanup(
+        task,
+        2,
+        CleanupOutcome::TargetsSurvived {
+            remaining: vec![survivor],
+        },
+    );
+    f.core.observe(task, true);
+    let Some(RunPhase::Attention { id, failure }) = f.active(job).phase else {
+        panic!("expected Attention");
+    };
+    assert_eq!(failure["result"], "targets_survived");
+    assert_eq!(failure["remaining"][0]["pid"], 777);
+    assert_eq!(f.events(job), ["JOB_FAILED", "JOB_ATTENTION"]);
+    f.pass();
+    assert_eq!(
+        f.job(waiting).status,
+        JobStatus::Queued,
+        "Attention is not free"
+    );
+
+    // Only that exact UUID releases it.
+    let wrong = f.core.release(ReleaseRequest {
+        operation_id: OperationId::new(),
+        attention: AttentionId::new(),
+    });
+    assert_eq!(wrong.unwrap_err().code, ErrorCode::AttentionNotFound);
+    let release = ReleaseRequest {
+        operation_id: OperationId::new(),
+        attention: id,
+    };
+    let released = f.core.release(release.clone()).unwrap();
+    assert_eq!(released.attention, id);
+    // A retry of the same operation replays the answer; a new one no longer finds the hold.
+    assert_eq!(f.core.release(release).unwrap(), released);
+    let again = f.core.release(ReleaseRequest {
+        operation_id: OperationId::new(),
+        attention: id,
+    });
+    assert_eq!(again.unwrap_err().code, ErrorCode::AttentionNotFound);
+    f.pass();
+    assert!(f.active(waiting).phase.is_some(), "the lane serves again");
+}
+
+#[test]
+fn a_launch_whose_worker_never_confirmed_returns_the_job_to_its_slot_without_an_event() {
+    let mut f = Fixture::new();
+    let job = f.submit(Priority::Medium, restart(), 1);
+    let task = f.active(job).task;
+    f.worker_gone(task);
+    let job_now = f.job(job);
+    assert_eq!(
+        (job_now.status, job_now.position),
+        (JobStatus::Queued, Some(1))
+    );
+    assert!(f.events(job).is_empty());
+    assert_eq!(f.runs(job)[0].status, RunStatus::Lost);
+    f.pass();
+    let retry = f.active(job);
+    assert_eq!(retry.run_number, 2, "the next pass launches it again");
+}
+
+#[test]
+fn a_launch_whose_worker_wrote_worker_json_is_cleaned_before_the_lane_serves_again() {
+    let mut f = Fixture::new();
+    let job = f.submit(Priority::Medium, restart(), 1);
+    let task = f.active(job).task;
+    f.worker_json(task, false);
+    f.worker_gone(task);
+    assert_eq!(f.job(job).status, JobStatus::Queued);
+    let run = runs::get(f.core.store.db(), task).unwrap().unwrap();
+    assert_eq!(run.phase, Some(RunPhase::Cleaning { attempt: 2 }));
+    assert_eq!(
+        f.workers.asked().last(),
+        Some(&Asked::CleanUpLost { task, attempt: 2 })
+    );
+    f.pass();
+    assert_eq!(f.job(job).status, JobStatus::Queued, "not while cleaning");
+}
+
+#[test]
+fn a_worker_that_cannot_start_gives_the_lane_back() {
+    let mut f = Fixture::new();
+    f.workers.0.lock().unwrap().fail_start = true;
+    let job = f.submit(Priority::Medium, restart(), 1);
+    // The failed launch was abandoned and the pass after it launched the job again.
+    let runs = f.runs(job);
+    assert_eq!(runs[0].status, RunStatus::Lost);
+    assert!(runs[0].phase.is_none());
+    f.pass();
+    assert!(f.active(job).phase.is_some());
+}
+
+#[test]
+fn a_cleanup_that_never_reports_ends_in_attention_instead_of_spinning() {
+    let mut f = Fixture::new();
+    let job = f.submit(Priority::Medium, restart(), 1);
+    let task = f.active(job).task;
+    f.confirm(task);
+    f.exit(task, ExitReason::Exit { code: 0 });
+    // The run directory is gone: no cleanup record can ever appear.
+    std::fs::remove_dir_all(f.dir(task).root()).unwrap();
+    for _ in 0..MAX_CLEANUP_ATTEMPTS + 3 {
+        f.worker_gone(task);
+    }
+    let cleanups = f
+        .workers
+        .asked()
+        .iter()
+        .filter(|a| matches!(a, Asked::CleanUpLost { .. }))
+        .count() as u32;
+    assert_eq!(cleanups, MAX_CLEANUP_ATTEMPTS - 1);
+    assert!(matches!(
+        f.active(job).phase,
+        Some(RunPhase::Attention { .. })
+    ));
+}
+
+#[test]
+fn reconciling_reattaches_live_workers_and_re_enacts_their_stop() {
+    let mut f = Fixture::new();
+    let job = f.submit(Priority::Medium, restart(), 1);
+    let task = f.active(job).task;
+    f.confirm(task);
+    f.core
+        .cancel(
+            job,
+            CancelRequest {
+                operation_id: OperationId::new(),
+            },
+        )
+        .unwrap();
+    std::fs::remove_file(f.dir(task).stop_file()).unwrap();
+    f.core.reconcile();
+    assert!(f.workers.asked().contains(&Asked::Reattach(task)));
+    assert!(
+        f.dir(task).stop_file().exists(),
+        "the stop is enacted again"
+    );
+}
+
+#[test]
+fn an_observation_that_cannot_commit_is_retried_until_it_lands() {
+    let mut f = Fixture::new();
+    let job = f.submit(Priority::Medium, restart(), 1);
+    let task = f.active(job).task;
+    f.confirm(task);
+    f.exit(task, ExitReason::Exit { code: 0 });
+    f.cleanup(task, 1, CleanupOutcome::Clean);
+    f.workers.end(task);
+    {
+        // Another process holds the database (a backup tool, `sqlite3`).
+        let _lock = crate::store::testing::hold_exclusive(&f.core.home.database());
+        f.core.observe(task, true);
+        assert!(f.active(job).phase.is_some(), "nothing could be written");
+        assert!(f.core.unsettled.contains_key(&task));
+    }
+    // The hint will not come again; the tick's retry lands it.
+    f.core.retry_observations();
+    assert!(f.runs(job).iter().all(|r| r.phase.is_none()), "lane freed");
+    assert!(f.core.unsettled.is_empty());
+}
