@@ -8,7 +8,6 @@ use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::ids::{ResourceId, TaskId};
 use homebased_shared::time::now_ms;
 use homebased_shared::wire::{ReleaseRequest, ReleaseResult};
-use homebased_shared::API_VERSION;
 use rusqlite::OptionalExtension;
 
 impl Core {
@@ -53,7 +52,6 @@ impl Core {
             )
             .db("release attention")?;
             let result = ReleaseResult {
-                api_version: API_VERSION,
                 resource,
                 attention: req.attention,
             };

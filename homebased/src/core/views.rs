@@ -12,7 +12,6 @@ use homebased_shared::wire::{
     ActiveRunView, DaemonStatus, JobDetail, JobList, JobStateView, JobSummary, PhaseView,
     ResourceList, ResourceView, RunView,
 };
-use homebased_shared::API_VERSION;
 
 impl Core {
     pub fn resource_list(&self) -> ApiResult<ResourceList> {
@@ -26,7 +25,6 @@ impl Core {
             })
             .collect::<ApiResult<_>>()?;
         Ok(ResourceList {
-            api_version: API_VERSION,
             machine: self.machine,
             resources,
         })
@@ -38,7 +36,6 @@ impl Core {
             .map(job_summary)
             .collect();
         Ok(JobList {
-            api_version: API_VERSION,
             machine: self.machine,
             jobs,
         })
@@ -59,7 +56,6 @@ impl Core {
             .map(|r| r.task);
         let summary = job_summary(&job);
         Ok(JobDetail {
-            api_version: API_VERSION,
             machine: self.machine,
             id: summary.id,
             name: summary.name,
@@ -105,7 +101,6 @@ impl Core {
             }
         };
         Ok(homebased_shared::wire::TaskLog {
-            api_version: API_VERSION,
             task,
             log,
             truncated,
@@ -114,7 +109,6 @@ impl Core {
 
     pub fn status(&self) -> ApiResult<DaemonStatus> {
         Ok(DaemonStatus {
-            api_version: API_VERSION,
             socket: "up".into(),
             pid: Some(self.facts.pid),
             home: self.home.root().display().to_string(),
