@@ -131,8 +131,9 @@ impl AppState {
     }
 }
 
-async fn status(State(s): State<AppState>) -> ApiResponse {
-    json(s.core.call(|core| core.status()).await?)
+async fn status(State(s): State<AppState>, q: MachineParam) -> ApiResponse {
+    let m = machine(q)?;
+    s.on_machine(m, |core| core.status()).await
 }
 
 async fn resource_list(State(s): State<AppState>, q: MachineParam) -> ApiResponse {
@@ -155,13 +156,12 @@ async fn job_show(
     s.on_machine(m, move |core| core.job_detail(id)).await
 }
 
-async fn register(State(s): State<AppState>, bytes: Bytes) -> ApiResponse {
+/// Local only: a lane is registered on the machine whose daemon runs its commands.
+async fn register(State(s): State<AppState>, q: MachineParam, bytes: Bytes) -> ApiResponse {
+    let m = machine(q)?;
     let req: RegisterRequest = body(&bytes)?;
-    json(
-        s.core
-            .call(move |core| core.register(req).and_then(sorted_keys))
-            .await?,
-    )
+    s.on_machine(m, move |core| core.register(req).and_then(sorted_keys))
+        .await
 }
 
 async fn submit(State(s): State<AppState>, bytes: Bytes) -> ApiResponse {

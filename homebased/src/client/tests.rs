@@ -134,6 +134,40 @@ async fn tcp_refuses_register_with_the_daemons_error() {
     assert_eq!(err.code, ErrorCode::Permission, "{err:?}");
 }
 
+/// A request the typed methods do not make: a `?machine=` on status or register.
+async fn raw(client: &Client, method: Method, path: &str) -> ApiResult<Bytes> {
+    let body = (method == Method::POST).then(|| Bytes::from(r#"{"name":"lane0"}"#));
+    client.send(method, path, body, Retry::Once).await
+}
+
+#[tokio::test]
+async fn status_and_register_check_the_machine() {
+    let (served, client) = serve(Listener::Socket).await;
+    for query in [
+        "?machine=elsewhere".to_string(),
+        format!("?machine={}", MachineId::new()),
+    ] {
+        let err = raw(&client, Method::GET, &format!("/v1/status{query}"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::MachineNotFound, "{query}: {err:?}");
+        let err = raw(&client, Method::POST, &format!("/v1/resources{query}"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::MachineNotFound, "{query}: {err:?}");
+    }
+    let list = client.resource_list(None).await.unwrap().decode().unwrap();
+    assert!(list.resources.is_empty(), "{list:?}");
+
+    let query = format!("?machine={}", served.machine);
+    let status = raw(&client, Method::GET, &format!("/v1/status{query}")).await;
+    let status: DaemonStatus = decode(&status.unwrap()).unwrap();
+    assert_eq!(status.machine, Some(served.machine));
+    let view = raw(&client, Method::POST, &format!("/v1/resources{query}")).await;
+    let view: ResourceView = decode(&view.unwrap()).unwrap();
+    assert_eq!(view.name, "lane0");
+}
+
 #[tokio::test]
 async fn socket_answers_are_typed_and_versioned() {
     let (served, client) = serve(Listener::Socket).await;
