@@ -2,25 +2,26 @@
 //! human view, and exit with the status of SPEC section 10.
 //!
 //! - [`args`]: the clap types.
-//! - [`client`]: HTTP over the Unix socket.
 //! - [`daemon_ctl`]: `daemon start|stop|restart|status`.
 //! - [`render`]: human tables.
 //! - [`files`]: commands that read the state home directly (`task log`, `events`).
 
 pub mod args;
-pub mod client;
 pub mod daemon_ctl;
 pub mod files;
 pub mod render;
 
+use crate::client::Client;
 use args::{Cli, Command, ConfigCommand, DaemonCommand, JobCommand, ResourceCommand, TaskCommand};
 use clap::Parser;
-use client::{Client, Retry};
 use homebased_shared::config::ConfigSource;
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::home::{Home, HomeEnv};
-use homebased_shared::ids::{JobId, OperationId};
-use homebased_shared::wire::{JobDetail, JobList, Placement, ResourceList};
+use homebased_shared::ids::{AttentionId, JobId, OperationId, TaskId};
+use homebased_shared::wire::{
+    CancelRequest, CancelResult, MoveRequest, Placement, RegisterRequest, ReleaseRequest,
+    SubmitRequest, Submitter, Versioned,
+};
 use homebased_shared::API_VERSION;
 use serde_json::{json, Value};
 
@@ -49,6 +50,17 @@ impl Printed {
             human: human.into(),
             raw: None,
         }
+    }
+
+    /// An answer in its versioned envelope. Under `--json` it prints as today's CLI always
+    /// printed answers: through a `Value`, keys sorted.
+    pub fn answer<T: serde::Serialize>(
+        answer: &T,
+        ids: Vec<String>,
+        human: impl Into<String>,
+    ) -> ApiResult<Printed> {
+        let json = serde_json::to_value(Versioned::new(answer)).map_err(ApiError::internal)?;
+        Ok(Printed::new(json, ids, human))
     }
 
     /// An answer printed exactly as the daemon sent it.
@@ -167,7 +179,7 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
         }
         Command::Events(args) => files::events(&home, &args, cli.json),
         Command::Resource(cmd) => {
-            let client = Client::new(home.socket());
+            let client = Client::socket(home.socket());
             runtime()?.block_on(resource(cmd, &client, cli.json))
         }
     }
@@ -187,17 +199,22 @@ pub fn load_config(source: Option<&ConfigSource>) -> ApiResult<homebased_shared:
     }
 }
 
+/// An object the CLI makes itself, in the envelope every printed object carries. `v` is
+/// always an object literal, which `json!` turns into a `Value` without fail.
+fn versioned(v: Value) -> Value {
+    json!(Versioned::new(v))
+}
+
 fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default()
 }
 
 fn version() -> Printed {
-    let v = json!({
-        "api_version": API_VERSION,
+    let v = versioned(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "git_revision": option_env!("HOMEBASED_GIT_REVISION"),
         "fleet_protocol_version": homebased_shared::FLEET_PROTOCOL_VERSION,
-    });
+    }));
     let human = format!(
         "homebased {} (api {API_VERSION}, fleet protocol {})",
         env!("CARGO_PKG_VERSION"),
@@ -213,13 +230,12 @@ fn config_validate(source: Option<ConfigSource>) -> ApiResult<Printed> {
         None => (None, false),
     };
     let settings = serde_json::to_value(&config).map_err(ApiError::internal)?;
-    let v = json!({
-        "api_version": API_VERSION,
+    let v = versioned(json!({
         "path": path,
         "exists": exists,
         "valid": true,
         "settings": settings,
-    });
+    }));
     let n = &config.resource.notify_blocked_after;
     let human = format!(
         "config {} ({}): valid\nblocked notice after yield {}, after wait {}",
@@ -256,32 +272,8 @@ fn bad_input(field: &str, value: &str) -> ApiError {
     .with_input(json!({ field: value }))
 }
 
-/// `?machine=` for routes that take one.
-fn machine_query(machine: &Option<String>) -> String {
-    match machine {
-        None => String::new(),
-        Some(m) => format!("?machine={}", encode(m)),
-    }
-}
-
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-fn decode<T: serde::de::DeserializeOwned>(v: &Value) -> ApiResult<T> {
-    T::deserialize(v)
-        .map_err(|e| ApiError::internal(format!("unexpected answer from the daemon: {e}")))
-}
-
-/// `as_json`: the answer is printed as it came, so long listings are not decoded into their
-/// typed form for ids and tables nobody reads.
+/// `as_json`: a listing is printed as it came, so a long one is not decoded into its typed
+/// form for ids and tables nobody reads.
 async fn resource(
     cmd: ResourceCommand,
     client: &Client,
@@ -289,49 +281,48 @@ async fn resource(
 ) -> ApiResult<Option<Printed>> {
     let printed = match cmd {
         ResourceCommand::List(m) => {
-            let path = format!("/v1/resources{}", machine_query(&m.machine));
+            let reply = client.resource_list(m.machine.as_deref()).await?;
             if as_json {
-                return Ok(Some(Printed::raw(&client.get_raw(&path).await?)));
+                return Ok(Some(Printed::raw(reply.bytes())));
             }
-            let v = client.get(&path).await?;
-            let list: ResourceList = decode(&v)?;
+            let list = reply.decode()?;
             let ids = list.resources.iter().map(|r| r.id.to_string()).collect();
-            Printed::new(v, ids, render::resources(&list))
+            let human = render::resources(&list);
+            Printed::answer(&list, ids, human)?
         }
         ResourceCommand::Jobs(m) => {
-            let path = format!("/v1/jobs{}", machine_query(&m.machine));
+            let reply = client.job_list(m.machine.as_deref()).await?;
             if as_json {
-                return Ok(Some(Printed::raw(&client.get_raw(&path).await?)));
+                return Ok(Some(Printed::raw(reply.bytes())));
             }
-            let v = client.get(&path).await?;
-            let list: JobList = decode(&v)?;
+            let list = reply.decode()?;
             let ids = list.jobs.iter().map(|j| j.id.to_string()).collect();
-            Printed::new(v, ids, render::jobs(&list))
+            let human = render::jobs(&list);
+            Printed::answer(&list, ids, human)?
         }
         ResourceCommand::Register { name, device } => {
-            let body = json!({ "name": name, "device": device });
-            let v = client.post("/v1/resources", &body, Retry::Once).await?;
-            let id = v["id"].as_str().unwrap_or_default().to_string();
-            let human = format!("registered {name} ({id})");
-            Printed::new(v, vec![id], human)
+            let view = client.register(&RegisterRequest { name, device }).await?;
+            let human = format!("registered {} ({})", view.name, view.id);
+            Printed::answer(&view, vec![view.id.to_string()], human)?
         }
         ResourceCommand::Release {
             attention,
             operation_id,
             machine,
         } => {
-            let attention: homebased_shared::ids::AttentionId = attention
+            let attention: AttentionId = attention
                 .parse()
                 .map_err(|_| bad_input("attention", &attention))?;
-            let op = parse_operation(operation_id)?;
-            let body = json!({ "operation_id": op, "attention": attention });
-            let path = format!("/v1/release{}", machine_query(&machine.machine));
-            let v = client.post(&path, &body, Retry::Safe).await?;
+            let req = ReleaseRequest {
+                operation_id: parse_operation(operation_id)?,
+                attention,
+            };
+            let released = client.release(machine.machine.as_deref(), &req).await?;
             let human = format!(
                 "released attention {attention} on resource {}",
-                v["resource"].as_str().unwrap_or("?")
+                released.resource
             );
-            Printed::new(v, vec![attention.to_string()], human)
+            Printed::answer(&released, vec![attention.to_string()], human)?
         }
         ResourceCommand::Schema => schema(),
         ResourceCommand::Job(cmd) => job(cmd, client).await?,
@@ -357,25 +348,24 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
                 None => JobId::new(),
                 Some(t) => t.parse().map_err(|_| bad_input("job-id", &t))?,
             };
-            let body = submit_body(id, &spec, allow_other_thread)?;
-            let v = client.post("/v1/jobs", &body, Retry::Safe).await?;
+            let submitted = client
+                .submit(&submit_request(id, &spec, allow_other_thread)?)
+                .await?;
             let human = format!(
                 "submitted {id}: {} at {} position {}",
-                v["state"].as_str().unwrap_or("?"),
-                v["priority"].as_str().unwrap_or("?"),
-                v["position"]
+                submitted.state,
+                submitted.priority,
+                json!(submitted.position)
             );
-            Ok(Printed::new(v, vec![id.to_string()], human))
+            Printed::answer(&submitted, vec![id.to_string()], human)
         }
         JobCommand::Show { job, machine } => {
             let id = parse_job(&job)?;
-            let v = client
-                .get(&format!("/v1/jobs/{id}{}", machine_query(&machine.machine)))
-                .await?;
-            let detail: JobDetail = decode(&v)?;
+            let detail = client.job_show(id, machine.machine.as_deref()).await?;
             let tasks = detail.runs.iter().map(|r| r.task.to_string());
             let ids = std::iter::once(id.to_string()).chain(tasks).collect();
-            Ok(Printed::new(v.clone(), ids, render::job_detail(&detail)))
+            let human = render::job_detail(&detail);
+            Printed::answer(&detail, ids, human)
         }
         JobCommand::Move {
             job,
@@ -402,23 +392,24 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
             let after = after
                 .map(|a| a.parse().map_err(|_| bad_input("after", &a)))
                 .transpose()?;
-            let placement = Placement {
-                front,
-                back,
-                priority,
-                before,
-                after,
+            let req = MoveRequest {
+                operation_id: parse_operation(operation_id)?,
+                placement: Placement {
+                    front,
+                    back,
+                    priority,
+                    before,
+                    after,
+                },
             };
-            let op = parse_operation(operation_id)?;
-            let body = json!({ "operation_id": op, "placement": placement });
-            let path = format!("/v1/jobs/{id}/move{}", machine_query(&machine.machine));
-            let v = client.post(&path, &body, Retry::Safe).await?;
+            let moved = client
+                .job_move(id, machine.machine.as_deref(), &req)
+                .await?;
             let human = format!(
                 "moved {id} to {} position {}",
-                v["priority"].as_str().unwrap_or("?"),
-                v["position"]
+                moved.priority, moved.position
             );
-            Ok(Printed::new(v, vec![id.to_string()], human))
+            Printed::answer(&moved, vec![id.to_string()], human)
         }
         JobCommand::Cancel {
             job,
@@ -426,30 +417,29 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
             machine,
         } => {
             let id = parse_job(&job)?;
-            let op = parse_operation(operation_id)?;
-            let body = json!({ "operation_id": op });
-            let path = format!("/v1/jobs/{id}/cancel{}", machine_query(&machine.machine));
-            let v = client.post(&path, &body, Retry::Safe).await?;
-            let human = match v["result"].as_str() {
-                Some("cancelled") => format!("cancelled {id}"),
-                Some("stopping") => format!(
-                    "stop requested for {id}: run {} on resource {}; cleanup is not yet done, \
-                     check job show and resource list",
-                    v["task"].as_str().unwrap_or("?"),
-                    v["resource"].as_str().unwrap_or("?")
-                ),
-                _ => format!(
-                    "{id} had already ended: {}",
-                    v["state"].as_str().unwrap_or("?")
-                ),
+            let req = CancelRequest {
+                operation_id: parse_operation(operation_id)?,
             };
-            Ok(Printed::new(v, vec![id.to_string()], human))
+            let result = client
+                .job_cancel(id, machine.machine.as_deref(), &req)
+                .await?;
+            let human = match &result {
+                CancelResult::Cancelled => format!("cancelled {id}"),
+                CancelResult::Stopping { resource, task } => format!(
+                    "stop requested for {id}: run {task} on resource {resource}; cleanup is not \
+                     yet done, check job show and resource list"
+                ),
+                CancelResult::AlreadyTerminal { state } => {
+                    format!("{id} had already ended: {state}")
+                }
+            };
+            Printed::answer(&result, vec![id.to_string()], human)
         }
     }
 }
 
 /// Reads the spec and captures what the submitter's side contributes.
-fn submit_body(id: JobId, spec_arg: &str, allow_other_thread: bool) -> ApiResult<Value> {
+fn submit_request(id: JobId, spec_arg: &str, allow_other_thread: bool) -> ApiResult<SubmitRequest> {
     let text = if spec_arg == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
@@ -481,18 +471,18 @@ fn submit_body(id: JobId, spec_arg: &str, allow_other_thread: bool) -> ApiResult
     })?;
     let cwd = std::env::current_dir()
         .map_err(|e| ApiError::usage(format!("cannot read the working directory: {e}")))?;
-    let parent_task: Option<homebased_shared::ids::TaskId> = std::env::var("HOMEBASED_TASK_ID")
+    let parent_task: Option<TaskId> = std::env::var("HOMEBASED_TASK_ID")
         .ok()
         .and_then(|t| t.parse().ok());
-    Ok(json!({
-        "job": id,
-        "spec": spec,
-        "submitter": {
-            "path": std::env::var("PATH").ok(),
-            "home": std::env::var("HOME").ok(),
-            "cwd": cwd,
-            "parent_task": parent_task,
+    Ok(SubmitRequest {
+        job: id,
+        spec,
+        submitter: Submitter {
+            path: std::env::var("PATH").ok(),
+            home: std::env::var("HOME").ok(),
+            cwd,
+            parent_task,
         },
-        "allow_other_thread": allow_other_thread,
-    }))
+        allow_other_thread,
+    })
 }

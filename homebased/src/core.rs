@@ -141,6 +141,14 @@ impl Core {
         self.machine
     }
 
+    pub fn home(&self) -> &Home {
+        &self.home
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
     /// The store, for the delivery outbox's verbs (they run on the core thread too).
     pub(crate) fn store_mut(&mut self) -> &mut Store {
         &mut self.store
@@ -156,8 +164,8 @@ impl Core {
     }
 
     /// Starts the core thread: it reconciles every run first, then serves calls until the
-    /// returned stop flag is raised.
-    pub fn spawn(mut self) -> std::io::Result<(CoreHandle, CoreStop, std::thread::JoinHandle<()>)> {
+    /// stop flag is raised.
+    pub fn spawn(mut self) -> std::io::Result<CoreThread> {
         let handle = self.handle();
         let stop = CoreStop(Arc::new(AtomicBool::new(false)));
         let stopped = stop.clone();
@@ -165,9 +173,12 @@ impl Core {
             .inbox
             .take()
             .ok_or_else(|| std::io::Error::other("the core was already started"))?;
+        let (alive, ended) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("core".into())
             .spawn(move || {
+                // Dropped when the thread ends, a panic included: `ended` resolves then.
+                let _alive = alive;
                 self.reconcile();
                 // A slow safety tick catches anything a lost hint missed.
                 // The tick runs on a deadline, so a steady stream of calls cannot starve it.
@@ -199,8 +210,22 @@ impl Core {
                     }
                 }
             })?;
-        Ok((handle, stop, thread))
+        Ok(CoreThread {
+            handle,
+            stop,
+            thread,
+            ended,
+        })
     }
+}
+
+/// A started core thread.
+pub struct CoreThread {
+    pub handle: CoreHandle,
+    pub stop: CoreStop,
+    pub thread: std::thread::JoinHandle<()>,
+    /// Resolves when the thread has ended, however it ended.
+    pub ended: tokio::sync::oneshot::Receiver<()>,
 }
 
 /// Tells the core thread to finish (its own handle keeps the channel open, so dropping the

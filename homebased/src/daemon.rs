@@ -72,95 +72,142 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
         .enable_all()
         .build()
         .map_err(ApiError::internal)?;
-    let delivery_wake = core.delivery_wake();
-    let (handle, core_stop, core_thread) = core.spawn().map_err(ApiError::internal)?;
     let result = runtime.block_on(async move {
-        let (stop_tx, mut stop_rx) = tokio::sync::mpsc::unbounded_channel();
-        let socket = api::unix::bind(&opts.home.socket()).map_err(|e| {
-            ApiError::internal(format!("cannot bind {}: {e}", opts.home.socket().display()))
-        })?;
-        let shutdown = async move {
-            let mut term =
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::error!(error = %e, "cannot watch SIGTERM");
-                        return;
-                    }
-                };
-            tokio::select! {
-                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-                _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
-                _ = stop_rx.recv() => tracing::info!("daemon stop requested"),
-            }
-        };
-        let pokes = listen_for_pokes(&opts.home, handle.clone())?;
-        let sink = crate::delivery::sink::Sink::from_config(opts.config.events.command.as_deref());
-        let delivery =
-            crate::delivery::spawn(handle.clone(), opts.home.clone(), sink, delivery_wake);
-        let (shut_tx, shut_rx) = tokio::sync::watch::channel(false);
-        let tcp = match web {
-            None => None,
-            Some(addr) => {
-                let listener = tokio::net::TcpListener::bind(addr)
-                    .await
-                    .map_err(|e| ApiError::internal(format!("cannot listen on {addr}: {e}")))?;
-                let router = api::router(Listener::Tcp, handle.clone(), stop_tx.clone()).layer(
-                    axum::middleware::from_fn_with_state(addr, api::guard::guard),
-                );
-                let mut rx = shut_rx.clone();
-                tracing::info!(%addr, "web listener up");
-                Some(tokio::spawn(async move {
-                    let _ = axum::serve(listener, router)
-                        .with_graceful_shutdown(async move {
-                            let _ = rx.wait_for(|s| *s).await;
-                        })
-                        .await;
-                }))
-            }
-        };
-        let router = api::router(Listener::Socket, handle.clone(), stop_tx);
-        tracing::info!(socket = %opts.home.socket().display(), "listening");
-        api::unix::serve(socket, router, shutdown).await;
-        let _ = shut_tx.send(true);
-        if let Some(tcp) = tcp {
-            let _ = tcp.await;
-        }
-        pokes.abort();
-        delivery.abort();
-        let _ = std::fs::remove_file(opts.home.socket());
-        let _ = std::fs::remove_file(opts.home.poke_socket());
-        Ok::<(), ApiError>(())
+        let listeners = Listeners::bind(&opts.home, web).await?;
+        run(core, listeners, signals()).await
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
-    core_stop.raise();
-    let _ = core_thread.join();
     tracing::info!("daemon stopped; running work continues on its own");
     result
 }
 
+/// What a daemon serves on, bound before it starts.
+pub struct Listeners {
+    /// `<home>/homebased.sock`: every route, same-uid peers only.
+    pub socket: tokio::net::UnixListener,
+    /// The optional TCP listener with its Host and same-origin guards.
+    pub web: Option<tokio::net::TcpListener>,
+    /// `<home>/poke.sock`: workers' hints that a run directory changed.
+    pub pokes: tokio::net::UnixDatagram,
+}
+
+impl Listeners {
+    pub async fn bind(home: &Home, web: Option<SocketAddr>) -> ApiResult<Listeners> {
+        let socket = api::unix::bind(&home.socket()).map_err(|e| {
+            ApiError::internal(format!("cannot bind {}: {e}", home.socket().display()))
+        })?;
+        let path = home.poke_socket();
+        let _ = std::fs::remove_file(&path);
+        let pokes = tokio::net::UnixDatagram::bind(&path)
+            .map_err(|e| ApiError::internal(format!("cannot bind {}: {e}", path.display())))?;
+        let web = match web {
+            None => None,
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| ApiError::internal(format!("cannot listen on {addr}: {e}")))?,
+            ),
+        };
+        Ok(Listeners { socket, web, pokes })
+    }
+}
+
+/// SIGTERM or SIGINT.
+async fn signals() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot watch SIGTERM");
+            return std::future::pending().await;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+    }
+}
+
+/// Runs a daemon around `core` on `listeners` until `shutdown` resolves, `daemon stop` is
+/// asked for, or the core thread ends (a daemon whose core is gone must not keep its lock
+/// and answer "shutting down" forever: it exits, and running work goes on without it).
+/// Everything process-wide (the lock, logging, signals, the runtime) is the caller's, so
+/// tests start a real daemon in-process on a temporary home.
+pub async fn run(
+    core: Core,
+    listeners: Listeners,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> ApiResult<()> {
+    let home = core.home().clone();
+    let config = core.config().clone();
+    let web = listeners.web.as_ref().and_then(|l| l.local_addr().ok());
+    let delivery_wake = core.delivery_wake();
+    let crate::core::CoreThread {
+        handle,
+        stop: core_stop,
+        thread: core_thread,
+        ended: core_gone,
+    } = core.spawn().map_err(ApiError::internal)?;
+    let (stop_tx, mut stop_rx) = tokio::sync::mpsc::unbounded_channel();
+    let shutdown = async move {
+        tokio::select! {
+            _ = shutdown => {}
+            _ = stop_rx.recv() => tracing::info!("daemon stop requested"),
+            _ = core_gone => tracing::error!("the core thread ended: shutting down"),
+        }
+    };
+    let pokes = tokio::spawn(forward_pokes(listeners.pokes, handle.clone()));
+    let sink = crate::delivery::sink::Sink::from_config(config.events.command.as_deref());
+    let delivery = crate::delivery::spawn(handle.clone(), home.clone(), sink, delivery_wake);
+    let (shut_tx, shut_rx) = tokio::sync::watch::channel(false);
+    let tcp = match (listeners.web, web) {
+        (Some(listener), Some(addr)) => {
+            let router = api::router(Listener::Tcp, handle.clone(), stop_tx.clone()).layer(
+                axum::middleware::from_fn_with_state(addr, api::guard::guard),
+            );
+            let mut rx = shut_rx.clone();
+            tracing::info!(%addr, "web listener up");
+            Some(tokio::spawn(async move {
+                let _ = axum::serve(listener, router)
+                    .with_graceful_shutdown(async move {
+                        let _ = rx.wait_for(|s| *s).await;
+                    })
+                    .await;
+            }))
+        }
+        _ => None,
+    };
+    let router = api::router(Listener::Socket, handle.clone(), stop_tx);
+    tracing::info!(socket = %home.socket().display(), "listening");
+    api::unix::serve(listeners.socket, router, shutdown).await;
+    let _ = shut_tx.send(true);
+    if let Some(tcp) = tcp {
+        let _ = tcp.await;
+    }
+    pokes.abort();
+    delivery.abort();
+    let _ = std::fs::remove_file(home.socket());
+    let _ = std::fs::remove_file(home.poke_socket());
+    core_stop.raise();
+    // Wake the core thread from its wait so it sees the flag now rather than at its tick;
+    // it finishes its current call and stops.
+    handle.post(|_| {});
+    let _ = tokio::task::spawn_blocking(move || core_thread.join()).await;
+    Ok(())
+}
+
 /// Workers send the task UUID as a datagram after each record they write: a hint to
 /// re-read that run directory now rather than at the next tick.
-fn listen_for_pokes(
-    home: &Home,
-    core: crate::core::CoreHandle,
-) -> ApiResult<tokio::task::JoinHandle<()>> {
-    let path = home.poke_socket();
-    let _ = std::fs::remove_file(&path);
-    let socket = tokio::net::UnixDatagram::bind(&path)
-        .map_err(|e| ApiError::internal(format!("cannot bind {}: {e}", path.display())))?;
-    Ok(tokio::spawn(async move {
-        let mut buf = [0u8; 128];
-        loop {
-            let Ok(n) = socket.recv(&mut buf).await else {
-                continue;
-            };
-            let text = String::from_utf8_lossy(&buf[..n]);
-            if let Ok(task) = text.trim().parse() {
-                core.post(move |core| core.observe(task, false));
-            }
+async fn forward_pokes(socket: tokio::net::UnixDatagram, core: crate::core::CoreHandle) {
+    let mut buf = [0u8; 128];
+    loop {
+        let Ok(n) = socket.recv(&mut buf).await else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&buf[..n]);
+        if let Ok(task) = text.trim().parse() {
+            core.post(move |core| core.observe(task, false));
         }
-    }))
+    }
 }
 
 fn init_logging() {
@@ -168,9 +215,26 @@ fn init_logging() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| LossyStderr)
         .with_ansi(false)
         .try_init();
+}
+
+/// The daemon's log (stderr, which `daemon start` points at `daemon.log`) when it cannot be
+/// written (a full disk, `/dev/full`): the line is dropped, never the queue. The standard
+/// writer's fallback would print to that same stderr and panic.
+struct LossyStderr;
+
+impl std::io::Write for LossyStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
+    }
 }
 
 /// `daemon_already_running`: another daemon holds this home.
@@ -180,4 +244,60 @@ pub fn already_running(home: &Home) -> ApiError {
         format!("a daemon already runs for {}", home.root().display()),
     )
     .with_input(serde_json::json!({ "home": home.root() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::testing::{open_core, FakeLauncher};
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn an_in_process_daemon_serves_its_socket_until_shut_down() {
+        let dir = tempfile::tempdir().unwrap();
+        let core = open_core(&dir, Config::default(), FakeLauncher::default());
+        let home = core.home().clone();
+        runtime().block_on(async {
+            let listeners = Listeners::bind(&home, None).await.unwrap();
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let daemon = tokio::spawn(run(core, listeners, async move {
+                let _ = stopped.await;
+            }));
+            let client = crate::client::Client::socket(home.socket());
+            let status = client.status().await.unwrap();
+            assert_eq!(status.socket, "up");
+            assert_eq!(status.home, home.root().display().to_string());
+            stop.send(()).unwrap();
+            daemon.await.unwrap().unwrap();
+        });
+        assert!(
+            !home.socket().exists(),
+            "the socket is removed on the way out"
+        );
+    }
+
+    #[test]
+    fn a_daemon_whose_core_thread_died_exits_instead_of_answering_shutting_down() {
+        let dir = tempfile::tempdir().unwrap();
+        let core = open_core(&dir, Config::default(), FakeLauncher::default());
+        let home = core.home().clone();
+        let handle = core.handle();
+        runtime().block_on(async {
+            let listeners = Listeners::bind(&home, None).await.unwrap();
+            let daemon = tokio::spawn(run(core, listeners, std::future::pending()));
+            let client = crate::client::Client::socket(home.socket());
+            client.status().await.unwrap();
+            // A call that panics takes the core thread down, as a bug would.
+            handle.post(|_| panic!("a bug in the core"));
+            daemon.await.unwrap().unwrap();
+        });
+        assert!(!home.socket().exists());
+    }
 }

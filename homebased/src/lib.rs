@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //! - [`cli`]: the `homebased` command line; talks to the daemon over the Unix socket.
+//! - [`client`]: the typed client of the API, over the Unix socket or TCP.
 //! - [`daemon`]: `daemon serve`: the lock, start-up, detection, listeners, shutdown.
 //! - [`api`]: the HTTP/JSON routes, shared by the socket and the TCP listener.
 //! - [`core`]: the single owner of the store; one file per verb.
@@ -15,6 +16,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod client;
 pub mod core;
 pub mod daemon;
 pub mod delivery;

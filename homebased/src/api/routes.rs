@@ -12,7 +12,8 @@ use homebased_shared::error::{ApiError, ErrorCode};
 use homebased_shared::ids::JobId;
 use homebased_shared::ids::TaskId;
 use homebased_shared::wire::{
-    CancelRequest, MoveRequest, RegisterRequest, ReleaseRequest, SubmitRequest,
+    CancelRequest, MoveRequest, RegisterRequest, ReleaseRequest, ShutdownResult, SubmitRequest,
+    Versioned,
 };
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -37,6 +38,8 @@ struct AppState {
 }
 
 type ApiResponse = Result<Response, ErrorResponse>;
+
+type MachineParam = Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>;
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -70,10 +73,10 @@ pub fn router(
         .with_state(AppState { core, shutdown })
 }
 
-/// Serializes the answer straight into the body (no intermediate `Value`: a long queue
-/// listing is built once).
-fn json<T: serde::Serialize>(value: T) -> ApiResponse {
-    Ok(Json(value).into_response())
+/// Serializes the answer in its versioned envelope straight into the body (no intermediate
+/// `Value`: a long queue listing is built once).
+fn json<T: serde::Serialize>(answer: T) -> ApiResponse {
+    Ok(Json(Versioned::new(answer)).into_response())
 }
 
 /// Parses a body strictly: malformed or unknown fields are a usage error (400).
@@ -98,16 +101,20 @@ fn job_id(text: &str) -> Result<JobId, ErrorResponse> {
     })
 }
 
-fn machine(
-    q: Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Option<String>, ErrorResponse> {
+/// Register and cancel have always answered with their keys in sorted order (they used to be
+/// patched as a `Value`); going through a `Value` keeps their bytes what clients have seen.
+fn sorted_keys<T: serde::Serialize>(answer: T) -> homebased_shared::error::ApiResult<Value> {
+    serde_json::to_value(answer).map_err(ApiError::internal)
+}
+
+fn machine(q: MachineParam) -> Result<Option<String>, ErrorResponse> {
     q.map(|Query(q)| q.machine)
         .map_err(|e| ErrorResponse(ApiError::new(ErrorCode::Usage, e.body_text())))
 }
 
 impl AppState {
     /// Runs `f` on the core for the machine named by `?machine=` (only this one until Fleet),
-    /// and answers its result as JSON.
+    /// and answers its result as versioned JSON.
     async fn on_machine<T: serde::Serialize + Send + 'static>(
         &self,
         machine: Option<String>,
@@ -124,22 +131,17 @@ impl AppState {
     }
 }
 
-async fn status(State(s): State<AppState>) -> ApiResponse {
-    json(s.core.call(|core| core.status()).await?)
+async fn status(State(s): State<AppState>, q: MachineParam) -> ApiResponse {
+    let m = machine(q)?;
+    s.on_machine(m, |core| core.status()).await
 }
 
-async fn resource_list(
-    State(s): State<AppState>,
-    q: Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>,
-) -> ApiResponse {
+async fn resource_list(State(s): State<AppState>, q: MachineParam) -> ApiResponse {
     let m = machine(q)?;
     s.on_machine(m, move |core| core.resource_list()).await
 }
 
-async fn job_list(
-    State(s): State<AppState>,
-    q: Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>,
-) -> ApiResponse {
+async fn job_list(State(s): State<AppState>, q: MachineParam) -> ApiResponse {
     let m = machine(q)?;
     s.on_machine(m, move |core| core.job_list()).await
 }
@@ -147,19 +149,19 @@ async fn job_list(
 async fn job_show(
     State(s): State<AppState>,
     Path(job): Path<String>,
-    q: Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>,
+    q: MachineParam,
 ) -> ApiResponse {
     let m = machine(q)?;
     let id = job_id(&job)?;
     s.on_machine(m, move |core| core.job_detail(id)).await
 }
 
-async fn register(State(s): State<AppState>, bytes: Bytes) -> ApiResponse {
+/// Local only: a lane is registered on the machine whose daemon runs its commands.
+async fn register(State(s): State<AppState>, q: MachineParam, bytes: Bytes) -> ApiResponse {
+    let m = machine(q)?;
     let req: RegisterRequest = body(&bytes)?;
-    let view = s.core.call(move |core| core.register(req)).await?;
-    let mut value = serde_json::to_value(view).map_err(ApiError::internal)?;
-    value["api_version"] = serde_json::json!(homebased_shared::API_VERSION);
-    Ok(Json(value).into_response())
+    s.on_machine(m, move |core| core.register(req).and_then(sorted_keys))
+        .await
 }
 
 async fn submit(State(s): State<AppState>, bytes: Bytes) -> ApiResponse {
@@ -170,7 +172,7 @@ async fn submit(State(s): State<AppState>, bytes: Bytes) -> ApiResponse {
 async fn job_move(
     State(s): State<AppState>,
     Path(job): Path<String>,
-    q: Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>,
+    q: MachineParam,
     bytes: Bytes,
 ) -> ApiResponse {
     let m = machine(q)?;
@@ -182,29 +184,17 @@ async fn job_move(
 async fn job_cancel(
     State(s): State<AppState>,
     Path(job): Path<String>,
-    q: Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>,
+    q: MachineParam,
     bytes: Bytes,
 ) -> ApiResponse {
     let m = machine(q)?;
     let id = job_id(&job)?;
     let req: CancelRequest = body(&bytes)?;
-    let result = s
-        .core
-        .call(move |core| {
-            core.check_local_machine(m.as_deref())?;
-            core.cancel(id, req)
-        })
-        .await?;
-    let mut value = serde_json::to_value(result).map_err(ApiError::internal)?;
-    value["api_version"] = serde_json::json!(homebased_shared::API_VERSION);
-    Ok(Json(value).into_response())
+    s.on_machine(m, move |core| core.cancel(id, req).and_then(sorted_keys))
+        .await
 }
 
-async fn release(
-    State(s): State<AppState>,
-    q: Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>,
-    bytes: Bytes,
-) -> ApiResponse {
+async fn release(State(s): State<AppState>, q: MachineParam, bytes: Bytes) -> ApiResponse {
     let m = machine(q)?;
     let req: ReleaseRequest = body(&bytes)?;
     s.on_machine(m, move |core| core.release(req)).await
@@ -232,20 +222,13 @@ async fn task_log(
             .with_input(serde_json::json!({ "task": task })),
         )
     })?;
-    let machine = q.machine;
-    json(
-        s.core
-            .call(move |core| {
-                core.check_local_machine(machine.as_deref())?;
-                core.task_log(task, q.tail)
-            })
-            .await?,
-    )
+    s.on_machine(q.machine, move |core| core.task_log(task, q.tail))
+        .await
 }
 
 async fn shutdown_daemon(State(s): State<AppState>) -> ApiResponse {
     let _ = s.shutdown.send(());
-    json(serde_json::json!({ "api_version": homebased_shared::API_VERSION, "stopping": true }))
+    json(ShutdownResult { stopping: true })
 }
 
 async fn socket_only() -> (StatusCode, Json<Value>) {

@@ -3,15 +3,14 @@
 //! queued and active jobs first, as asked.
 
 use super::args::DaemonCommand;
-use super::client::{Client, Retry};
 use super::Printed;
+use crate::client::Client;
 use crate::daemon::lock;
 use crate::store::{jobs, machine, Store};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::home::Home;
 use homebased_shared::ids::OperationId;
-use homebased_shared::wire::{DaemonStatus, JobList, ResourceList};
-use homebased_shared::API_VERSION;
+use homebased_shared::wire::{CancelRequest, DaemonStatus, PhaseView};
 use serde_json::json;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -36,7 +35,7 @@ pub fn run(
         .enable_all()
         .build()
         .map_err(ApiError::internal)?;
-    let client = Client::new(home.socket());
+    let client = Client::socket(home.socket());
     rt.block_on(async {
         match cmd {
             DaemonCommand::Serve { .. } => Err(ApiError::internal("serve runs in the foreground")),
@@ -62,15 +61,12 @@ fn printed(status: DaemonStatus, headline: &str) -> ApiResult<Printed> {
         status.version
     );
     let ids = status.pid.map(|p| p.to_string()).into_iter().collect();
-    let json = serde_json::to_value(&status).map_err(ApiError::internal)?;
-    Ok(Printed::new(json, ids, human))
+    Printed::answer(&status, ids, human)
 }
 
 async fn live_status(client: &Client) -> ApiResult<Option<DaemonStatus>> {
-    match client.get("/v1/status").await {
-        Ok(v) => serde_json::from_value(v)
-            .map(Some)
-            .map_err(ApiError::internal),
+    match client.status().await {
+        Ok(status) => Ok(Some(status)),
         Err(e) if e.code == ErrorCode::DaemonUnavailable => Ok(None),
         Err(e) => Err(e),
     }
@@ -86,7 +82,6 @@ fn offline_status(home: &Home) -> ApiResult<DaemonStatus> {
         ),
     };
     Ok(DaemonStatus {
-        api_version: API_VERSION,
         socket: "down".into(),
         pid: None,
         home: home.root().display().to_string(),
@@ -201,14 +196,12 @@ async fn stop(home: &Home, client: &Client, yes: bool) -> ApiResult<Printed> {
 }
 
 async fn cancel_all_and_drain(client: &Client) -> ApiResult<()> {
-    let list: JobList =
-        serde_json::from_value(client.get("/v1/jobs").await?).map_err(ApiError::internal)?;
+    let list = client.job_list(None).await?.decode()?;
     for job in list.jobs {
-        let body = json!({ "operation_id": OperationId::new() });
-        match client
-            .post(&format!("/v1/jobs/{}/cancel", job.id), &body, Retry::Safe)
-            .await
-        {
+        let req = CancelRequest {
+            operation_id: OperationId::new(),
+        };
+        match client.job_cancel(job.id, None, &req).await {
             Ok(_) => {}
             Err(e) if e.code == ErrorCode::JobNotFound => {}
             Err(e) => return Err(e),
@@ -216,15 +209,11 @@ async fn cancel_all_and_drain(client: &Client) -> ApiResult<()> {
     }
     let started = Instant::now();
     loop {
-        let resources: ResourceList = serde_json::from_value(client.get("/v1/resources").await?)
-            .map_err(ApiError::internal)?;
+        let resources = client.resource_list(None).await?.decode()?;
         let busy = resources.resources.iter().any(|r| {
-            r.run.as_ref().is_some_and(|run| {
-                !matches!(
-                    run.phase,
-                    homebased_shared::wire::PhaseView::Attention { .. }
-                )
-            })
+            r.run
+                .as_ref()
+                .is_some_and(|run| !matches!(run.phase, PhaseView::Attention { .. }))
         });
         if !busy {
             return Ok(());
@@ -240,7 +229,7 @@ async fn cancel_all_and_drain(client: &Client) -> ApiResult<()> {
 
 /// Asks the daemon to exit and waits until it released the home. Running work goes on.
 async fn stop_daemon(home: &Home, client: &Client) -> ApiResult<()> {
-    match client.post("/v1/shutdown", &json!({}), Retry::Once).await {
+    match client.shutdown().await {
         Ok(_) => {}
         Err(e) if e.code == ErrorCode::DaemonUnavailable => {}
         Err(e) => return Err(e),

@@ -8,7 +8,7 @@ use homebased_shared::home::Home;
 use homebased_shared::ids::{TaskId, ThreadId};
 use homebased_shared::rundir::RunDir;
 use homebased_shared::tail::read_tail;
-use homebased_shared::API_VERSION;
+use homebased_shared::wire::TaskLog;
 use serde_json::{json, Value};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::time::Duration;
@@ -48,10 +48,13 @@ pub fn task_log(
         }
     };
     if !follow {
-        let v =
-            json!({ "api_version": API_VERSION, "task": id, "log": text, "truncated": truncated });
         let human = text.strip_suffix('\n').unwrap_or(&text).to_string();
-        return Ok(Some(Printed::new(v, vec![id.to_string()], human)));
+        let log = TaskLog {
+            task: id,
+            log: text,
+            truncated,
+        };
+        return Printed::answer(&log, vec![id.to_string()], human).map(Some);
     }
     // Follow: print what exists, then new bytes until the worker is gone and the log is
     // drained.
@@ -101,12 +104,11 @@ pub fn events(
     if !args.follow {
         let events: Vec<Value> = lines.iter().filter_map(|l| parse_event_line(l)).collect();
         let human = lines.join("\n");
-        let v = json!({
-            "api_version": API_VERSION,
+        let v = super::versioned(json!({
             "thread": thread,
             "events": events,
             "position": inbox.position,
-        });
+        }));
         return Ok(Some(Printed::new(v, vec![], human)));
     }
     let mut out = std::io::stdout();

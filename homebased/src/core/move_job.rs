@@ -7,7 +7,6 @@ use crate::store::{jobs, operations};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::ids::JobId;
 use homebased_shared::wire::{MoveRequest, MoveResult};
-use homebased_shared::API_VERSION;
 
 impl Core {
     pub fn move_job(&mut self, id: JobId, req: MoveRequest) -> ApiResult<MoveResult> {
@@ -58,7 +57,6 @@ impl Core {
                 jobs::place(tx, &job, slot.priority, slot.position)?;
             }
             let result = MoveResult {
-                api_version: API_VERSION,
                 job: id,
                 priority: slot.priority,
                 position: slot.position,

@@ -8,7 +8,6 @@ use crate::lifecycle::Observation;
 use crate::store::{attentions, operations, runs};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::wire::{ReleaseRequest, ReleaseResult};
-use homebased_shared::API_VERSION;
 
 impl Core {
     pub fn release(&mut self, req: ReleaseRequest) -> ApiResult<ReleaseResult> {
@@ -42,7 +41,6 @@ impl Core {
             moved.commit(db, machine)?;
             released = Some(moved);
             let result = ReleaseResult {
-                api_version: API_VERSION,
                 resource: run.resource,
                 attention: req.attention,
             };

@@ -7,7 +7,6 @@ use crate::store::{jobs, resources, runs};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::spec::{self, SubmitContext};
 use homebased_shared::wire::{SubmitRequest, SubmitResult};
-use homebased_shared::API_VERSION;
 
 impl Core {
     pub fn submit(&mut self, req: SubmitRequest) -> ApiResult<SubmitResult> {
@@ -82,7 +81,6 @@ impl Core {
 
     fn submitted(&self, job: &jobs::Job) -> SubmitResult {
         SubmitResult {
-            api_version: API_VERSION,
             job: job.id,
             machine: self.machine,
             state: job.status.as_str().into(),

@@ -13,7 +13,6 @@ use homebased_shared::wire::{
     ActiveRunView, DaemonStatus, JobDetail, JobList, JobStateView, JobSummary, ResourceList,
     ResourceView, RunView,
 };
-use homebased_shared::API_VERSION;
 
 impl Core {
     pub fn resource_list(&self) -> ApiResult<ResourceList> {
@@ -27,7 +26,6 @@ impl Core {
             })
             .collect();
         Ok(ResourceList {
-            api_version: API_VERSION,
             machine: self.machine,
             resources,
         })
@@ -39,7 +37,6 @@ impl Core {
             .map(job_summary)
             .collect();
         Ok(JobList {
-            api_version: API_VERSION,
             machine: self.machine,
             jobs,
         })
@@ -55,7 +52,6 @@ impl Core {
             .map(|r| r.task);
         let summary = job_summary(&job);
         Ok(JobDetail {
-            api_version: API_VERSION,
             machine: self.machine,
             id: summary.id,
             name: summary.name,
@@ -101,7 +97,6 @@ impl Core {
             }
         };
         Ok(homebased_shared::wire::TaskLog {
-            api_version: API_VERSION,
             task,
             log,
             truncated,
@@ -110,7 +105,6 @@ impl Core {
 
     pub fn status(&self) -> ApiResult<DaemonStatus> {
         Ok(DaemonStatus {
-            api_version: API_VERSION,
             socket: "up".into(),
             pid: Some(self.facts.pid),
             home: self.home.root().display().to_string(),

@@ -1,0 +1,213 @@
+//! The one client of the `/v1` API, over the Unix socket (the CLI) or TCP (Fleet forwarding,
+//! with the peer's bearer token). One typed method per route: it sends the route's request
+//! type and reads the answer through [`Versioned`], so a caller never builds a body or reads
+//! a key by hand.
+//!
+//! - [`transport`]: HTTP/1.1 over either stream, the retry rule and the error mapping.
+
+mod transport;
+
+pub use transport::Retry;
+
+use homebased_shared::error::{ApiError, ApiResult};
+use homebased_shared::ids::{JobId, TaskId};
+use homebased_shared::wire::{
+    CancelRequest, CancelResult, DaemonStatus, JobDetail, JobList, MoveRequest, MoveResult,
+    RegisterRequest, ReleaseRequest, ReleaseResult, ResourceList, ResourceView, ShutdownResult,
+    SubmitRequest, SubmitResult, TaskLog, Versioned,
+};
+use hyper::body::Bytes;
+use hyper::Method;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use transport::Endpoint;
+
+pub struct Client {
+    endpoint: Endpoint,
+    /// Sent as `Authorization: Bearer <token>` on every request (a Fleet peer's token).
+    token: Option<String>,
+}
+
+/// An answer still in the bytes it came in, for callers that may not need it decoded: the
+/// CLI prints a long listing under `--json` as is, and a forwarding daemon passes it on.
+pub struct Reply<T> {
+    bytes: Bytes,
+    answer: PhantomData<fn() -> T>,
+}
+
+impl<T: DeserializeOwned> Reply<T> {
+    /// The answer exactly as the daemon sent it (compact JSON, `api_version` included).
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    pub fn decode(&self) -> ApiResult<T> {
+        decode(&self.bytes)
+    }
+}
+
+impl Client {
+    /// The daemon of a state home, on its socket.
+    pub fn socket(path: PathBuf) -> Client {
+        Client {
+            endpoint: Endpoint::Socket(path),
+            token: None,
+        }
+    }
+
+    /// A daemon's TCP listener at `http://host[:port]` or `host[:port]` (default port 7677).
+    pub fn tcp(address: &str) -> Client {
+        Client {
+            endpoint: Endpoint::tcp(address),
+            token: None,
+        }
+    }
+
+    pub fn with_token(mut self, token: impl Into<String>) -> Client {
+        self.token = Some(token.into());
+        self
+    }
+
+    pub async fn status(&self) -> ApiResult<DaemonStatus> {
+        self.get("/v1/status").await
+    }
+
+    pub async fn resource_list(&self, machine: Option<&str>) -> ApiResult<Reply<ResourceList>> {
+        self.get_reply(&path("/v1/resources", &[("machine", machine)]))
+            .await
+    }
+
+    pub async fn job_list(&self, machine: Option<&str>) -> ApiResult<Reply<JobList>> {
+        self.get_reply(&path("/v1/jobs", &[("machine", machine)]))
+            .await
+    }
+
+    pub async fn job_show(&self, job: JobId, machine: Option<&str>) -> ApiResult<JobDetail> {
+        self.get(&path(&format!("/v1/jobs/{job}"), &[("machine", machine)]))
+            .await
+    }
+
+    pub async fn task_log(
+        &self,
+        task: TaskId,
+        tail: Option<usize>,
+        machine: Option<&str>,
+    ) -> ApiResult<TaskLog> {
+        let tail = tail.map(|n| n.to_string());
+        let query = [("tail", tail.as_deref()), ("machine", machine)];
+        self.get(&path(&format!("/v1/tasks/{task}/log"), &query))
+            .await
+    }
+
+    /// Not resent after a lost connection: a second lane of the same name would be refused,
+    /// hiding whether the first request made it.
+    pub async fn register(&self, req: &RegisterRequest) -> ApiResult<ResourceView> {
+        self.post("/v1/resources", req, Retry::Once).await
+    }
+
+    /// Resent after a lost connection: submit is idempotent on the job UUID.
+    pub async fn submit(&self, req: &SubmitRequest) -> ApiResult<SubmitResult> {
+        self.post("/v1/jobs", req, Retry::Safe).await
+    }
+
+    /// Resent after a lost connection, with the same operation id.
+    pub async fn job_move(
+        &self,
+        job: JobId,
+        machine: Option<&str>,
+        req: &MoveRequest,
+    ) -> ApiResult<MoveResult> {
+        let path = path(&format!("/v1/jobs/{job}/move"), &[("machine", machine)]);
+        self.post(&path, req, Retry::Safe).await
+    }
+
+    /// Resent after a lost connection, with the same operation id.
+    pub async fn job_cancel(
+        &self,
+        job: JobId,
+        machine: Option<&str>,
+        req: &CancelRequest,
+    ) -> ApiResult<CancelResult> {
+        let path = path(&format!("/v1/jobs/{job}/cancel"), &[("machine", machine)]);
+        self.post(&path, req, Retry::Safe).await
+    }
+
+    /// Resent after a lost connection, with the same operation id.
+    pub async fn release(
+        &self,
+        machine: Option<&str>,
+        req: &ReleaseRequest,
+    ) -> ApiResult<ReleaseResult> {
+        let path = path("/v1/release", &[("machine", machine)]);
+        self.post(&path, req, Retry::Safe).await
+    }
+
+    /// Asks the daemon to exit (socket only). Sent once: the daemon may be gone before it
+    /// answers, and the caller waits for its lock instead.
+    pub async fn shutdown(&self) -> ApiResult<ShutdownResult> {
+        self.post("/v1/shutdown", &serde_json::json!({}), Retry::Once)
+            .await
+    }
+
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> ApiResult<T> {
+        decode(&self.get_reply::<T>(path).await?.bytes)
+    }
+
+    async fn get_reply<T>(&self, path: &str) -> ApiResult<Reply<T>> {
+        let bytes = self.send(Method::GET, path, None, Retry::Safe).await?;
+        Ok(Reply {
+            bytes,
+            answer: PhantomData,
+        })
+    }
+
+    async fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+        retry: Retry,
+    ) -> ApiResult<T> {
+        let body = Bytes::from(serde_json::to_vec(body).map_err(ApiError::internal)?);
+        decode(&self.send(Method::POST, path, Some(body), retry).await?)
+    }
+}
+
+/// Reads an answer through its envelope: a malformed one, or one in another API version, is
+/// `internal` (nothing the caller could fix by retrying).
+fn decode<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
+    serde_json::from_slice::<Versioned<T>>(bytes)
+        .map(Versioned::into_answer)
+        .map_err(|e| ApiError::internal(format!("unexpected answer from the daemon: {e}")))
+}
+
+/// A route with its query: the parameters that are set, percent-encoded.
+fn path(route: &str, query: &[(&str, Option<&str>)]) -> String {
+    let mut out = route.to_string();
+    let mut sep = '?';
+    for (key, value) in query {
+        if let Some(value) = value {
+            out.push(sep);
+            out.push_str(key);
+            out.push('=');
+            out.push_str(&encode(value));
+            sep = '&';
+        }
+    }
+    out
+}
+
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,190 @@
+//! HTTP/1.1 with hyper over a Unix or TCP stream, one connection per request.
+//!
+//! A missing or refusing socket is `daemon_unavailable`, an unreachable TCP peer
+//! `machine_unavailable`; both are retryable by the caller. A connection that breaks
+//! mid-request is resent here only for requests that are safe to repeat.
+
+use super::Client;
+use homebased_shared::error::{ApiError, ApiResult, ErrorCode, ErrorEnvelope};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpStream, UnixStream};
+
+/// The port of a TCP address that names none (SPEC section 13).
+const DEFAULT_PORT: u16 = 7677;
+
+pub(super) enum Endpoint {
+    Socket(PathBuf),
+    /// `host:port`, also sent as the `Host` header.
+    Tcp(String),
+}
+
+impl Endpoint {
+    pub(super) fn tcp(address: &str) -> Endpoint {
+        let authority = address.strip_prefix("http://").unwrap_or(address);
+        let authority = authority.trim_end_matches('/');
+        let has_port = match authority.rsplit_once(':') {
+            // `[v6]` alone has colons but no port.
+            Some((host, port)) => {
+                !port.is_empty()
+                    && port.bytes().all(|b| b.is_ascii_digit())
+                    && (!host.contains(':') || host.ends_with(']'))
+            }
+            None => false,
+        };
+        if has_port {
+            Endpoint::Tcp(authority.to_string())
+        } else {
+            Endpoint::Tcp(format!("{authority}:{DEFAULT_PORT}"))
+        }
+    }
+
+    fn host(&self) -> &str {
+        match self {
+            Endpoint::Socket(_) => "localhost",
+            Endpoint::Tcp(authority) => authority,
+        }
+    }
+
+    /// Nothing answers there: the daemon for a socket, the peer machine for TCP.
+    fn unavailable(&self, e: std::io::Error) -> ApiError {
+        match self {
+            Endpoint::Socket(path) => ApiError::new(
+                ErrorCode::DaemonUnavailable,
+                format!(
+                    "no daemon answers on {} ({e}); start one with `homebased daemon start`",
+                    path.display()
+                ),
+            )
+            .with_input(serde_json::json!({ "socket": path })),
+            Endpoint::Tcp(authority) => ApiError::new(
+                ErrorCode::MachineUnavailable,
+                format!("no daemon answers at http://{authority} ({e})"),
+            )
+            .with_input(serde_json::json!({ "address": format!("http://{authority}") })),
+        }
+    }
+
+    /// The connection broke mid-request: the request may or may not have been applied.
+    fn lost(&self, e: impl std::fmt::Display) -> Transport {
+        let code = match self {
+            Endpoint::Socket(_) => ErrorCode::DaemonUnavailable,
+            Endpoint::Tcp(_) => ErrorCode::MachineUnavailable,
+        };
+        Transport::Lost(ApiError::new(
+            code,
+            format!("the daemon connection broke: {e}"),
+        ))
+    }
+}
+
+/// Whether a request may be sent again after a transport failure: reads, and writes that
+/// carry their own operation or job id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    Safe,
+    Once,
+}
+
+enum Transport {
+    /// Nothing listens: no point in retrying at once.
+    Unavailable(ApiError),
+    /// The connection broke mid-request.
+    Lost(ApiError),
+}
+
+impl Client {
+    /// Sends the request and answers the body of a success, or the daemon's error.
+    pub(super) async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+        retry: Retry,
+    ) -> ApiResult<Bytes> {
+        let attempts = if retry == Retry::Safe { 3 } else { 1 };
+        let mut last = None;
+        for attempt in 0..attempts {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+            }
+            match self.once(method.clone(), path, body.clone()).await {
+                Err(Transport::Unavailable(e)) => return Err(e),
+                Err(Transport::Lost(e)) => last = Some(e),
+                Ok(reply) => return reply,
+            }
+        }
+        Err(last.unwrap_or_else(|| ApiError::internal("request was never sent")))
+    }
+
+    async fn once(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+    ) -> Result<ApiResult<Bytes>, Transport> {
+        let unavailable = |e| Transport::Unavailable(self.endpoint.unavailable(e));
+        match &self.endpoint {
+            Endpoint::Socket(socket) => {
+                let stream = UnixStream::connect(socket).await.map_err(unavailable)?;
+                self.exchange(stream, method, path, body).await
+            }
+            Endpoint::Tcp(authority) => {
+                let stream = TcpStream::connect(authority.as_str())
+                    .await
+                    .map_err(unavailable)?;
+                self.exchange(stream, method, path, body).await
+            }
+        }
+    }
+
+    async fn exchange(
+        &self,
+        stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+    ) -> Result<ApiResult<Bytes>, Transport> {
+        let lost = |e: &dyn std::fmt::Display| self.endpoint.lost(e);
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| lost(&e))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", self.endpoint.host())
+            .header("content-type", "application/json");
+        if let Some(token) = &self.token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        let request = request
+            .body(Full::new(body.unwrap_or_default()))
+            .map_err(|e| lost(&e))?;
+        let response = sender.send_request(request).await.map_err(|e| lost(&e))?;
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| lost(&e))?
+            .to_bytes();
+        if status.is_success() {
+            return Ok(Ok(body));
+        }
+        Ok(Err(match serde_json::from_slice::<ErrorEnvelope>(&body) {
+            Ok(envelope) => envelope.error,
+            Err(_) => ApiError::internal(format!(
+                "the daemon answered {status}: {}",
+                String::from_utf8_lossy(&body)
+            )),
+        }))
+    }
+}

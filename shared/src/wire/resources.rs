@@ -1,0 +1,128 @@
+//! Resources: `resource list`, `resource register` and `resource release`.
+
+use crate::ids::{AttentionId, JobId, MachineId, OperationId, ResourceId, TaskId};
+use crate::queue::{PhaseKind, StopCause};
+use crate::time::{serde_rfc3339, Millis};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// How a resource came to exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResourceOrigin {
+    Detected,
+    Fallback,
+    Manual,
+}
+
+impl ResourceOrigin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResourceOrigin::Detected => "detected",
+            ResourceOrigin::Fallback => "fallback",
+            ResourceOrigin::Manual => "manual",
+        }
+    }
+}
+
+impl std::str::FromStr for ResourceOrigin {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "detected" => Ok(ResourceOrigin::Detected),
+            "fallback" => Ok(ResourceOrigin::Fallback),
+            "manual" => Ok(ResourceOrigin::Manual),
+            other => Err(format!("unknown resource origin {other:?}")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceView {
+    pub id: ResourceId,
+    pub name: String,
+    pub device: Option<u32>,
+    pub origin: ResourceOrigin,
+    pub run: Option<ActiveRunView>,
+}
+
+/// The run that currently holds a resource.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActiveRunView {
+    pub job: JobId,
+    pub task: TaskId,
+    pub run_number: u32,
+    pub step: u32,
+    pub resume: bool,
+    pub phase: PhaseView,
+}
+
+/// A run phase with the data that belongs to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "phase", rename_all = "lowercase")]
+pub enum PhaseView {
+    Launching {
+        #[serde(with = "serde_rfc3339")]
+        reserved_at: Millis,
+    },
+    Executing {
+        #[serde(with = "serde_rfc3339")]
+        started_at: Millis,
+    },
+    Stopping {
+        cause: StopCause,
+        #[serde(with = "serde_rfc3339")]
+        requested_at: Millis,
+        #[serde(with = "serde_rfc3339")]
+        started_at: Millis,
+    },
+    Cleaning {
+        attempt: u32,
+    },
+    Attention {
+        id: AttentionId,
+        failure: Value,
+    },
+}
+
+impl PhaseView {
+    pub fn kind(&self) -> PhaseKind {
+        match self {
+            PhaseView::Launching { .. } => PhaseKind::Launching,
+            PhaseView::Executing { .. } => PhaseKind::Executing,
+            PhaseView::Stopping { .. } => PhaseKind::Stopping,
+            PhaseView::Cleaning { .. } => PhaseKind::Cleaning,
+            PhaseView::Attention { .. } => PhaseKind::Attention,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceList {
+    pub machine: MachineId,
+    pub resources: Vec<ResourceView>,
+}
+
+/// The body of `POST /v1/resources`; the answer is the new lane's [`ResourceView`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterRequest {
+    pub name: String,
+    #[serde(default)]
+    pub device: Option<u32>,
+}
+
+/// `POST /v1/release`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseRequest {
+    pub operation_id: OperationId,
+    pub attention: AttentionId,
+}
+
+/// The answer to `resource release`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReleaseResult {
+    pub resource: ResourceId,
+    pub attention: AttentionId,
+}
