@@ -8,9 +8,9 @@ use crate::process_group::ProcessGroup;
 use crate::reap::Reaper;
 use crate::signals::Signals;
 use homebased_shared::config::CleanupConfig;
+use homebased_shared::process::{self, Teardown};
 use homebased_shared::rundir::CleanupOutcome;
-use nix::sys::signal::Signal;
-use std::time::Instant;
+use std::convert::Infallible;
 
 pub fn empty_group(
     group: ProcessGroup,
@@ -23,21 +23,22 @@ pub fn empty_group(
     if group.is_empty() {
         return CleanupOutcome::Clean;
     }
-    for (signal, grace) in [
-        (Signal::SIGTERM, config.term_grace),
-        (Signal::SIGKILL, config.kill_grace),
-    ] {
-        log.note(format!(
-            "process group {} still has members: sending {signal}, waiting up to {grace:?}",
-            group.id()
-        ));
-        if let Err(e) = group.signal(signal) {
-            log.note(format!("cannot signal process group {}: {e}", group.id()));
-        }
-        let deadline = Instant::now() + grace;
-        if reaper.wait_until(signals, deadline, config.rescan, |_| group.is_empty()) {
-            return CleanupOutcome::Clean;
-        }
+    let teardown = process::terminate_group(
+        config,
+        |signal, grace| {
+            log.note(format!(
+                "process group {} still has members: sending {signal}, waiting up to {grace:?}",
+                group.id()
+            ));
+            if let Err(e) = group.signal(signal) {
+                log.note(format!("cannot signal process group {}: {e}", group.id()));
+            }
+            Ok::<_, Infallible>(())
+        },
+        |deadline| Ok(reaper.wait_until(signals, deadline, config.rescan, |_| group.is_empty())),
+    );
+    if let Ok(Teardown::Ended { .. }) = teardown {
+        return CleanupOutcome::Clean;
     }
     match group.remaining() {
         // A member that left between the last check and the scan may have emptied the group.

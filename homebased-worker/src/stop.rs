@@ -9,11 +9,12 @@ use crate::process_group::ProcessGroup;
 use crate::reap::Reaper;
 use crate::signals::Signals;
 use homebased_shared::config::CleanupConfig;
+use homebased_shared::process::{self, Teardown};
 use homebased_shared::queue::StopCause;
 use homebased_shared::rundir::{ExitReason, RunDir};
-use nix::sys::signal::Signal;
+use std::convert::Infallible;
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often `control/stop` is looked for while nothing else wakes the worker. The daemon
 /// also signals the worker, so this only bounds how late a lost signal is noticed; children
@@ -99,25 +100,28 @@ fn stop(
 ) {
     // The group test counts zombies, so it also waits for the members to be reaped.
     let ended = |r: &Reaper| r.workload_ended().is_some() && group.is_empty();
-    for (signal, grace) in [
-        (Signal::SIGTERM, config.term_grace),
-        (Signal::SIGKILL, config.kill_grace),
-    ] {
-        log.note(format!(
-            "sending {signal} to process group {}, waiting up to {grace:?}",
-            group.id()
-        ));
-        if let Err(e) = group.signal(signal) {
-            log.note(format!("cannot signal process group {}: {e}", group.id()));
-        }
-        if reaper.wait_until(signals, Instant::now() + grace, STOP_POLL, ended) {
-            if let Some(reason) = reaper.workload_ended() {
-                log.note(format!(
-                    "workload and its process group ended after {signal}: {reason:?}"
-                ));
+    let teardown = process::terminate_group(
+        config,
+        |signal, grace| {
+            log.note(format!(
+                "sending {signal} to process group {}, waiting up to {grace:?}",
+                group.id()
+            ));
+            if let Err(e) = group.signal(signal) {
+                log.note(format!("cannot signal process group {}: {e}", group.id()));
             }
-            return;
+            Ok::<_, Infallible>(())
+        },
+        |deadline| Ok(reaper.wait_until(signals, deadline, STOP_POLL, ended)),
+    );
+    let Ok(teardown) = teardown;
+    if let Teardown::Ended { after } = teardown {
+        if let Some(reason) = reaper.workload_ended() {
+            log.note(format!(
+                "workload and its process group ended after {after}: {reason:?}"
+            ));
         }
+        return;
     }
     if reaper.workload_ended().is_some() {
         log.note(format!(

@@ -9,7 +9,8 @@
 //! - [`home`]: the state home and every path under it.
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`rundir`]: the run directory, the contract between daemon and worker.
-//! - [`process`]: process identity `(pid, start ticks)` and group membership read from `/proc`.
+//! - [`process`]: process identity `(pid, start ticks)` and group membership read from `/proc`;
+//!   ending a process group (TERM, grace, KILL).
 //! - [`sweep`]: the marker sweep after a run: scan, signal, rescan, suspects, bound; behind
 //!   the [`sweep::ProcessTable`] seam (`/proc` and pidfds, or an in-memory fake).
 //! - [`wire`]: the JSON shapes the API answers with.

@@ -5,12 +5,12 @@
 
 use homebased_shared::config::CleanupConfig;
 use homebased_shared::ids::TaskId;
-use homebased_shared::process::{self, ProcStat};
+use homebased_shared::process::{self, ProcStat, Teardown};
 use homebased_shared::rundir::{
     ChildRecord, CleanupOutcome, RemainingProcess, RemainingReason, RunDir,
 };
 use homebased_shared::sweep::{ProcTable, Sweep, SystemClock};
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::kill;
 use nix::unistd::Pid;
 use std::time::Instant;
 
@@ -93,31 +93,31 @@ fn empty_group(child: &ChildRecord, config: &CleanupConfig, protected: &[u32]) -
             return CleanupOutcome::Clean;
         }
     }
-    for (signal, grace) in [
-        (Signal::SIGTERM, config.term_grace),
-        (Signal::SIGKILL, config.kill_grace),
-    ] {
-        let found = match members(pgid, since, protected) {
-            Ok(found) => found,
-            Err(e) => return enumeration_failed(pgid, e),
-        };
-        if found.is_empty() {
-            return CleanupOutcome::Clean;
-        }
-        for p in &found {
-            // Re-check right before the signal: a reused pid is never hit.
-            if process::is_same_process(p.identity()) {
-                let _ = kill(Pid::from_raw(p.pid as i32), signal);
+    let teardown = process::terminate_group(
+        config,
+        |signal, _| {
+            for p in members(pgid, since, protected)? {
+                // Re-check right before the signal: a reused pid is never hit.
+                if process::is_same_process(p.identity()) {
+                    let _ = kill(Pid::from_raw(p.pid as i32), signal);
+                }
             }
-        }
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            match members(pgid, since, protected) {
-                Ok(found) if found.is_empty() => return CleanupOutcome::Clean,
-                Ok(_) => std::thread::sleep(config.rescan),
-                Err(e) => return enumeration_failed(pgid, e),
+            Ok(())
+        },
+        |deadline| loop {
+            if members(pgid, since, protected)?.is_empty() {
+                return Ok(true);
             }
-        }
+            if Instant::now() >= deadline {
+                return Ok(false);
+            }
+            std::thread::sleep(config.rescan);
+        },
+    );
+    match teardown {
+        Ok(Teardown::Ended { .. }) => return CleanupOutcome::Clean,
+        Ok(Teardown::Survived) => {}
+        Err(e) => return enumeration_failed(pgid, e),
     }
     match members(pgid, since, protected) {
         Ok(found) if found.is_empty() => CleanupOutcome::Clean,
