@@ -4,7 +4,6 @@
 //! anything: the core does, and is told what happened through [`CoreHandle::post`].
 
 mod lost_cleanup;
-mod lost_container;
 
 use crate::core::CoreHandle;
 use homebased_shared::home::Home;

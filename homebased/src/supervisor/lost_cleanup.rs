@@ -1,9 +1,12 @@
 //! Cleanup after a worker that vanished before it wrote `cleanup.json`: the daemon removes a
-//! container step's container, empties the workload's process group itself (signalling each
+//! container step's container with the worker's own driver ([`homebased_shared::container`]:
+//! found by saved id, label and name, stopped with the run's grace, removed without force,
+//! proven gone within the cleanup bound, else `container_unconfirmed`), empties the workload's process group itself (signalling each
 //! member only after re-checking its identity, and never a protected pid), then runs the same
 //! marker sweep as the worker.
 
 use homebased_shared::config::CleanupConfig;
+use homebased_shared::container::{self, docker::Docker, removal};
 use homebased_shared::ids::TaskId;
 use homebased_shared::process::{self, ProcStat, Teardown};
 use homebased_shared::rundir::{
@@ -46,7 +49,7 @@ pub fn clean(
     );
     if container_step {
         // Docker, not the marker sweep, is the one to end the container's processes.
-        let removed = super::lost_container::remove(task, config);
+        let removed = remove_container(dir, task, config);
         if !removed.is_clean() {
             return removed;
         }
@@ -80,6 +83,14 @@ pub fn clean(
         tracing::info!(%task, "sweep: {note}");
     }
     swept.outcome
+}
+
+/// The container the worker would have removed, found by the id it saved, its label or its
+/// name.
+fn remove_container(dir: &RunDir, task: TaskId, config: &CleanupConfig) -> CleanupOutcome {
+    let id = container::saved_id(dir, "");
+    let note = |message: &str| tracing::info!(%task, "{message}");
+    removal::remove(&Docker::for_run(task), task, id.as_deref(), config, &note)
 }
 
 /// SPEC section 6, step 1, for a workload whose worker is gone.
