@@ -4,15 +4,15 @@
 //! checked on a short interval so that a lost signal still stops the run. `control/yield` is
 //! not a stop request here: the workload watches it itself and exits 75.
 
+use crate::group_cleanup;
 use crate::log::WorkerLog;
 use crate::process_group::ProcessGroup;
 use crate::reap::Reaper;
 use crate::signals::Signals;
 use homebased_shared::config::CleanupConfig;
-use homebased_shared::process::{self, Teardown};
+use homebased_shared::process::Teardown;
 use homebased_shared::queue::StopCause;
 use homebased_shared::rundir::{ExitReason, RunDir};
-use std::convert::Infallible;
 use std::fmt;
 use std::time::Duration;
 
@@ -100,21 +100,7 @@ fn stop(
 ) {
     // The group test counts zombies, so it also waits for the members to be reaped.
     let ended = |r: &Reaper| r.workload_ended().is_some() && group.is_empty();
-    let teardown = process::terminate_group(
-        config,
-        |signal, grace| {
-            log.note(format!(
-                "sending {signal} to process group {}, waiting up to {grace:?}",
-                group.id()
-            ));
-            if let Err(e) = group.signal(signal) {
-                log.note(format!("cannot signal process group {}: {e}", group.id()));
-            }
-            Ok::<_, Infallible>(())
-        },
-        |deadline| Ok(reaper.wait_until(signals, deadline, STOP_POLL, ended)),
-    );
-    let Ok(teardown) = teardown;
+    let teardown = group_cleanup::terminate(group, reaper, signals, config, log, STOP_POLL, ended);
     if let Teardown::Ended { after } = teardown {
         if let Some(reason) = reaper.workload_ended() {
             log.note(format!(
