@@ -173,7 +173,7 @@ fn restart() -> Value {
 }
 
 #[test]
-fn a_submitted_job_launches_executes_succeeds_and_frees_its_lane() {
+fn a_submitted_job_launches_runs_succeeds_and_frees_its_lane() {
     let mut f = Fixture::new();
     let job = f.submit(Priority::Medium, restart(), 1);
     let run = f.active(job);

@@ -86,16 +86,8 @@ impl Core {
             .with_input(serde_json::json!({ "task": task })));
         }
         let path = homebased_shared::rundir::RunDir::new(self.home.task_dir(task)).output_log();
-        let (log, truncated) = match homebased_shared::tail::read_tail(&path, tail) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), false),
-            Err(e) => {
-                return Err(ApiError::internal(format!(
-                    "cannot read {}: {e}",
-                    path.display()
-                )))
-            }
-        };
+        let (log, truncated) = homebased_shared::tail::read_tail(&path, tail)
+            .map_err(|e| ApiError::internal(format!("cannot read {}: {e}", path.display())))?;
         Ok(homebased_shared::wire::TaskLog {
             task,
             log,
