@@ -480,21 +480,31 @@ fn a_launch_whose_worker_never_confirmed_returns_the_job_to_its_slot_without_an_
 }
 
 #[test]
-fn a_launch_whose_worker_wrote_worker_json_is_cleaned_before_the_lane_serves_again() {
+fn a_launch_whose_worker_may_have_started_the_workload_is_lost_not_run_again() {
     let mut f = Fixture::new();
     let job = f.submit(Priority::Medium, restart(), 1);
+    let next = f.submit(Priority::Medium, restart(), 1);
     let task = f.active(job).task;
+    // worker.json without the child: the workload may have started (a full disk kept the
+    // worker from recording it) and even finished.
     f.worker_json(task, false);
     f.worker_gone(task);
-    assert_eq!(f.job(job).status, JobStatus::Queued);
+    assert_eq!(
+        f.job(job).status,
+        JobStatus::Failed,
+        "never returned to its slot"
+    );
+    assert_eq!(f.events(job), ["JOB_FAILED"]);
     let run = runs::get(f.core.store.db(), task).unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Lost);
     assert_eq!(run.phase, Some(RunPhase::Cleaning { attempt: 2 }));
     assert_eq!(
         f.workers.asked().last(),
         Some(&Asked::CleanUpLost { task, attempt: 2 })
     );
     f.pass();
-    assert_eq!(f.job(job).status, JobStatus::Queued, "not while cleaning");
+    assert_eq!(f.job(next).status, JobStatus::Queued, "not while cleaning");
+    assert_eq!(f.runs(job).len(), 1, "the step never ran a second time");
 }
 
 #[test]
