@@ -280,6 +280,14 @@ impl TestHome {
         cmd
     }
 
+    /// Returns once the daemon has run its timers and a scheduling pass after every request
+    /// sent before: whatever those requests could cause has been committed. Tests that
+    /// something did not happen check right after this instead of sleeping.
+    pub fn settle(&self) {
+        let settled = self.json(&["daemon", "settle"]);
+        assert!(settled["passes"].as_u64().is_some(), "{settled}");
+    }
+
     /// Runs `homebased --home <home> --json <args>`, asserts exit 0, parses stdout.
     pub fn json(&self, args: &[&str]) -> Value {
         let mut all = vec!["--json"];
