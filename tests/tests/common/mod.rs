@@ -271,7 +271,7 @@ impl TestHome {
     }
 
     /// `homebased --home <home>`, with `--config <config>` when the home has one.
-    fn homebased(&self) -> Command {
+    pub fn homebased(&self) -> Command {
         let mut cmd = self.command();
         cmd.arg("--home").arg(self.home());
         if let Some(config) = &self.config {
