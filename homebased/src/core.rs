@@ -34,7 +34,7 @@ use homebased_shared::ids::MachineId;
 use homebased_shared::ids::TaskId;
 use homebased_shared::rundir::RunDir;
 use launcher::Launcher;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -59,6 +59,10 @@ pub struct Core {
     /// Runs whose last observation failed to commit (a locked database, a full disk), with
     /// whether their worker was seen gone: the tick observes them again until it lands.
     unsettled: HashMap<TaskId, bool>,
+    /// Runs whose committed stop could not be written into their run directory yet.
+    unenacted: HashSet<TaskId>,
+    /// Holds launches back for a moment after a worker could not be started.
+    launch_backoff: launch::LaunchBackoff,
     /// Set by a change that may let work start or stop; the loop then runs a pass.
     dirty: bool,
     /// Scheduling passes run so far (`daemon settle` answers it).
@@ -127,6 +131,8 @@ impl Core {
             facts,
             launcher,
             unsettled: HashMap::new(),
+            unenacted: HashSet::new(),
+            launch_backoff: Default::default(),
             dirty: true,
             passes: 0,
             me: CoreHandle { calls },

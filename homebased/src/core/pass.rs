@@ -21,8 +21,14 @@ impl Core {
                 return;
             }
         };
-        for launch in decisions.launches {
-            self.launch(launch);
+        if self.launch_backoff.holds(std::time::Instant::now()) {
+            if !decisions.launches.is_empty() {
+                tracing::debug!("launches wait after a worker failed to start");
+            }
+        } else {
+            for launch in decisions.launches {
+                self.launch(launch);
+            }
         }
         for stop in decisions.stops {
             self.preempt(stop);

@@ -498,14 +498,21 @@ fn a_launch_whose_worker_may_have_started_the_workload_is_lost_not_run_again() {
 }
 
 #[test]
-fn a_worker_that_cannot_start_gives_the_lane_back() {
+fn a_worker_that_cannot_start_gives_the_lane_back_and_launches_wait_a_moment() {
     let mut f = Fixture::new();
     f.workers.0.lock().unwrap().fail_start = true;
     let job = f.submit(Priority::Medium, restart(), 1);
-    // The failed launch was abandoned and the pass after it launched the job again.
+    // The failed launch was abandoned: the lane is free, the job back in its slot.
     let runs = f.runs(job);
+    assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].status, RunStatus::Lost);
     assert!(runs[0].phase.is_none());
+    assert_eq!(f.job(job).status, JobStatus::Queued);
+    // Not again at once: a failing start would otherwise spin for as long as it fails.
+    f.pass();
+    assert_eq!(f.runs(job).len(), 1, "held back right after a failed start");
+    // Once the moment has passed, the tick asks for a pass and the job launches.
+    f.core.launch_backoff = Default::default();
     f.pass();
     assert!(f.active(job).phase.is_some());
 }
@@ -530,6 +537,26 @@ fn a_cleanup_that_never_reports_ends_in_attention_instead_of_spinning() {
         .count() as u32;
     assert_eq!(cleanups, MAX_CLEANUP_ATTEMPTS - 1);
     assert!(matches!(f.phase(job), RunPhase::Attention { .. }));
+}
+
+#[test]
+fn a_stop_that_cannot_be_written_is_enacted_again_by_the_tick() {
+    let mut f = Fixture::new();
+    let job = f.submit(Priority::Medium, restart(), 1);
+    let task = f.active(job).task;
+    f.confirm(task);
+    // control/ cannot take the request (as on a full disk).
+    let control = f.dir(task).control_dir();
+    std::fs::remove_dir_all(&control).unwrap();
+    std::fs::write(&control, "not a directory").unwrap();
+    f.cancel(job);
+    assert!(matches!(f.phase(job), RunPhase::Stopping { .. }));
+    assert!(!f.workers.asked().contains(&Asked::SignalStop(task)));
+    std::fs::remove_file(&control).unwrap();
+    std::fs::create_dir(&control).unwrap();
+    f.core.tick();
+    assert!(f.dir(task).stop_file().exists(), "written once it could be");
+    assert_eq!(f.workers.asked().last(), Some(&Asked::SignalStop(task)));
 }
 
 #[test]
