@@ -231,26 +231,10 @@ pub fn delivery_state(db: Db, job: JobId, seq: u32) -> ApiResult<Option<(bool, b
 /// A queued job with a fresh thread, for tests of the event and notice tables.
 #[cfg(test)]
 pub(crate) fn test_job(db: Db) -> Job {
-    let id = JobId::new();
     let spec = serde_json::json!({});
-    jobs::insert(
-        db,
-        &jobs::NewJob {
-            id,
-            thread: homebased_shared::ids::ThreadId::new(),
-            name: "test job",
-            priority: homebased_shared::queue::Priority::Medium,
-            target: None,
-            spec: &spec,
-            digest: "d",
-            request_digest: "r",
-            env_path: None,
-            env_home: None,
-            steps: 1,
-        },
-    )
-    .unwrap();
-    jobs::require(db, id).unwrap()
+    let job = jobs::NewJob::for_test(&spec, homebased_shared::queue::Priority::Medium);
+    jobs::insert(db, &job).unwrap();
+    jobs::require(db, job.id).unwrap()
 }
 
 #[cfg(test)]

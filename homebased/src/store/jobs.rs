@@ -76,6 +76,26 @@ pub struct NewJob<'a> {
     pub steps: u32,
 }
 
+#[cfg(test)]
+impl<'a> NewJob<'a> {
+    /// A one-step job with a fresh id and thread, for tests of the store and the core.
+    pub fn for_test(spec: &'a Value, priority: Priority) -> NewJob<'a> {
+        NewJob {
+            id: JobId::new(),
+            thread: ThreadId::new(),
+            name: "test job",
+            priority,
+            target: None,
+            spec,
+            digest: "d",
+            request_digest: "r",
+            env_path: None,
+            env_home: None,
+            steps: 1,
+        }
+    }
+}
+
 /// The columns of a [`JobHead`], read by position ([`head_from_row`]).
 const HEAD_COLUMNS: &str = "j.id, j.thread, j.name, j.priority, j.position, j.state, j.resume, \
     j.target, j.step, j.steps, j.runs, j.event_seq, j.failed_run, j.last_stop_cause, \
@@ -426,26 +446,10 @@ mod tests {
     use crate::store::test_store;
 
     fn add(db: Db, priority: Priority) -> JobId {
-        let id = JobId::new();
         let spec = serde_json::json!({});
-        insert(
-            db,
-            &NewJob {
-                id,
-                thread: ThreadId::new(),
-                name: "j",
-                priority,
-                target: None,
-                spec: &spec,
-                digest: "d",
-                request_digest: "r",
-                env_path: None,
-                env_home: None,
-                steps: 1,
-            },
-        )
-        .unwrap();
-        id
+        let job = NewJob::for_test(&spec, priority);
+        insert(db, &job).unwrap();
+        job.id
     }
 
     fn slots(db: Db) -> Vec<(JobId, Priority, u32)> {

@@ -73,16 +73,8 @@ impl Fixture {
                     tx,
                     &jobs::NewJob {
                         id,
-                        thread: ThreadId::new(),
                         name: "notice test",
-                        priority: Priority::Medium,
-                        target: None,
-                        spec: &spec,
-                        digest: "d",
-                        request_digest: "r",
-                        env_path: None,
-                        env_home: None,
-                        steps: 1,
+                        ..jobs::NewJob::for_test(&spec, Priority::Medium)
                     },
                 )
             })
