@@ -59,7 +59,14 @@ pub fn task_log(
     // Follow: print what exists, then new bytes until the worker is gone and the log is
     // drained.
     let mut out = std::io::stdout();
-    let _ = out.write_all(text.as_bytes());
+    if out
+        .write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        // The reader went away (a closed pipe): nothing more to show.
+        return Ok(None);
+    }
     let mut offset = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
     loop {
         let finished = dir.read_cleanup().ok().flatten().is_some();
@@ -68,8 +75,9 @@ pub fn task_log(
                 let mut buf = Vec::new();
                 if let Ok(n) = f.read_to_end(&mut buf) {
                     offset += n as u64;
-                    let _ = out.write_all(&buf);
-                    let _ = out.flush();
+                    if out.write_all(&buf).and_then(|()| out.flush()).is_err() {
+                        return Ok(None);
+                    }
                 }
             }
         }
