@@ -96,9 +96,10 @@ pub fn parse_full_uuid(s: &str) -> Result<Uuid, InvalidId> {
     Uuid::try_parse(s).map_err(|_| InvalidId(s.to_string()))
 }
 
-/// True when `s` parses as a full UUID (resource names may never look like one).
+/// True when `s` reads as a UUID in its hyphenated or its simple 32-hex form: resource names
+/// may never look like one, even in the form no id is accepted in.
 pub fn looks_like_uuid(s: &str) -> bool {
-    parse_full_uuid(s).is_ok()
+    (s.len() == 36 || s.len() == 32) && Uuid::try_parse(s).is_ok()
 }
 
 #[cfg(test)]
@@ -125,7 +126,7 @@ mod tests {
         assert!(serde_json::from_value::<JobId>(serde_json::json!(simple)).is_err());
         let back: JobId = serde_json::from_value(serde_json::json!(id.to_string())).unwrap();
         assert_eq!(back, id);
-        assert!(!looks_like_uuid(&simple));
+        assert!(looks_like_uuid(&simple), "still never a resource name");
     }
 
     #[test]

@@ -349,6 +349,26 @@ fn stalled_headers_and_bodies_are_cut_off_within_bounds() {
             );
         }));
     }
+    // Silent from the start, or idle after one complete request on a kept-alive connection.
+    for first in [
+        &b""[..],
+        b"GET /v1/status HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    ] {
+        let socket = socket.clone();
+        checks.push(std::thread::spawn(move || {
+            let mut conn = http::unix(&socket);
+            if !first.is_empty() {
+                let answer = http::exchange(&mut conn, first, ANSWER);
+                assert_eq!(answer.status, 200, "{answer:?}");
+            }
+            let (closed, _) = http::wait_closed(&mut conn, bound);
+            let took = closed.expect("an idle connection is dropped");
+            assert!(
+                took < Duration::from_secs(25),
+                "idle cut off after {took:?}"
+            );
+        }));
+    }
     for request in [partial_body, huge_chunk] {
         let socket = socket.clone();
         checks.push(std::thread::spawn(move || {
