@@ -1,16 +1,17 @@
 //! Emptying the workload's process group (SPEC section 6, step 1): SIGTERM, up to
 //! `term_grace`, SIGKILL, up to `kill_grace`, until the group is confirmed empty. Members are
 //! reaped as they die (they are this subreaper's children or descendants), because a zombie
-//! still counts as a member.
+//! still counts as a member. The same [`terminate`] stops the group on a stop request.
 
 use crate::log::WorkerLog;
 use crate::process_group::ProcessGroup;
 use crate::reap::Reaper;
 use crate::signals::Signals;
 use homebased_shared::config::CleanupConfig;
+use homebased_shared::process::{self, Teardown};
 use homebased_shared::rundir::CleanupOutcome;
-use nix::sys::signal::Signal;
-use std::time::Instant;
+use std::convert::Infallible;
+use std::time::Duration;
 
 pub fn empty_group(
     group: ProcessGroup,
@@ -23,21 +24,15 @@ pub fn empty_group(
     if group.is_empty() {
         return CleanupOutcome::Clean;
     }
-    for (signal, grace) in [
-        (Signal::SIGTERM, config.term_grace),
-        (Signal::SIGKILL, config.kill_grace),
-    ] {
-        log.note(format!(
-            "process group {} still has members: sending {signal}, waiting up to {grace:?}",
-            group.id()
-        ));
-        if let Err(e) = group.signal(signal) {
-            log.note(format!("cannot signal process group {}: {e}", group.id()));
-        }
-        let deadline = Instant::now() + grace;
-        if reaper.wait_until(signals, deadline, config.rescan, |_| group.is_empty()) {
-            return CleanupOutcome::Clean;
-        }
+    log.note(format!(
+        "process group {} still has members after the workload",
+        group.id()
+    ));
+    let empty = |_: &Reaper| group.is_empty();
+    if let Teardown::Ended { .. } =
+        terminate(group, reaper, signals, config, log, config.rescan, empty)
+    {
+        return CleanupOutcome::Clean;
     }
     match group.remaining() {
         // A member that left between the last check and the scan may have emptied the group.
@@ -57,4 +52,34 @@ pub fn empty_group(
             ),
         },
     }
+}
+
+/// The worker's TERM, grace, KILL of the workload's group ([`process::terminate_group`]):
+/// each signal noted in `worker.log` (a failed one too), the reaper kept up while it waits,
+/// looking every `poll` (and at once on a signal) whether the group counts as `ended`.
+pub fn terminate(
+    group: ProcessGroup,
+    reaper: &mut Reaper,
+    signals: &Signals,
+    config: &CleanupConfig,
+    log: &WorkerLog,
+    poll: Duration,
+    mut ended: impl FnMut(&Reaper) -> bool,
+) -> Teardown {
+    let teardown = process::terminate_group(
+        config,
+        |signal, grace| {
+            log.note(format!(
+                "sending {signal} to process group {}, waiting up to {grace:?}",
+                group.id()
+            ));
+            if let Err(e) = group.signal(signal) {
+                log.note(format!("cannot signal process group {}: {e}", group.id()));
+            }
+            Ok::<_, Infallible>(())
+        },
+        |deadline| Ok(reaper.wait_until(signals, deadline, poll, &mut ended)),
+    );
+    let Ok(teardown) = teardown;
+    teardown
 }

@@ -9,12 +9,14 @@
 //! - [`signals`]: SIGTERM/SIGINT as a stop flag, and the wake-up on every signal and child exit.
 //! - [`reap`]: reaping the workload and every orphan that comes back to this subreaper.
 //! - [`workload`]: starting, following and ending the step: a host command
-//!   ([`workload::host`]) or a Docker container whose removal is proven.
+//!   ([`workload::host`]) or a Docker container whose removal is proven (through the
+//!   docker driver of [`homebased_shared::container`]).
 //! - [`process_group`]: the workload's process group: signal it, test it for emptiness.
 //! - [`stop`]: stop requests (signal or `control/stop`) and stopping the workload on one.
 //! - [`cleanup`]: everything after the workload ended (the group, then the marker sweep),
 //!   giving the `cleanup.json` outcome.
-//! - [`group_cleanup`]: emptying the process group (TERM, grace, KILL, grace).
+//! - [`group_cleanup`]: emptying the process group (TERM, grace, KILL, grace, as
+//!   [`homebased_shared::process::terminate_group`] orders them); the stop uses it too.
 //! - [`records`]: `worker.json`, `exit.json`, `cleanup.json`, each followed by a poke.
 //! - [`log`]: `worker.log`, the worker's own notes and errors.
 

@@ -4,16 +4,17 @@
 //! checked on a short interval so that a lost signal still stops the run. `control/yield` is
 //! not a stop request here: the workload watches it itself and exits 75.
 
+use crate::group_cleanup;
 use crate::log::WorkerLog;
 use crate::process_group::ProcessGroup;
 use crate::reap::Reaper;
 use crate::signals::Signals;
 use homebased_shared::config::CleanupConfig;
+use homebased_shared::process::Teardown;
 use homebased_shared::queue::StopCause;
 use homebased_shared::rundir::{ExitReason, RunDir};
-use nix::sys::signal::Signal;
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often `control/stop` is looked for while nothing else wakes the worker. The daemon
 /// also signals the worker, so this only bounds how late a lost signal is noticed; children
@@ -99,25 +100,14 @@ fn stop(
 ) {
     // The group test counts zombies, so it also waits for the members to be reaped.
     let ended = |r: &Reaper| r.workload_ended().is_some() && group.is_empty();
-    for (signal, grace) in [
-        (Signal::SIGTERM, config.term_grace),
-        (Signal::SIGKILL, config.kill_grace),
-    ] {
-        log.note(format!(
-            "sending {signal} to process group {}, waiting up to {grace:?}",
-            group.id()
-        ));
-        if let Err(e) = group.signal(signal) {
-            log.note(format!("cannot signal process group {}: {e}", group.id()));
+    let teardown = group_cleanup::terminate(group, reaper, signals, config, log, STOP_POLL, ended);
+    if let Teardown::Ended { after } = teardown {
+        if let Some(reason) = reaper.workload_ended() {
+            log.note(format!(
+                "workload and its process group ended after {after}: {reason:?}"
+            ));
         }
-        if reaper.wait_until(signals, Instant::now() + grace, STOP_POLL, ended) {
-            if let Some(reason) = reaper.workload_ended() {
-                log.note(format!(
-                    "workload and its process group ended after {signal}: {reason:?}"
-                ));
-            }
-            return;
-        }
+        return;
     }
     if reaper.workload_ended().is_some() {
         log.note(format!(

@@ -61,6 +61,8 @@ pub struct Core {
     unsettled: HashMap<TaskId, bool>,
     /// Set by a change that may let work start or stop; the loop then runs a pass.
     dirty: bool,
+    /// Scheduling passes run so far (`daemon settle` answers it).
+    passes: u64,
     /// A handle to this core, for the watchers it starts.
     me: CoreHandle,
     /// Wakes the event delivery loop when events may be pending ([`notices`]).
@@ -126,6 +128,7 @@ impl Core {
             launcher,
             unsettled: HashMap::new(),
             dirty: true,
+            passes: 0,
             me: CoreHandle { calls },
             delivery_wake: Arc::new(tokio::sync::Notify::new()),
             inbox: Some(inbox),

@@ -8,7 +8,7 @@
 //! launching ──confirmed──▶ executing ──stop committed──▶ stopping
 //!     │  (stop committed meanwhile: confirmed ──▶ stopping, enact it)   │
 //!     │                        └────── ended / worker gone ─────────────┤
-//!     └─ worker gone: abandoned (lane freed, or cleaned if it may have started)
+//!     └─ worker gone: abandoned (no worker.json), else lost like an executing run
 //!                                                                       ▼
 //!        lane freed ◀──clean── cleaning{attempt} ──failed──▶ attention ──released──▶ lane freed
 //! ```
@@ -279,9 +279,18 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
         ),
         (RunPhase::Launching { .. }, WorkerGone { wrote_worker_json }) => {
             if wrote_worker_json {
-                // It may have started the workload before it died: clean before serving.
-                clean_lost(1, vec![Abandon])
+                // It may have started the workload (and even finished it) before it died:
+                // the run is lost like any other, never run again as if it never began,
+                // and the lane is cleaned before it serves.
+                clean_lost(
+                    1,
+                    vec![RecordEnd {
+                        end: RunEnd::Lost,
+                        ended_at: ctx.now,
+                    }],
+                )
             } else {
+                // Nothing proves less than a missing worker.json: nothing of it ran.
                 to(None, vec![Abandon])
             }
         }

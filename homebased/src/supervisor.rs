@@ -1,10 +1,9 @@
-//! The supervisor: the daemon's side of the run directory. It prepares a run directory,
+//! The supervisor: the daemon's side of the run directory. It creates a run directory,
 //! starts `homebased-worker` with the locked `runner.lock` handed over as fd 3, watches each
 //! live worker through that lock, and signals workers by verified identity. It never decides
 //! anything: the core does, and is told what happened through [`CoreHandle::post`].
 
 mod lost_cleanup;
-mod lost_container;
 
 use crate::core::CoreHandle;
 use homebased_shared::home::Home;
@@ -55,7 +54,7 @@ fn private_dir(path: &std::path::Path) -> io::Result<()> {
 }
 
 /// Creates the run directory, `control/`, the job's checkpoint directory and `run.json`.
-pub fn prepare(home: &Home, spec: &RunSpec) -> io::Result<RunDir> {
+pub fn create_run_dir(home: &Home, spec: &RunSpec) -> io::Result<RunDir> {
     let dir = RunDir::new(home.task_dir(spec.task));
     private_dir(&dir.control_dir())?;
     private_dir(&spec.job_dir)?;

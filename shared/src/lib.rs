@@ -9,7 +9,10 @@
 //! - [`home`]: the state home and every path under it.
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`rundir`]: the run directory, the contract between daemon and worker.
-//! - [`process`]: process identity `(pid, start ticks)` and group membership read from `/proc`.
+//! - [`process`]: process identity `(pid, start ticks)` and group membership read from `/proc`;
+//!   ending a process group (TERM, grace, KILL).
+//! - [`container`]: the run's Docker container through the `docker` CLI: bounded commands,
+//!   lookup by id, label and name, stop, removal without force and proven absence.
 //! - [`sweep`]: the marker sweep after a run: scan, signal, rescan, suspects, bound; behind
 //!   the [`sweep::ProcessTable`] seam (`/proc` and pidfds, or an in-memory fake).
 //! - [`wire`]: the JSON shapes the API answers with.
@@ -17,6 +20,7 @@
 //! - [`time`]: stored milliseconds and RFC 3339 on the wire.
 
 pub mod config;
+pub mod container;
 pub mod error;
 pub mod event;
 pub mod home;

@@ -1,6 +1,11 @@
 //! Process identity from `/proc`: a pid alone can be reused, so every process is named by
 //! `(pid, kernel start ticks)` and re-read right before anything acts on it. Used by the
-//! worker for its workload and by the daemon for a lost worker's leftovers.
+//! worker for its workload and by the daemon for a lost worker's leftovers. Ending a group
+//! (TERM, grace, KILL) is [`terminate_group`].
+
+mod teardown;
+
+pub use teardown::{terminate_group, Teardown};
 
 use crate::rundir::ProcessIdentity;
 use std::io;

@@ -1,5 +1,6 @@
-//! Reading the end of a log without reading all of it: at most the last 1 MiB, at most 5000
-//! lines.
+//! Reading a log without reading all of it: its end (at most the last 1 MiB, at most 5000
+//! lines), and what was appended since an offset, for a reader that follows it. A log not
+//! written yet reads as empty.
 
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
@@ -10,7 +11,9 @@ pub const MAX_TAIL_BYTES: u64 = 1024 * 1024;
 /// The last `lines` lines (all, up to the byte cap, when `None`) and whether anything before
 /// them was left out.
 pub fn read_tail(path: &Path, lines: Option<usize>) -> io::Result<(String, bool)> {
-    let mut file = std::fs::File::open(path)?;
+    let Some(mut file) = open_if_written(path)? else {
+        return Ok((String::new(), false));
+    };
     let len = file.metadata()?.len();
     let start = len.saturating_sub(MAX_TAIL_BYTES);
     file.seek(SeekFrom::Start(start))?;
@@ -49,6 +52,25 @@ pub fn read_tail(path: &Path, lines: Option<usize>) -> io::Result<(String, bool)
     })
 }
 
+/// The bytes after `offset`: what was appended since a reader stopped there.
+pub fn read_from(path: &Path, offset: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    if let Some(mut file) = open_if_written(path)? {
+        file.seek(SeekFrom::Start(offset))?;
+        file.read_to_end(&mut bytes)?;
+    }
+    Ok(bytes)
+}
+
+/// `None` when there is no such file yet.
+fn open_if_written(path: &Path) -> io::Result<Option<std::fs::File>> {
+    match std::fs::File::open(path) {
+        Ok(file) => Ok(Some(file)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,6 +84,29 @@ mod tests {
         assert_eq!(read_tail(&p, Some(5)).unwrap(), ("a\nb\nc\n".into(), false));
         assert_eq!(read_tail(&p, None).unwrap(), ("a\nb\nc\n".into(), false));
         assert_eq!(read_tail(&p, Some(0)).unwrap(), ("".into(), true));
+    }
+
+    #[test]
+    fn a_log_not_written_yet_is_empty() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("output.log");
+        assert_eq!(read_tail(&p, Some(2)).unwrap(), ("".into(), false));
+        assert!(read_from(&p, 0).unwrap().is_empty());
+        assert!(
+            read_tail(tmp.path(), None).is_err(),
+            "a directory is no log"
+        );
+    }
+
+    #[test]
+    fn reads_what_was_appended_since_an_offset() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("output.log");
+        std::fs::write(&p, "one\ntw").unwrap();
+        assert_eq!(read_from(&p, 0).unwrap(), b"one\ntw");
+        assert_eq!(read_from(&p, 4).unwrap(), b"tw");
+        assert!(read_from(&p, 7).unwrap().is_empty());
+        assert!(read_from(&p, 100).unwrap().is_empty());
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub fn body_too_large(submit: bool, size: Option<usize>) -> crate::error::ApiErr
     }
 }
 
-pub use daemon::{DaemonStatus, ShutdownResult, TaskLog};
+pub use daemon::{DaemonStatus, Settled, ShutdownResult, TaskLog};
 pub use envelope::Versioned;
 pub use job_writes::{
     CancelRequest, CancelResult, MoveRequest, MoveResult, Placement, SubmitRequest, SubmitResult,

@@ -14,23 +14,21 @@
 
 mod common;
 
-use common::jobs::{wait_for_gate, TERMINAL};
-use common::{error_of, is_uuid, new_uuid, parse_one, run_bounded, Output, Probe, Spec};
-use common::{wait_until, TestHome, PATIENCE};
+use common::account::Account;
+use common::jobs::{gated_spec, resource, sh_spec, show, wait_idle, wait_job, wait_phase_on};
+use common::{is_uuid, new_uuid, run_bounded, wait_until, Probe, TestHome, PATIENCE};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The unprivileged account the Attention test runs its daemon and CLI as.
 const TEST_USER: &str = "homebased-test";
 /// Set to `1` to skip the test that needs root, `useradd` and `setpriv`.
 const SKIP_UNPRIVILEGED: &str = "HOMEBASED_TEST_SKIP_UNPRIVILEGED";
-/// `PATH` of the unprivileged CLI (and so of its jobs' steps).
-const PLAIN_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 // ------------------------------------------------------------------------------------------
 // Processes by identity
@@ -127,14 +125,6 @@ const RECORD_PID: &str = r#"echo $$ > "$1.tmp" && mv "$1.tmp" "$1""#;
 // The unprivileged account
 // ------------------------------------------------------------------------------------------
 
-/// The account the daemon runs as, and the `setpriv` that switches to it.
-#[derive(Debug, Clone)]
-struct Account {
-    uid: u32,
-    gid: u32,
-    setpriv: PathBuf,
-}
-
 /// `name` on `PATH`, or in the usual system directories (root's `PATH` may lack `sbin`).
 fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var("PATH").unwrap_or_default();
@@ -201,35 +191,20 @@ fn unprivileged_account() -> Option<Account> {
         }
     };
     Some(Account {
+        name: TEST_USER.to_string(),
         uid: user.uid.as_raw(),
         gid: user.gid.as_raw(),
         setpriv,
     })
 }
 
-/// Gives `path` and everything under it to `uid:gid` (symlinks are not followed).
-fn chown_tree(path: &Path, uid: u32, gid: u32) {
-    std::os::unix::fs::lchown(path, Some(uid), Some(gid)).unwrap();
-    if std::fs::symlink_metadata(path).unwrap().is_dir() {
-        for entry in std::fs::read_dir(path).unwrap() {
-            chown_tree(&entry.unwrap().path(), uid, gid);
-        }
-    }
-}
-
 // ------------------------------------------------------------------------------------------
-// The lab: a home, its config, its daemon (optionally as the unprivileged user), and a drop
-// that leaves nothing of it running
+// The lab: a test home with its config and daemon (optionally as the unprivileged user), and
+// a drop that leaves nothing of it running
 // ------------------------------------------------------------------------------------------
 
 struct Lab {
-    home: TestHome,
-    config: PathBuf,
-    /// `Some`: every `homebased` command (daemon included) runs as this account.
-    account: Option<Account>,
-    /// The `homebased` binary to run (beside it, `homebased-worker`).
-    bin: PathBuf,
-    daemon: Option<Child>,
+    h: TestHome,
     /// Pid files of processes that workloads leave behind, killed on drop.
     strays: Vec<PathBuf>,
 }
@@ -237,263 +212,34 @@ struct Lab {
 impl Lab {
     /// A home whose fake probe lists `gpus` GPUs, with `config` as its `--config` file.
     fn new(gpus: u32, config: &str, account: Option<Account>) -> Lab {
-        let home = TestHome::new(Probe::Gpus(gpus));
-        let config_path = home.write_file("config.toml", config);
-        let mut lab = Lab {
-            home,
-            config: config_path,
-            account,
-            bin: common::homebased_bin(),
-            daemon: None,
+        let mut home = TestHome::new(Probe::Gpus(gpus));
+        home.use_config(config);
+        if let Some(account) = account {
+            home.run_as(account);
+        }
+        Lab {
+            h: home,
             strays: Vec::new(),
-        };
-        if let Some(account) = lab.account.clone() {
-            chown_tree(lab.tmp(), account.uid, account.gid);
-            lab.make_binaries_reachable();
         }
-        lab
-    }
-
-    fn tmp(&self) -> &Path {
-        self.home.tmp()
-    }
-
-    fn home_dir(&self) -> PathBuf {
-        self.home.home()
-    }
-
-    /// The built binaries may sit under a directory the account cannot traverse: then run
-    /// copies in the temporary directory (the daemon finds the worker beside itself).
-    fn make_binaries_reachable(&mut self) {
-        if self.cli(&["version"]).code() == 0 {
-            return;
-        }
-        let dir = self.tmp().join("binaries");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        for bin in [common::homebased_bin(), common::worker_bin()] {
-            let copy = dir.join(bin.file_name().unwrap());
-            std::fs::copy(&bin, &copy).unwrap();
-            std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-        self.bin = dir.join("homebased");
-        let out = self.cli(&["version"]);
-        assert_eq!(
-            out.code(),
-            0,
-            "{TEST_USER} cannot run copies of the binaries either: {out:?}"
-        );
-    }
-
-    /// `homebased --home <home> --config <config>`, as the account when there is one.
-    fn command(&self) -> Command {
-        let Some(account) = &self.account else {
-            let mut cmd = self.home.command();
-            cmd.arg("--home")
-                .arg(self.home_dir())
-                .arg("--config")
-                .arg(&self.config);
-            return cmd;
-        };
-        // Exactly the environment the daemon needs, nothing of root's.
-        let user = self.tmp().join("user");
-        let mut cmd = Command::new(&account.setpriv);
-        cmd.env_clear()
-            .arg(format!("--reuid={}", account.uid))
-            .arg(format!("--regid={}", account.gid))
-            .arg("--clear-groups")
-            .arg("--")
-            .arg(&self.bin)
-            .arg("--home")
-            .arg(self.home_dir())
-            .arg("--config")
-            .arg(&self.config)
-            .env("PATH", PLAIN_PATH)
-            .env("HOME", &user)
-            .env("XDG_STATE_HOME", user.join("state"))
-            .env("XDG_CONFIG_HOME", user.join(".config"))
-            .env("HOMEBASED_NVIDIA_SMI", self.home.probe_path())
-            .current_dir(self.home.workdir());
-        cmd
-    }
-
-    fn cli(&self, args: &[&str]) -> Output {
-        let mut cmd = self.command();
-        cmd.args(args);
-        run_bounded(cmd, None)
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        let out = self.cli(&all);
-        assert_eq!(
-            out.code(),
-            0,
-            "homebased {} failed:\nstdout: {}\nstderr: {}",
-            args.join(" "),
-            out.stdout,
-            out.stderr
-        );
-        let v = parse_one(&out.stdout);
-        assert_eq!(v["api_version"], 1, "{v}");
-        v
-    }
-
-    fn json_err(&self, args: &[&str], expected_exit: i32) -> Value {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        let out = self.cli(&all);
-        error_of(&out, expected_exit, &args.join(" "))
-    }
-
-    fn socket_answers(&self) -> bool {
-        let out = self.cli(&["--json", "daemon", "status"]);
-        out.code() == 0 && parse_one(&out.stdout)["socket"] == "up"
     }
 
     /// `daemon serve` as a child of the test; returns once its socket answers.
     fn spawn_daemon(&mut self) -> Proc {
-        assert!(self.daemon.is_none(), "the lab's daemon is already running");
-        let log_path = self.tmp().join("serve.log");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .unwrap();
-        let mut cmd = self.command();
-        cmd.args(["daemon", "serve"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log);
         // setpriv execs the daemon: the child's pid is the daemon's.
-        let child = cmd.spawn().expect("spawn homebased daemon serve");
-        let pid = child.id();
-        self.daemon = Some(child);
-        let started = Instant::now();
-        while !self.socket_answers() {
-            let exited = self.daemon.as_mut().unwrap().try_wait().unwrap();
-            assert!(
-                exited.is_none(),
-                "daemon serve exited with {exited:?} before answering:\n{}",
-                std::fs::read_to_string(&log_path).unwrap_or_default()
-            );
-            assert!(
-                started.elapsed() < PATIENCE,
-                "daemon serve did not answer within {PATIENCE:?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let pid = self.h.spawn_serve();
         Proc::now(pid).expect("the daemon is running")
-    }
-
-    /// SIGKILLs the daemon (its workers and runs go on without it) and waits for it.
-    fn kill_daemon(&mut self) {
-        let mut child = self.daemon.take().expect("the lab's daemon is running");
-        let _ = child.kill();
-        child.wait().unwrap();
-    }
-
-    /// Whether the daemon child is still running.
-    fn daemon_running(&mut self) -> bool {
-        self.daemon
-            .as_mut()
-            .is_some_and(|c| c.try_wait().unwrap().is_none())
     }
 
     /// A pid file under the temporary directory for a process a workload leaves behind;
     /// whatever it names is killed when the lab is dropped.
     fn stray(&mut self, name: &str) -> PathBuf {
-        let path = self.tmp().join(name);
+        let path = self.file(name);
         self.strays.push(path.clone());
         path
     }
 
     fn file(&self, name: &str) -> PathBuf {
-        self.tmp().join(name)
-    }
-
-    /// A one-step spec running `script` with `/bin/sh -c`, with `args` as `$1`, `$2`, ...
-    fn sh_spec(&self, name: &str, script: &str, args: &[&Path]) -> Spec {
-        let args: Vec<String> = args.iter().map(|p| p.display().to_string()).collect();
-        let mut argv = vec!["/bin/sh", "-c", script, "sh"];
-        argv.extend(args.iter().map(String::as_str));
-        Spec::new(name, &self.home.workdir()).command(&argv)
-    }
-
-    fn submit(&self, spec: &Spec) -> String {
-        let file = self.tmp().join(format!("spec-{}.json", new_uuid()));
-        std::fs::write(&file, spec.0.to_string()).unwrap();
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let v = self.json(&[
-            "resource",
-            "job",
-            "submit",
-            "--spec",
-            file.to_str().unwrap(),
-        ]);
-        v["job"]
-            .as_str()
-            .expect("submit answers the job")
-            .to_string()
-    }
-
-    fn show(&self, job: &str) -> Value {
-        self.json(&["resource", "job", "show", job])
-    }
-
-    fn resources(&self) -> Vec<Value> {
-        self.json(&["resource", "list"])["resources"]
-            .as_array()
-            .expect("resource list has resources")
-            .clone()
-    }
-
-    fn resource(&self, name: &str) -> Value {
-        self.resources()
-            .into_iter()
-            .find(|r| r["name"] == name)
-            .unwrap_or_else(|| panic!("no resource {name}"))
-    }
-
-    /// Polls `job show` until the job is `state`; another terminal state fails at once.
-    fn wait_job(&self, job: &str, state: &str) -> Value {
-        let mut last = Value::Null;
-        wait_until(&format!("job {job} to become {state}"), || {
-            last = self.show(job);
-            let now = last["state"]["state"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            assert!(
-                now == state || !TERMINAL.contains(&now.as_str()),
-                "job {job} became {now} while the test waited for {state}: {last:#}"
-            );
-            now == state
-        });
-        last
-    }
-
-    /// Polls `resource list` until `job`'s run on `resource` is in `phase`.
-    fn wait_phase(&self, resource: &str, job: &str, phase: &str) -> Value {
-        let mut found = Value::Null;
-        wait_until(
-            &format!("job {job}'s run on {resource} to be {phase}"),
-            || {
-                found = self.resource(resource);
-                found["run"]["job"] == job && found["run"]["phase"]["phase"] == phase
-            },
-        );
-        found
-    }
-
-    fn wait_idle(&self, resource: &str) -> Value {
-        let mut found = Value::Null;
-        wait_until(&format!("{resource} to be idle"), || {
-            found = self.resource(resource);
-            found["run"].is_null()
-        });
-        found
+        self.h.tmp().join(name)
     }
 
     /// The process a step recorded in `pidfile` (waits for the record).
@@ -513,7 +259,7 @@ impl Lab {
     /// `HOMEBASED_HOME` (workloads and what escaped them) or whose command line names it
     /// (daemon, workers), and what the strays' pid files name.
     fn leftovers(&self) -> Vec<Proc> {
-        let home = self.home_dir().display().to_string();
+        let home = self.h.home().display().to_string();
         let marker = format!("HOMEBASED_HOME={home}");
         let under = format!("{home}/");
         let me = std::process::id();
@@ -559,9 +305,8 @@ impl Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        if let Some(mut child) = self.daemon.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if self.h.has_serve() {
+            self.h.kill_serve(Signal::SIGKILL);
         }
         // Kill by identity until nothing of this home is left (bounded; never panics).
         let started = Instant::now();
@@ -597,23 +342,25 @@ fn an_escaped_grandchild_that_ignores_term_is_killed_before_its_lane_serves_agai
     let seen = lab.file("seen-by-second.txt");
 
     let inner = format!("trap \"\" TERM; {RECORD_PID}; exec sleep 1000");
-    let first = lab.submit(&lab.sh_spec(
+    let first = lab.h.submit(&sh_spec(
+        &lab.h,
         "leaves-a-grandchild",
         &escape_script(&inner, "sleep", "true"),
         &[&pidfile],
     ));
-    let second = lab.submit(&lab.sh_spec(
+    let second = lab.h.submit(&sh_spec(
+        &lab.h,
         "checks-the-grandchild",
         r#"if kill -0 "$(cat "$1")" 2>/dev/null; then echo alive; else echo dead; fi > "$2""#,
         &[&pidfile, &seen],
     ));
 
-    lab.wait_job(&first, "succeeded");
+    wait_job(&lab.h, &first, "succeeded");
     let grandchild = lab.recorded(&pidfile);
-    lab.wait_job(&second, "succeeded");
-    lab.wait_idle("gpu0");
-    let first_done = lab.show(&first);
-    let second_done = lab.show(&second);
+    wait_job(&lab.h, &second, "succeeded");
+    wait_idle(&lab.h, "gpu0");
+    let first_done = show(&lab.h, &first);
+    let second_done = show(&lab.h, &second);
 
     assert!(
         !grandchild.alive(),
@@ -655,26 +402,26 @@ fn an_unreadable_same_user_process_holds_its_lane_in_attention_until_that_exact_
     std::fs::copy(&sleep, &xsleep).unwrap();
     std::fs::set_permissions(&xsleep, std::fs::Permissions::from_mode(0o111)).unwrap();
     lab.spawn_daemon();
-    let gpu0 = lab.resource("gpu0");
-    let gpu1 = lab.resource("gpu1");
+    let gpu0 = resource(&lab.h, "gpu0");
+    let gpu1 = resource(&lab.h, "gpu1");
 
     // The run leaves the suspect behind and exits 0 once its environment is unreadable.
     let pidfile = lab.stray("suspect.pid");
     let inner = format!("{RECORD_PID}; exec \"$2\" 1000");
     let unreadable = "! cat /proc/$p/environ >/dev/null 2>&1";
-    let spec = lab
-        .sh_spec(
-            "leaves-an-unreadable-process",
-            &escape_script(&inner, "xsleep", unreadable),
-            &[&pidfile, &xsleep],
-        )
-        .set("resource", json!("gpu0"));
-    let job = lab.submit(&spec);
+    let spec = sh_spec(
+        &lab.h,
+        "leaves-an-unreadable-process",
+        &escape_script(&inner, "xsleep", unreadable),
+        &[&pidfile, &xsleep],
+    )
+    .set("resource", json!("gpu0"));
+    let job = lab.h.submit(&spec);
 
     // No CLI call while the run's cleanup sweeps: each one briefly is a same-user process
     // whose environment cannot be read (between setpriv's setuid and its exec), a genuine
     // suspect that the sweep's last scan could list beside the one this test is about.
-    let tasks = lab.home_dir().join("tasks");
+    let tasks = lab.h.home().join("tasks");
     wait_until("the run's cleanup.json", || {
         std::fs::read_dir(&tasks)
             .map(|dir| {
@@ -685,7 +432,7 @@ fn an_unreadable_same_user_process_holds_its_lane_in_attention_until_that_exact_
     });
 
     // Attention on gpu0, naming exactly that process as a suspect.
-    let held = lab.wait_phase("gpu0", &job, "attention");
+    let held = wait_phase_on(&lab.h, "gpu0", &job, "attention");
     let suspect = lab.recorded(&pidfile);
     let phase = held["run"]["phase"].clone();
     let attention = phase["id"].as_str().unwrap_or_default().to_string();
@@ -709,7 +456,7 @@ fn an_unreadable_same_user_process_holds_its_lane_in_attention_until_that_exact_
 
     // The job still succeeded (its step exited 0); its run carries the failure, and its
     // events the Attention.
-    let shown = lab.wait_job(&job, "succeeded");
+    let shown = wait_job(&lab.h, &job, "succeeded");
     let run = run_of(&shown, 0);
     assert_eq!(run["resource"], gpu0["id"], "{shown:#}");
     assert_eq!(run["cleanup"]["result"], "unreadable_suspects", "{shown:#}");
@@ -728,7 +475,7 @@ fn an_unreadable_same_user_process_holds_its_lane_in_attention_until_that_exact_
     assert_eq!(attention_events[0]["resource"], gpu0["id"]);
 
     // The human view tells a person which process to check.
-    let human = lab.cli(&["resource", "list"]);
+    let human = lab.h.cli(&["resource", "list"]);
     assert_eq!(human.code(), 0, "{human:?}");
     let line = human
         .stdout
@@ -747,8 +494,9 @@ fn an_unreadable_same_user_process_holds_its_lane_in_attention_until_that_exact_
     // The held lane serves nothing; the other lane goes on: a job pinned to gpu0 waits,
     // although it is first in line, while an `any` job runs on gpu1.
     let pinned_ran = lab.file("pinned-ran");
-    let pinned = lab.submit(
-        &lab.sh_spec(
+    let pinned = lab.h.submit(
+        &sh_spec(
+            &lab.h,
             "pinned-to-the-held-lane",
             r#"echo ran > "$1""#,
             &[&pinned_ran],
@@ -756,20 +504,22 @@ fn an_unreadable_same_user_process_holds_its_lane_in_attention_until_that_exact_
         .set("resource", json!("gpu0")),
     );
     let gate = lab.file("any-gate");
-    let any = lab.submit(&lab.sh_spec("runs-elsewhere", &wait_for_gate(1), &[&gate]));
-    lab.wait_phase("gpu1", &any, "executing");
-    assert_eq!(lab.show(&pinned)["state"]["state"], "queued");
+    let any = lab
+        .h
+        .submit(&gated_spec(&lab.h, "runs-elsewhere", "", &gate, ""));
+    wait_phase_on(&lab.h, "gpu1", &any, "executing");
+    assert_eq!(show(&lab.h, &pinned)["state"]["state"], "queued");
     std::fs::write(&gate, "").unwrap();
-    let any_done = lab.wait_job(&any, "succeeded");
+    let any_done = wait_job(&lab.h, &any, "succeeded");
     assert_eq!(run_of(&any_done, 0)["resource"], gpu1["id"], "{any_done:#}");
-    lab.wait_idle("gpu1");
-    assert_eq!(lab.show(&pinned)["state"]["state"], "queued");
+    wait_idle(&lab.h, "gpu1");
+    assert_eq!(show(&lab.h, &pinned)["state"]["state"], "queued");
     assert!(!pinned_ran.exists(), "the pinned job ran on a held lane");
-    assert_eq!(lab.resource("gpu0")["run"]["phase"], phase);
+    assert_eq!(resource(&lab.h, "gpu0")["run"]["phase"], phase);
 
     // A UUID that is not the hold is refused and changes nothing.
     let wrong = new_uuid();
-    let refused = lab.json_err(
+    let refused = lab.h.json_err(
         &[
             "resource",
             "release",
@@ -781,13 +531,13 @@ fn an_unreadable_same_user_process_holds_its_lane_in_attention_until_that_exact_
         3,
     );
     assert_eq!(refused["code"], "attention_not_found", "{refused}");
-    assert_eq!(lab.resource("gpu0")["run"]["phase"], phase);
+    assert_eq!(resource(&lab.h, "gpu0")["run"]["phase"], phase);
 
     // The hold survives a killed daemon: same UUID, same failure, the pinned job waits.
-    lab.kill_daemon();
+    lab.h.kill_serve(Signal::SIGKILL);
     lab.spawn_daemon();
-    assert_eq!(lab.resource("gpu0")["run"]["phase"], phase);
-    assert_eq!(lab.show(&pinned)["state"]["state"], "queued");
+    assert_eq!(resource(&lab.h, "gpu0")["run"]["phase"], phase);
+    assert_eq!(show(&lab.h, &pinned)["state"]["state"], "queued");
     assert!(
         suspect.alive(),
         "the restarted daemon signalled the suspect"
@@ -805,24 +555,24 @@ fn an_unreadable_same_user_process_holds_its_lane_in_attention_until_that_exact_
         "--operation-id",
         &operation,
     ];
-    let released = lab.json(&release);
+    let released = lab.h.json(&release);
     assert_eq!(
         released,
         json!({"api_version": 1, "resource": gpu0["id"], "attention": attention}),
     );
-    let pinned_done = lab.wait_job(&pinned, "succeeded");
+    let pinned_done = wait_job(&lab.h, &pinned, "succeeded");
     assert_eq!(
         run_of(&pinned_done, 0)["resource"],
         gpu0["id"],
         "{pinned_done:#}"
     );
     assert_eq!(std::fs::read_to_string(&pinned_ran).unwrap().trim(), "ran");
-    lab.wait_idle("gpu0");
+    wait_idle(&lab.h, "gpu0");
 
     // The same release again returns the stored result unchanged.
-    assert_eq!(lab.json(&release), released);
+    assert_eq!(lab.h.json(&release), released);
     // The same operation id for another Attention is a conflict.
-    let conflict = lab.json_err(
+    let conflict = lab.h.json_err(
         &[
             "resource",
             "release",
@@ -835,7 +585,7 @@ fn an_unreadable_same_user_process_holds_its_lane_in_attention_until_that_exact_
     );
     assert_eq!(conflict["code"], "operation_conflict", "{conflict}");
     // The released UUID is stale now: a new release of it is not found.
-    let stale = lab.json_err(
+    let stale = lab.h.json_err(
         &[
             "resource",
             "release",
@@ -847,7 +597,7 @@ fn an_unreadable_same_user_process_holds_its_lane_in_attention_until_that_exact_
         3,
     );
     assert_eq!(stale["code"], "attention_not_found", "{stale}");
-    assert!(lab.resource("gpu0")["run"].is_null());
+    assert!(resource(&lab.h, "gpu0")["run"].is_null());
 }
 
 /// The documented limit: a process that cleared its environment carries no marker, so
@@ -858,14 +608,15 @@ fn a_process_that_cleared_its_environment_is_not_touched_by_cleanup() {
     lab.spawn_daemon();
     let pidfile = lab.stray("cleared.pid");
     let inner = format!("{RECORD_PID}; exec env -i /bin/sleep 1000");
-    let job = lab.submit(&lab.sh_spec(
+    let job = lab.h.submit(&sh_spec(
+        &lab.h,
         "leaves-a-process-without-environment",
         &escape_script(&inner, "sleep", "true"),
         &[&pidfile],
     ));
 
-    lab.wait_job(&job, "succeeded");
-    lab.wait_idle("gpu0");
+    wait_job(&lab.h, &job, "succeeded");
+    wait_idle(&lab.h, "gpu0");
     let cleared = lab.recorded(&pidfile);
     let environ = std::fs::read(format!("/proc/{}/environ", cleared.pid)).unwrap_or_default();
     assert!(
@@ -873,7 +624,7 @@ fn a_process_that_cleared_its_environment_is_not_touched_by_cleanup() {
         "the process was meant to have no environment: {}",
         String::from_utf8_lossy(&environ)
     );
-    let done = lab.show(&job);
+    let done = show(&lab.h, &job);
     assert_eq!(run_of(&done, 0)["cleanup"]["result"], "clean", "{done:#}");
     assert!(
         cleared.alive(),
@@ -890,18 +641,16 @@ fn cleanup_never_signals_the_daemon_or_another_running_job() {
     let first_gate = lab.file("first-gate");
     let other_gate = lab.file("other-gate");
 
-    let first = lab.submit(
-        &lab.sh_spec("ends-first", &wait_for_gate(1), &[&first_gate])
-            .set("resource", json!("gpu0")),
+    let first = lab.h.submit(
+        &gated_spec(&lab.h, "ends-first", "", &first_gate, "").set("resource", json!("gpu0")),
     );
-    lab.wait_phase("gpu0", &first, "executing");
-    let other = lab.submit(
-        &lab.sh_spec("keeps-running", &wait_for_gate(1), &[&other_gate])
-            .set("resource", json!("gpu1")),
+    wait_phase_on(&lab.h, "gpu0", &first, "executing");
+    let other = lab.h.submit(
+        &gated_spec(&lab.h, "keeps-running", "", &other_gate, "").set("resource", json!("gpu1")),
     );
-    let running = lab.wait_phase("gpu1", &other, "executing");
+    let running = wait_phase_on(&lab.h, "gpu1", &other, "executing");
     let task = running["run"]["task"].as_str().unwrap().to_string();
-    let record = lab.home_dir().join("tasks").join(&task).join("worker.json");
+    let record = lab.h.home().join("tasks").join(&task).join("worker.json");
     let mut worker = Value::Null;
     wait_until("the other run's worker.json to record its workload", || {
         worker = std::fs::read_to_string(&record)
@@ -919,30 +668,30 @@ fn cleanup_never_signals_the_daemon_or_another_running_job() {
     assert!(other_worker.alive() && other_workload.alive(), "{worker}");
 
     std::fs::write(&first_gate, "").unwrap();
-    lab.wait_job(&first, "succeeded");
-    lab.wait_idle("gpu0");
-    let first_done = lab.show(&first);
+    wait_job(&lab.h, &first, "succeeded");
+    wait_idle(&lab.h, "gpu0");
+    let first_done = show(&lab.h, &first);
     assert_eq!(
         run_of(&first_done, 0)["cleanup"]["result"],
         "clean",
         "{first_done:#}"
     );
 
-    assert!(daemon.alive() && lab.daemon_running(), "the daemon died");
-    assert!(lab.socket_answers(), "the daemon stopped answering");
+    assert!(daemon.alive() && lab.h.serve_running(), "the daemon died");
+    assert!(lab.h.socket_answers(), "the daemon stopped answering");
     assert!(other_worker.alive(), "the other run's worker was signalled");
     assert!(
         other_workload.alive(),
         "the other run's workload was signalled"
     );
     assert_eq!(
-        lab.resource("gpu1")["run"]["phase"]["phase"],
+        resource(&lab.h, "gpu1")["run"]["phase"]["phase"],
         "executing",
         "the other run stopped"
     );
 
     std::fs::write(&other_gate, "").unwrap();
-    let other_done = lab.wait_job(&other, "succeeded");
+    let other_done = wait_job(&lab.h, &other, "succeeded");
     assert_eq!(
         run_of(&other_done, 0)["process"],
         json!({"kind": "exit", "code": 0}),

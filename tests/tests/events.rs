@@ -20,16 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 /// A job that waits (at most 60 s) until `gate` exists, not preemptable once started.
-fn gated_spec(h: &TestHome, name: &str, gate: &Path) -> Spec {
-    h.spec(name)
-        .set("preempt", json!({"mode": "wait"}))
-        .command(&[
-            "/bin/sh",
-            "-c",
-            "i=0; while [ ! -e \"$1\" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done",
-            "sh",
-            gate.to_str().unwrap(),
-        ])
+fn holds_the_lane(h: &TestHome, gate: &Path) -> Spec {
+    gated_spec(h, "holds the lane", "", gate, "").set("preempt", json!({"mode": "wait"}))
 }
 
 fn quick_spec(h: &TestHome, name: &str) -> Spec {
@@ -265,7 +257,7 @@ fn failing_command_sink_is_retried_and_delivers_every_event_in_order() {
     config(&mut h, Some(&sink));
     h.start_daemon();
     let gate = h.tmp().join("gate");
-    let first = h.submit(&gated_spec(&h, "holds the lane", &gate));
+    let first = h.submit(&holds_the_lane(&h, &gate));
     wait_executing(&h, &first);
     let blocked = h.submit(&quick_spec(&h, "waits behind it"));
     // The blocked notice (seq 1) fails twice, then is delivered while still true.
@@ -335,7 +327,7 @@ fn daemon_killed_between_two_events_of_a_job_delivers_the_rest_after_restart() {
     config(&mut h, None);
     h.spawn_serve();
     let gate = h.tmp().join("gate");
-    let first = h.submit(&gated_spec(&h, "holds the lane", &gate));
+    let first = h.submit(&holds_the_lane(&h, &gate));
     wait_executing(&h, &first);
     let spec = quick_spec(&h, "blocked, then done");
     let thread = spec.thread();
@@ -401,7 +393,7 @@ fn blocked_notice_arrives_once_per_episode_with_its_blockers() {
     assert_eq!(delays["yield"], "1s", "{effective}");
     h.start_daemon();
     let gate = h.tmp().join("gate");
-    let running = h.submit(&gated_spec(&h, "holds the lane", &gate));
+    let running = h.submit(&holds_the_lane(&h, &gate));
     wait_executing(&h, &running);
     let lane = h.resources()[0].clone();
     let task = lane["run"]["task"].clone();
@@ -432,8 +424,11 @@ fn blocked_notice_arrives_once_per_episode_with_its_blockers() {
         "{notice}"
     );
 
-    // Same head: no second notice, however long it waits.
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    // Same head: no second notice, however long it waits. The delay has passed (the first
+    // notice fired), so the timers that would fire a second one run now.
+    h.settle();
+    let shown = h.json(&["resource", "job", "show", &medium]);
+    assert_eq!(event_names(&shown), ["JOB_BLOCKED"], "{shown:#}");
     assert_eq!(inbox(&h, &medium_thread).len(), 1);
 
     // A high job becomes the first blocked: a new episode with its own notice.
@@ -474,7 +469,7 @@ fn notice_no_longer_true_at_its_turn_is_suppressed_and_keeps_its_seq() {
     open_gate(&hold);
     h.start_daemon();
     let gate = h.tmp().join("gate");
-    let running = h.submit(&gated_spec(&h, "holds the lane", &gate));
+    let running = h.submit(&holds_the_lane(&h, &gate));
     wait_executing(&h, &running);
     let blocked = h.submit(&h.spec("blocked, then cancelled"));
     wait_until("the notice to be tried", || {

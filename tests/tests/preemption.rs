@@ -17,7 +17,6 @@ use common::{wait_until, Probe, Spec, TestHome};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 /// The checkpointing workload: `$1` lets it honour the yield file, `$2` makes it finish.
 /// It logs `run=N resume=R from=K` at start, `yield at K` when it yields, `done at K`.
@@ -68,17 +67,6 @@ impl Counter {
     }
 }
 
-/// A job of `level` that prints `urgent`, then waits (at most 60 s) for `gate`.
-fn gated_spec(h: &TestHome, name: &str, level: &str, gate: &Path) -> Spec {
-    h.spec(name).priority(level).command(&[
-        "/bin/sh",
-        "-c",
-        "echo urgent; i=0; while [ ! -e \"$1\" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done",
-        "sh",
-        gate.to_str().unwrap(),
-    ])
-}
-
 fn task_of(run: &Value) -> String {
     run["task"].as_str().unwrap().to_string()
 }
@@ -102,24 +90,22 @@ fn logged_number(log: &str, prefix: &str) -> u64 {
         .unwrap()
 }
 
-/// Checks for a while that `job`'s run keeps executing untouched and `waiting` stays queued.
-/// A wrong preemption is committed by the pass that follows a submit or move, so a short
-/// look is enough to catch one; the final `job show` checks that no stop was ever recorded.
+/// Checks that `job`'s run keeps executing untouched and `waiting` stays queued. A wrong
+/// preemption is committed by the pass that follows a submit or move: once the daemon has
+/// settled, that pass has run, so one look catches it; the final `job show` checks that no
+/// stop was ever recorded.
 fn keeps_running(h: &TestHome, job: &str, waiting: &str) {
-    let until = Instant::now() + Duration::from_millis(1500);
-    while Instant::now() < until {
-        let holder = h
-            .resources()
-            .into_iter()
-            .find(|r| r["run"]["job"] == job)
-            .unwrap_or_else(|| panic!("job {job} lost its lane"));
-        assert_eq!(
-            holder["run"]["phase"]["phase"], "executing",
-            "no stop for {job}: {holder}"
-        );
-        assert_eq!(state_of(&show(h, waiting)), "queued", "{waiting} waits");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    h.settle();
+    let holder = h
+        .resources()
+        .into_iter()
+        .find(|r| r["run"]["job"] == job)
+        .unwrap_or_else(|| panic!("job {job} lost its lane"));
+    assert_eq!(
+        holder["run"]["phase"]["phase"], "executing",
+        "no stop for {job}: {holder}"
+    );
+    assert_eq!(state_of(&show(h, waiting)), "queued", "{waiting} waits");
 }
 
 /// Asserts that a finished job ran once, never asked to stop.
@@ -211,7 +197,7 @@ fn yield_checkpoints_and_resumes_from_the_saved_unit() {
     // A later job of the same level: the preempted job keeps its slot ahead of it.
     let later = h.submit(&h.spec("later low").priority("low").command(&["true"]));
     let gate = h.tmp().join("urgent-gate");
-    let urgent = h.submit(&gated_spec(&h, "urgent", "high", &gate));
+    let urgent = h.submit(&gated_spec(&h, "urgent", "echo urgent", &gate, "").priority("high"));
     let stopping = wait_phase(&h, &low, "stopping");
     let phase = &stopping["run"]["phase"];
     assert_eq!(phase["cause"], "yield", "{stopping}");
@@ -282,7 +268,7 @@ fn restart_stops_the_run_and_reruns_the_step_from_the_start() {
     let first_task = show(&h, &low)["active_run"].as_str().unwrap().to_string();
 
     let gate = h.tmp().join("urgent-gate");
-    let urgent = h.submit(&gated_spec(&h, "urgent", "high", &gate));
+    let urgent = h.submit(&gated_spec(&h, "urgent", "echo urgent", &gate, "").priority("high"));
     wait_phase(&h, &urgent, "executing");
     let queued = wait_job(&h, &low, "queued");
     assert_eq!(
@@ -334,7 +320,7 @@ fn wait_mode_keeps_running_while_the_urgent_job_waits() {
     wait_phase(&h, &low, "executing");
     let gate = h.tmp().join("urgent-gate");
     open_gate(&gate);
-    let urgent = h.submit(&gated_spec(&h, "urgent", "high", &gate));
+    let urgent = h.submit(&gated_spec(&h, "urgent", "echo urgent", &gate, "").priority("high"));
     keeps_running(&h, &low, &urgent);
 
     open_gate(&steer.finish);
@@ -355,7 +341,7 @@ fn young_wait_mode_run_inside_restart_within_is_restarted() {
     ));
     wait_phase(&h, &low, "executing");
     let gate = h.tmp().join("urgent-gate");
-    let urgent = h.submit(&gated_spec(&h, "urgent", "high", &gate));
+    let urgent = h.submit(&gated_spec(&h, "urgent", "echo urgent", &gate, "").priority("high"));
     wait_phase(&h, &urgent, "executing");
     let queued = wait_job(&h, &low, "queued");
     let first = &runs(&queued)[0];
@@ -413,7 +399,7 @@ fn equal_priority_never_preempts() {
     wait_phase(&h, &first, "executing");
     let gate = h.tmp().join("second-gate");
     open_gate(&gate);
-    let second = h.submit(&gated_spec(&h, "second", "medium", &gate));
+    let second = h.submit(&gated_spec(&h, "second", "echo urgent", &gate, "").priority("medium"));
     keeps_running(&h, &first, &second);
 
     open_gate(&steer.finish);
@@ -436,7 +422,8 @@ fn moving_a_job_to_the_front_of_its_level_does_not_preempt() {
     wait_phase(&h, &running, "executing");
     let gate = h.tmp().join("gate");
     open_gate(&gate);
-    let waiting = h.submit(&gated_spec(&h, "moved up", "medium", &gate));
+    let waiting =
+        h.submit(&gated_spec(&h, "moved up", "echo urgent", &gate, "").priority("medium"));
     let moved = h.json(&["resource", "job", "move", &waiting, "--front"]);
     assert_eq!(moved["position"], 1, "{moved}");
     assert_eq!(h.queue()[0].0, waiting, "first in serving order");
@@ -479,8 +466,11 @@ fn urgent_pinned_job_preempts_only_on_its_own_lane() {
     wait_phase(&h, &on_gpu1, "executing");
 
     let gate = h.tmp().join("gate");
-    let urgent =
-        h.submit(&gated_spec(&h, "urgent for gpu0", "high", &gate).set("resource", json!("gpu0")));
+    let urgent = h.submit(
+        &gated_spec(&h, "urgent for gpu0", "echo urgent", &gate, "")
+            .priority("high")
+            .set("resource", json!("gpu0")),
+    );
     let on = wait_phase(&h, &urgent, "executing");
     assert_eq!(on["name"], "gpu0");
     let holder = h
@@ -525,14 +515,14 @@ fn two_urgent_jobs_preempt_two_victims_at_once() {
             .collect()
     };
     let gate = h.tmp().join("urgent-gate");
-    let first = h.submit(&gated_spec(&h, "urgent 1", "high", &gate));
+    let first = h.submit(&gated_spec(&h, "urgent 1", "echo urgent", &gate, "").priority("high"));
     wait_until("one yield requested", || !stopping(&h).is_empty());
     assert_eq!(
         stopping(&h).len(),
         1,
         "one waiting job stops one victim, not more"
     );
-    let second = h.submit(&gated_spec(&h, "urgent 2", "high", &gate));
+    let second = h.submit(&gated_spec(&h, "urgent 2", "echo urgent", &gate, "").priority("high"));
     wait_until("both lanes stopping", || stopping(&h).len() == 2);
     for lane in stopping(&h) {
         assert_eq!(lane["run"]["phase"]["cause"], "yield", "{lane}");
@@ -577,7 +567,7 @@ fn pending_yield(h: &TestHome) -> (String, String, String, Counter, PathBuf, Val
     wait_units(h, &low, 1);
     let task = show(h, &low)["active_run"].as_str().unwrap().to_string();
     let gate = h.tmp().join("urgent-gate");
-    let urgent = h.submit(&gated_spec(h, "urgent", "high", &gate));
+    let urgent = h.submit(&gated_spec(h, "urgent", "echo urgent", &gate, "").priority("high"));
     let stopping = wait_phase(h, &low, "stopping");
     assert_eq!(stopping["run"]["phase"]["cause"], "yield", "{stopping}");
     let requested_at = stopping["run"]["phase"]["requested_at"].clone();

@@ -19,24 +19,6 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-/// A spec whose single step runs `script` with `/bin/sh -c`, the `args` as `$1`, `$2`, ...
-fn sh_spec(h: &TestHome, name: &str, script: &str, args: &[&Path]) -> Spec {
-    let args: Vec<String> = args.iter().map(|p| p.display().to_string()).collect();
-    let mut argv = vec!["/bin/sh", "-c", script, "sh"];
-    argv.extend(args.iter().map(String::as_str));
-    h.spec(name).command(&argv)
-}
-
-/// A one-step spec that prints `started`, then waits for the gate file.
-fn gated_spec(h: &TestHome, name: &str, gate: &Path) -> Spec {
-    sh_spec(
-        h,
-        name,
-        &format!("echo started; {}; echo finished", wait_for_gate(1)),
-        &[gate],
-    )
-}
-
 /// A spec with one `sh -c` step per script, each getting the `args`.
 fn steps_spec(h: &TestHome, name: &str, scripts: &[&str], args: &[&Path]) -> Spec {
     let steps: Vec<Value> = scripts
@@ -403,14 +385,23 @@ fn pinned_job_waits_while_an_any_job_uses_the_other_lane() {
     let h = home_with_gpus(2);
     let gate_a = h.tmp().join("gate-a");
     let gate_c = h.tmp().join("gate-c");
-    let a = h.submit(&gated_spec(&h, "holds gpu0", &gate_a).set("resource", json!("gpu0")));
+    let a = h.submit(
+        &gated_spec(&h, "holds gpu0", "echo started", &gate_a, "echo finished")
+            .set("resource", json!("gpu0")),
+    );
     wait_phase(&h, &a, "executing");
     let b = h.submit(
         &h.spec("pinned to gpu0")
             .command(&["/bin/sh", "-c", "echo pinned"])
             .set("resource", json!("gpu0")),
     );
-    let c = h.submit(&gated_spec(&h, "any lane", &gate_c));
+    let c = h.submit(&gated_spec(
+        &h,
+        "any lane",
+        "echo started",
+        &gate_c,
+        "echo finished",
+    ));
     let on = wait_phase(&h, &c, "executing");
     let (gpu0, gpu1) = (lane(&h, "gpu0"), lane(&h, "gpu1"));
     assert_eq!(on["id"], gpu1["id"], "the any job takes the free lane");
@@ -456,7 +447,13 @@ fn pinned_job_waits_while_an_any_job_uses_the_other_lane() {
 fn resource_list_and_job_show_name_the_executing_run() {
     let h = home_with_gpus(1);
     let gate = h.tmp().join("gate");
-    let job = h.submit(&gated_spec(&h, "observed", &gate));
+    let job = h.submit(&gated_spec(
+        &h,
+        "observed",
+        "echo started",
+        &gate,
+        "echo finished",
+    ));
     let entry = wait_phase(&h, &job, "executing");
     let active = show(&h, &job);
     let task = active["active_run"].clone();
@@ -504,7 +501,13 @@ fn run_survives_a_killed_daemon_and_the_job_succeeds_with_one_run() {
     let mut h = TestHome::new(Probe::Gpus(1));
     h.spawn_serve();
     let gate = h.tmp().join("gate");
-    let job = h.submit(&gated_spec(&h, "outlives the daemon", &gate));
+    let job = h.submit(&gated_spec(
+        &h,
+        "outlives the daemon",
+        "echo started",
+        &gate,
+        "echo finished",
+    ));
     wait_phase(&h, &job, "executing");
     let task = show(&h, &job)["active_run"].as_str().unwrap().to_string();
     let (pid, ticks) = workload_process(&h, &task);
@@ -537,7 +540,13 @@ fn run_that_ended_while_the_daemon_was_down_is_applied_at_restart() {
     let mut h = TestHome::new(Probe::Gpus(1));
     h.spawn_serve();
     let gate = h.tmp().join("gate");
-    let job = h.submit(&gated_spec(&h, "ends while the daemon is down", &gate));
+    let job = h.submit(&gated_spec(
+        &h,
+        "ends while the daemon is down",
+        "echo started",
+        &gate,
+        "echo finished",
+    ));
     wait_phase(&h, &job, "executing");
     let task = show(&h, &job)["active_run"].as_str().unwrap().to_string();
 

@@ -1,5 +1,5 @@
 //! A container step (SPEC sections 3 and 5, DESIGN "The worker"), driven through the `docker`
-//! CLI: `create` (fixed name and label, `--cidfile`), `start`, then two followers in one
+//! CLI ([`homebased_shared::container`]): `create` (fixed name and label, `--cidfile`), `start`, then two followers in one
 //! process group of the worker's children, `docker wait` (its end is the container's end;
 //! it leads the group and stands for the workload in `worker.json`) and `docker logs
 //! --follow` (the container's stdout and stderr, appended to `output.log`). The exit code
@@ -16,11 +16,9 @@
 //! worker) and leaves the container running, to be found by id, cidfile, or name and label.
 
 mod create_args;
-mod docker;
-mod inspect;
-mod removal;
 
 pub use create_args::{container_variables, docker_create_args};
+pub use homebased_shared::container::{container_name, task_label};
 
 use super::{Ended, Running, StartError};
 use crate::log::WorkerLog;
@@ -28,14 +26,15 @@ use crate::process_group::ProcessGroup;
 use crate::reap::Reaper;
 use crate::signals::Signals;
 use crate::stop::{self, STOP_POLL};
-use docker::{Docker, RunError, COMMAND_BOUND};
 use homebased_shared::config::CleanupConfig;
+use homebased_shared::container::docker::{Docker, RunError, COMMAND_BOUND};
+use homebased_shared::container::inspect::{self, ContainerState, Seen};
+use homebased_shared::container::{removal, saved_id};
 use homebased_shared::ids::TaskId;
 use homebased_shared::process;
 use homebased_shared::rundir::{ChildRecord, CleanupOutcome, ExitReason, RunDir, RunSpec};
 use homebased_shared::spec::ContainerStep;
 use homebased_shared::time::{now_ms, Millis};
-use inspect::{ContainerState, Seen};
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::sys::signal::Signal;
 use serde_json::json;
@@ -52,16 +51,6 @@ pub const CONTROL_TARGET: &str = "/homebased/run";
 
 /// How often the container is inspected when `docker wait` could not say how it ended.
 const INSPECT_POLL: Duration = Duration::from_secs(1);
-
-/// `homebased-<task>`: fixed, so a person or a later worker finds it by name.
-pub fn container_name(task: TaskId) -> String {
-    format!("homebased-{task}")
-}
-
-/// `homebased.task=<task>`: the label that finds the run's container.
-pub fn task_label(task: TaskId) -> String {
-    format!("homebased.task={task}")
-}
 
 /// A created and started container, followed until it ends and then removed.
 #[derive(Debug)]
@@ -98,7 +87,7 @@ pub fn start(run: &RunSpec, dir: &RunDir, step: &ContainerStep) -> Result<Runnin
     // Taken before the create, like a host step's before its spawn.
     let started_at = now_ms();
     let abandon = |id: Option<&str>, message: String| StartError::Container {
-        removal: removal::remove(&docker, run.task, id, &run.cleanup, &log),
+        removal: removal::remove(&docker, run.task, id, &run.cleanup, &|m| log.note(m)),
         message,
     };
 
@@ -148,16 +137,6 @@ pub fn start(run: &RunSpec, dir: &RunDir, step: &ContainerStep) -> Result<Runnin
             wait_output,
         }),
     })
-}
-
-/// The id Docker wrote to the cidfile, else the one `docker create` printed.
-fn saved_id(dir: &RunDir, printed: &str) -> Option<String> {
-    let saved = std::fs::read_to_string(dir.container_id()).unwrap_or_default();
-    let id = [saved.trim(), printed.trim()]
-        .into_iter()
-        .find(|id| !id.is_empty() && id.chars().all(|c| c.is_ascii_hexdigit()))
-        .map(String::from);
-    id
 }
 
 /// Spawns `docker wait` (leading a new process group) and `docker logs --follow` (joining
@@ -310,7 +289,9 @@ impl Container {
     /// after `exit.json` and before the marker sweep: the container's processes carry the
     /// run's marker, and Docker, not the sweep, is the one to end them.
     pub fn remove(&self, config: &CleanupConfig, log: &WorkerLog) -> CleanupOutcome {
-        removal::remove(&self.docker, self.task, Some(&self.id), config, log)
+        removal::remove(&self.docker, self.task, Some(&self.id), config, &|m| {
+            log.note(m)
+        })
     }
 
     fn watch(

@@ -7,10 +7,10 @@ use homebased_shared::event::parse_event_line;
 use homebased_shared::home::Home;
 use homebased_shared::ids::{TaskId, ThreadId};
 use homebased_shared::rundir::RunDir;
-use homebased_shared::tail::read_tail;
+use homebased_shared::tail::{self, read_tail};
 use homebased_shared::wire::TaskLog;
 use serde_json::{json, Value};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::time::Duration;
 
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
@@ -37,16 +37,8 @@ pub fn task_log(
         .with_input(json!({ "task": id })));
     }
     let log = dir.output_log();
-    let (text, truncated) = match read_tail(&log, tail) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), false),
-        Err(e) => {
-            return Err(ApiError::internal(format!(
-                "cannot read {}: {e}",
-                log.display()
-            )))
-        }
-    };
+    let (text, truncated) = read_tail(&log, tail)
+        .map_err(|e| ApiError::internal(format!("cannot read {}: {e}", log.display())))?;
     if !follow {
         let human = text.strip_suffix('\n').unwrap_or(&text).to_string();
         let log = TaskLog {
@@ -70,15 +62,11 @@ pub fn task_log(
     let mut offset = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
     loop {
         let finished = dir.read_cleanup().ok().flatten().is_some();
-        if let Ok(mut f) = std::fs::File::open(&log) {
-            if f.seek(SeekFrom::Start(offset)).is_ok() {
-                let mut buf = Vec::new();
-                if let Ok(n) = f.read_to_end(&mut buf) {
-                    offset += n as u64;
-                    if out.write_all(&buf).and_then(|()| out.flush()).is_err() {
-                        return Ok(None);
-                    }
-                }
+        if let Ok(new) = tail::read_from(&log, offset) {
+            offset += new.len() as u64;
+            if out.write_all(&new).and_then(|()| out.flush()).is_err() {
+                // The reader went away (a closed pipe): nothing more to show.
+                return Ok(None);
             }
         }
         if finished {
@@ -165,15 +153,7 @@ impl Inbox {
     /// The complete lines appended since the last read, past `after`. A missing inbox is
     /// empty: no event was delivered to the thread yet.
     fn read_new(&mut self) -> ApiResult<Vec<String>> {
-        let mut file = match std::fs::File::open(&self.path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
-            Err(e) => return Err(self.unreadable(e)),
-        };
-        let mut bytes = Vec::new();
-        file.seek(SeekFrom::Start(self.offset))
-            .and_then(|_| file.read_to_end(&mut bytes))
-            .map_err(|e| self.unreadable(e))?;
+        let bytes = tail::read_from(&self.path, self.offset).map_err(|e| self.unreadable(e))?;
         let mut lines = Vec::new();
         let mut start = 0;
         while let Some(end) = bytes[start..].iter().position(|b| *b == b'\n') {

@@ -1,5 +1,5 @@
 //! Launching: reserve a free lane for a queued job in one transaction (job active, run
-//! `launching`, a new task UUID), then prepare the run directory and start the worker. A
+//! `launching`, a new task UUID), then create the run directory and start the worker. A
 //! launch whose worker never confirms is abandoned by the lifecycle: the job returns to its
 //! slot, no event.
 
@@ -66,9 +66,9 @@ impl Core {
             protected_pids: vec![self.facts.pid],
             cleanup: self.config.resource.cleanup,
         };
-        let dir = supervisor::prepare(&self.home, &run).map_err(|e| {
+        let dir = supervisor::create_run_dir(&self.home, &run).map_err(|e| {
             ApiError::internal(format!(
-                "cannot prepare the run directory of {}: {e}",
+                "cannot create the run directory of {}: {e}",
                 r.task
             ))
         })?;

@@ -12,7 +12,7 @@ use homebased_shared::rundir::RunDir;
 use std::io;
 
 pub trait Launcher: Send {
-    /// Starts the worker of a prepared run directory and watches it: when the worker is
+    /// Starts the worker of a created run directory and watches it: when the worker is
     /// gone, the core is told through `core`.
     fn start(&mut self, core: CoreHandle, dir: &RunDir, task: TaskId) -> io::Result<()>;
 

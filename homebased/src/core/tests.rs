@@ -79,6 +79,22 @@ impl Fixture {
         self.core.pass();
     }
 
+    fn cancel(&mut self, job: JobId) -> CancelResult {
+        self.core
+            .cancel(
+                job,
+                CancelRequest {
+                    operation_id: OperationId::new(),
+                },
+            )
+            .unwrap()
+    }
+
+    /// The phase of `job`'s run that holds a lane.
+    fn phase(&self, job: JobId) -> RunPhase {
+        self.active(job).phase.expect("an active run has a phase")
+    }
+
     fn job(&self, id: JobId) -> jobs::Job {
         jobs::require(self.core.store.db(), id).unwrap()
     }
@@ -173,7 +189,7 @@ fn restart() -> Value {
 }
 
 #[test]
-fn a_submitted_job_launches_executes_succeeds_and_frees_its_lane() {
+fn a_submitted_job_launches_runs_succeeds_and_frees_its_lane() {
     let mut f = Fixture::new();
     let job = f.submit(Priority::Medium, restart(), 1);
     let run = f.active(job);
@@ -186,10 +202,7 @@ fn a_submitted_job_launches_executes_succeeds_and_frees_its_lane() {
     );
 
     f.confirm(run.task);
-    assert!(matches!(
-        f.active(job).phase,
-        Some(RunPhase::Executing { .. })
-    ));
+    assert!(matches!(f.phase(job), RunPhase::Executing { .. }));
 
     f.exit(run.task, ExitReason::Exit { code: 0 });
     let run = f.active(job);
@@ -252,23 +265,13 @@ fn cancelling_a_queued_job_ends_it_at_once_and_an_active_one_through_its_stop() 
     let mut f = Fixture::new();
     let active = f.submit(Priority::Medium, restart(), 1);
     let queued = f.submit(Priority::Medium, restart(), 1);
-    let cancel = |f: &mut Fixture, job| {
-        f.core
-            .cancel(
-                job,
-                CancelRequest {
-                    operation_id: OperationId::new(),
-                },
-            )
-            .unwrap()
-    };
-    assert_eq!(cancel(&mut f, queued), CancelResult::Cancelled);
+    assert_eq!(f.cancel(queued), CancelResult::Cancelled);
     assert_eq!(f.job(queued).status, JobStatus::Cancelled);
     assert_eq!(f.events(queued), ["JOB_CANCELLED"]);
 
     let task = f.active(active).task;
     f.confirm(task);
-    let answer = cancel(&mut f, active);
+    let answer = f.cancel(active);
     assert!(matches!(answer, CancelResult::Stopping { task: t, .. } if t == task));
     let run = f.active(active);
     assert!(
@@ -288,7 +291,7 @@ fn cancelling_a_queued_job_ends_it_at_once_and_an_active_one_through_its_stop() 
     f.exit(task, ExitReason::Cancelled);
     assert_eq!(f.job(active).status, JobStatus::Cancelled);
     assert_eq!(f.events(active), ["JOB_CANCELLED"]);
-    let again = cancel(&mut f, active);
+    let again = f.cancel(active);
     assert!(matches!(again, CancelResult::AlreadyTerminal { .. }));
 }
 
@@ -297,14 +300,7 @@ fn a_cancel_during_launch_waits_for_the_confirmation_then_stops_the_run() {
     let mut f = Fixture::new();
     let job = f.submit(Priority::Medium, restart(), 1);
     let task = f.active(job).task;
-    f.core
-        .cancel(
-            job,
-            CancelRequest {
-                operation_id: OperationId::new(),
-            },
-        )
-        .unwrap();
+    f.cancel(job);
     assert!(
         matches!(
             f.active(job).phase,
@@ -314,10 +310,7 @@ fn a_cancel_during_launch_waits_for_the_confirmation_then_stops_the_run() {
     );
     assert!(!f.dir(task).stop_file().exists(), "nothing to stop yet");
     f.confirm(task);
-    assert!(matches!(
-        f.active(job).phase,
-        Some(RunPhase::Stopping { .. })
-    ));
+    assert!(matches!(f.phase(job), RunPhase::Stopping { .. }));
     assert!(f.dir(task).stop_file().exists());
     assert_eq!(f.workers.asked().last(), Some(&Asked::SignalStop(task)));
 }
@@ -346,10 +339,7 @@ fn a_higher_level_job_yields_the_lane_and_the_victim_resumes_in_its_slot() {
     f.cleanup(task, 1, CleanupOutcome::Clean);
     f.worker_gone(task);
     f.pass();
-    assert!(matches!(
-        f.active(urgent).phase,
-        Some(RunPhase::Launching { .. })
-    ));
+    assert!(matches!(f.phase(urgent), RunPhase::Launching { .. }));
 }
 
 #[test]
@@ -480,21 +470,31 @@ fn a_launch_whose_worker_never_confirmed_returns_the_job_to_its_slot_without_an_
 }
 
 #[test]
-fn a_launch_whose_worker_wrote_worker_json_is_cleaned_before_the_lane_serves_again() {
+fn a_launch_whose_worker_may_have_started_the_workload_is_lost_not_run_again() {
     let mut f = Fixture::new();
     let job = f.submit(Priority::Medium, restart(), 1);
+    let next = f.submit(Priority::Medium, restart(), 1);
     let task = f.active(job).task;
+    // worker.json without the child: the workload may have started (a full disk kept the
+    // worker from recording it) and even finished.
     f.worker_json(task, false);
     f.worker_gone(task);
-    assert_eq!(f.job(job).status, JobStatus::Queued);
+    assert_eq!(
+        f.job(job).status,
+        JobStatus::Failed,
+        "never returned to its slot"
+    );
+    assert_eq!(f.events(job), ["JOB_FAILED"]);
     let run = runs::get(f.core.store.db(), task).unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Lost);
     assert_eq!(run.phase, Some(RunPhase::Cleaning { attempt: 2 }));
     assert_eq!(
         f.workers.asked().last(),
         Some(&Asked::CleanUpLost { task, attempt: 2 })
     );
     f.pass();
-    assert_eq!(f.job(job).status, JobStatus::Queued, "not while cleaning");
+    assert_eq!(f.job(next).status, JobStatus::Queued, "not while cleaning");
+    assert_eq!(f.runs(job).len(), 1, "the step never ran a second time");
 }
 
 #[test]
@@ -529,10 +529,7 @@ fn a_cleanup_that_never_reports_ends_in_attention_instead_of_spinning() {
         .filter(|a| matches!(a, Asked::CleanUpLost { .. }))
         .count() as u32;
     assert_eq!(cleanups, MAX_CLEANUP_ATTEMPTS - 1);
-    assert!(matches!(
-        f.active(job).phase,
-        Some(RunPhase::Attention { .. })
-    ));
+    assert!(matches!(f.phase(job), RunPhase::Attention { .. }));
 }
 
 #[test]
@@ -541,14 +538,7 @@ fn reconciling_reattaches_live_workers_and_re_enacts_their_stop() {
     let job = f.submit(Priority::Medium, restart(), 1);
     let task = f.active(job).task;
     f.confirm(task);
-    f.core
-        .cancel(
-            job,
-            CancelRequest {
-                operation_id: OperationId::new(),
-            },
-        )
-        .unwrap();
+    f.cancel(job);
     std::fs::remove_file(f.dir(task).stop_file()).unwrap();
     f.core.reconcile();
     assert!(f.workers.asked().contains(&Asked::Reattach(task)));

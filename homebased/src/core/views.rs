@@ -3,7 +3,7 @@
 use super::Core;
 use crate::lifecycle::RunPhase;
 use crate::store::events;
-use crate::store::jobs::{self, Job};
+use crate::store::jobs::{self, JobHead};
 use crate::store::resources::{self, Resource};
 use crate::store::runs::{self, Run};
 use homebased_shared::error::{ApiError, ApiResult};
@@ -86,16 +86,8 @@ impl Core {
             .with_input(serde_json::json!({ "task": task })));
         }
         let path = homebased_shared::rundir::RunDir::new(self.home.task_dir(task)).output_log();
-        let (log, truncated) = match homebased_shared::tail::read_tail(&path, tail) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), false),
-            Err(e) => {
-                return Err(ApiError::internal(format!(
-                    "cannot read {}: {e}",
-                    path.display()
-                )))
-            }
-        };
+        let (log, truncated) = homebased_shared::tail::read_tail(&path, tail)
+            .map_err(|e| ApiError::internal(format!("cannot read {}: {e}", path.display())))?;
         Ok(homebased_shared::wire::TaskLog {
             task,
             log,
@@ -136,7 +128,7 @@ pub fn resource_view(r: Resource, run: Option<&Run>) -> ResourceView {
     }
 }
 
-pub fn job_state_view(job: &Job) -> JobStateView {
+pub fn job_state_view(job: &JobHead) -> JobStateView {
     match job.status {
         JobStatus::Queued => JobStateView::Queued { resume: job.resume },
         JobStatus::Active => match job.active_resource {
@@ -152,7 +144,7 @@ pub fn job_state_view(job: &Job) -> JobStateView {
     }
 }
 
-pub fn job_summary(job: &Job) -> JobSummary {
+pub fn job_summary(job: &JobHead) -> JobSummary {
     JobSummary {
         id: job.id,
         name: job.name.clone(),

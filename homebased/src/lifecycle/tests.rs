@@ -141,7 +141,7 @@ fn every_phase_against_every_observation() {
                     ended(exit0.clone()),
                 ],
             ),
-            moved(Some(cleaning(2)), vec![Abandon, CleanUpLost { attempt: 2 }]),
+            moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
             moved(None, vec![Abandon]),
             None,
             None,

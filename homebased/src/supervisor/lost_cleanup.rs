@@ -1,16 +1,19 @@
 //! Cleanup after a worker that vanished before it wrote `cleanup.json`: the daemon removes a
-//! container step's container, empties the workload's process group itself (signalling each
+//! container step's container with the worker's own driver ([`homebased_shared::container`]:
+//! found by saved id, label and name, stopped with the run's grace, removed without force,
+//! proven gone within the cleanup bound, else `container_unconfirmed`), empties the workload's process group itself (signalling each
 //! member only after re-checking its identity, and never a protected pid), then runs the same
 //! marker sweep as the worker.
 
 use homebased_shared::config::CleanupConfig;
+use homebased_shared::container::{self, docker::Docker, removal};
 use homebased_shared::ids::TaskId;
-use homebased_shared::process::{self, ProcStat};
+use homebased_shared::process::{self, ProcStat, Teardown};
 use homebased_shared::rundir::{
     ChildRecord, CleanupOutcome, RemainingProcess, RemainingReason, RunDir,
 };
 use homebased_shared::sweep::{ProcTable, Sweep, SystemClock};
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::kill;
 use nix::unistd::Pid;
 use std::time::Instant;
 
@@ -46,7 +49,7 @@ pub fn clean(
     );
     if container_step {
         // Docker, not the marker sweep, is the one to end the container's processes.
-        let removed = super::lost_container::remove(task, config);
+        let removed = remove_container(dir, task, config);
         if !removed.is_clean() {
             return removed;
         }
@@ -82,6 +85,14 @@ pub fn clean(
     swept.outcome
 }
 
+/// The container the worker would have removed, found by the id it saved, its label or its
+/// name.
+fn remove_container(dir: &RunDir, task: TaskId, config: &CleanupConfig) -> CleanupOutcome {
+    let id = container::saved_id(dir, "");
+    let note = |message: &str| tracing::info!(%task, "{message}");
+    removal::remove(&Docker::for_run(task), task, id.as_deref(), config, &note)
+}
+
 /// SPEC section 6, step 1, for a workload whose worker is gone.
 fn empty_group(child: &ChildRecord, config: &CleanupConfig, protected: &[u32]) -> CleanupOutcome {
     let (pgid, since) = (child.pgid, child.process.start_ticks);
@@ -93,31 +104,31 @@ fn empty_group(child: &ChildRecord, config: &CleanupConfig, protected: &[u32]) -
             return CleanupOutcome::Clean;
         }
     }
-    for (signal, grace) in [
-        (Signal::SIGTERM, config.term_grace),
-        (Signal::SIGKILL, config.kill_grace),
-    ] {
-        let found = match members(pgid, since, protected) {
-            Ok(found) => found,
-            Err(e) => return enumeration_failed(pgid, e),
-        };
-        if found.is_empty() {
-            return CleanupOutcome::Clean;
-        }
-        for p in &found {
-            // Re-check right before the signal: a reused pid is never hit.
-            if process::is_same_process(p.identity()) {
-                let _ = kill(Pid::from_raw(p.pid as i32), signal);
+    let teardown = process::terminate_group(
+        config,
+        |signal, _| {
+            for p in members(pgid, since, protected)? {
+                // Re-check right before the signal: a reused pid is never hit.
+                if process::is_same_process(p.identity()) {
+                    let _ = kill(Pid::from_raw(p.pid as i32), signal);
+                }
             }
-        }
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            match members(pgid, since, protected) {
-                Ok(found) if found.is_empty() => return CleanupOutcome::Clean,
-                Ok(_) => std::thread::sleep(config.rescan),
-                Err(e) => return enumeration_failed(pgid, e),
+            Ok(())
+        },
+        |deadline| loop {
+            if members(pgid, since, protected)?.is_empty() {
+                return Ok(true);
             }
-        }
+            if Instant::now() >= deadline {
+                return Ok(false);
+            }
+            std::thread::sleep(config.rescan);
+        },
+    );
+    match teardown {
+        Ok(Teardown::Ended { .. }) => return CleanupOutcome::Clean,
+        Ok(Teardown::Survived) => {}
+        Err(e) => return enumeration_failed(pgid, e),
     }
     match members(pgid, since, protected) {
         Ok(found) if found.is_empty() => CleanupOutcome::Clean,

@@ -1,8 +1,8 @@
-//! Helpers for tests that run jobs: reading `job show` and `resource list`, waiting for a
-//! job's state or a run's phase, and gate files that hold a workload until the test opens
-//! them.
+//! Helpers for tests that run jobs: specs of shell steps, reading `job show` and `resource
+//! list`, waiting for a job's state or a run's phase, and gate files that hold a workload
+//! until the test opens them.
 
-use super::{wait_until, Probe, TestHome};
+use super::{wait_until, Probe, Spec, TestHome};
 use serde_json::Value;
 use std::path::Path;
 
@@ -20,6 +20,25 @@ pub fn home_with_gpus(gpus: u32) -> TestHome {
 /// exists.
 pub fn wait_for_gate(arg: u32) -> String {
     format!("i=0; while [ ! -e \"${arg}\" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done")
+}
+
+/// A one-step spec whose step runs `script` with `/bin/sh -c`, the `args` as `$1`, `$2`, ...
+pub fn sh_spec(h: &TestHome, name: &str, script: &str, args: &[&Path]) -> Spec {
+    let args: Vec<String> = args.iter().map(|p| p.display().to_string()).collect();
+    let mut argv = vec!["/bin/sh", "-c", script, "sh"];
+    argv.extend(args.iter().map(String::as_str));
+    h.spec(name).command(&argv)
+}
+
+/// A one-step spec whose step runs the shell `before`, waits (at most 60 s) until `gate`
+/// (its `$1`) exists, then runs the shell `after`; an empty `before` or `after` is left out.
+pub fn gated_spec(h: &TestHome, name: &str, before: &str, gate: &Path, after: &str) -> Spec {
+    let wait = wait_for_gate(1);
+    let parts: Vec<&str> = [before, &wait, after]
+        .into_iter()
+        .filter(|part| !part.is_empty())
+        .collect();
+    sh_spec(h, name, &parts.join("; "), &[gate])
 }
 
 /// Creates a gate (or any marker) file.
@@ -60,6 +79,37 @@ pub fn wait_phase(h: &TestHome, job: &str, phase: &str) -> Value {
             .find(|r| r["run"]["job"] == job && r["run"]["phase"]["phase"] == phase)
             .unwrap_or(Value::Null);
         !found.is_null()
+    });
+    found
+}
+
+/// The entry of `resource list` named `name`.
+pub fn resource(h: &TestHome, name: &str) -> Value {
+    h.resources()
+        .into_iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no resource {name}"))
+}
+
+/// Polls `resource list` until `job`'s run on `resource` is in `phase`; returns that entry.
+pub fn wait_phase_on(h: &TestHome, resource_name: &str, job: &str, phase: &str) -> Value {
+    let mut found = Value::Null;
+    wait_until(
+        &format!("job {job}'s run on {resource_name} to be {phase}"),
+        || {
+            found = resource(h, resource_name);
+            found["run"]["job"] == job && found["run"]["phase"]["phase"] == phase
+        },
+    );
+    found
+}
+
+/// Polls until `resource` holds no run (cleanup included); returns its entry.
+pub fn wait_idle(h: &TestHome, resource_name: &str) -> Value {
+    let mut found = Value::Null;
+    wait_until(&format!("{resource_name} to be idle"), || {
+        found = resource(h, resource_name);
+        found["run"].is_null()
     });
     found
 }

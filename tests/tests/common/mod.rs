@@ -1,8 +1,9 @@
 //! Helpers shared by the end-to-end tests: they drive the real `homebased` binary in a
 //! temporary state home, with a fake `nvidia-smi`, exactly as a user would.
 //!
-//! - [`TestHome`]: a temporary home, its fake probe, its environment, and the daemon it
-//!   started (stopped again on drop, so no daemon outlives its test).
+//! - [`TestHome`]: a temporary home, its fake probe, its environment, its `--config`, and the
+//!   daemon it started (stopped again on drop, so no daemon outlives its test).
+//! - [`account`]: every command of a home run as another, unprivileged account.
 //! - [`TestHome::cli`], [`TestHome::json`], [`TestHome::json_err`]: run one command.
 //! - [`Spec`]: a valid job spec to submit, with builders for the fields tests change.
 //! - [`wait_until`]: poll a condition with one generous timeout.
@@ -11,6 +12,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod account;
 pub mod jobs;
 pub mod queue;
 
@@ -109,6 +111,12 @@ pub struct TestHome {
     started: bool,
     /// Extra environment for every command (`HOMEBASED_CONFIG`, ...).
     env: Vec<(String, String)>,
+    /// Passed as `--config` to every command, when set.
+    config: Option<PathBuf>,
+    /// The `homebased` binary (a copy the account can reach, with one).
+    bin: PathBuf,
+    /// `Some`: every command (daemon included) runs as this account.
+    account: Option<account::Account>,
 }
 
 impl TestHome {
@@ -125,6 +133,9 @@ impl TestHome {
             serve: None,
             started: false,
             env: Vec::new(),
+            config: None,
+            bin: homebased_bin(),
+            account: None,
         };
         home.set_probe(probe);
         home
@@ -207,9 +218,21 @@ impl TestHome {
         self.env.retain(|(k, _)| k != key);
     }
 
+    /// Writes `text` as this home's configuration, passed as `--config` to every command.
+    pub fn use_config(&mut self, text: &str) -> PathBuf {
+        let path = self.write_file("config.toml", text);
+        self.config = Some(path.clone());
+        path
+    }
+
     /// `homebased` with the isolated environment and no arguments yet.
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new(homebased_bin());
+        if let Some(account) = &self.account {
+            let mut cmd = self.command_as(account);
+            cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+            return cmd;
+        }
+        let mut cmd = Command::new(&self.bin);
         let user = self.tmp.path().join("user");
         for var in [
             "HOMEBASED_HOME",
@@ -242,9 +265,27 @@ impl TestHome {
 
     /// Runs `homebased --home <home> <args>` with `stdin` as standard input.
     pub fn cli_with_stdin(&self, args: &[&str], stdin: Option<&[u8]>) -> Output {
-        let mut cmd = self.command();
-        cmd.arg("--home").arg(self.home()).args(args);
+        let mut cmd = self.homebased();
+        cmd.args(args);
         run_bounded(cmd, stdin)
+    }
+
+    /// `homebased --home <home>`, with `--config <config>` when the home has one.
+    pub fn homebased(&self) -> Command {
+        let mut cmd = self.command();
+        cmd.arg("--home").arg(self.home());
+        if let Some(config) = &self.config {
+            cmd.arg("--config").arg(config);
+        }
+        cmd
+    }
+
+    /// Returns once the daemon has run its timers and a scheduling pass after every request
+    /// sent before: whatever those requests could cause has been committed. Tests that
+    /// something did not happen check right after this instead of sleeping.
+    pub fn settle(&self) {
+        let settled = self.json(&["daemon", "settle"]);
+        assert!(settled["passes"].as_u64().is_some(), "{settled}");
     }
 
     /// Runs `homebased --home <home> --json <args>`, asserts exit 0, parses stdout.
@@ -301,10 +342,8 @@ impl TestHome {
             .append(true)
             .open(self.serve_log())
             .unwrap();
-        let mut cmd = self.command();
-        cmd.arg("--home")
-            .arg(self.home())
-            .args(["daemon", "serve"])
+        let mut cmd = self.homebased();
+        cmd.args(["daemon", "serve"])
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log);
@@ -332,12 +371,27 @@ impl TestHome {
         pid
     }
 
-    /// Sends `signal` to the serve child and waits for it to exit.
+    /// Sends `signal` to the serve child (unless it already exited) and waits for it.
     pub fn kill_serve(&mut self, signal: nix::sys::signal::Signal) -> ExitStatus {
         let mut child = self.serve.take().expect("a serve child is running");
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
         let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
         nix::sys::signal::kill(pid, signal).unwrap();
         wait_child(&mut child)
+    }
+
+    /// Whether a serve child was spawned and not yet killed.
+    pub fn has_serve(&self) -> bool {
+        self.serve.is_some()
+    }
+
+    /// Whether the serve child is still running.
+    pub fn serve_running(&mut self) -> bool {
+        self.serve
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
     }
 
     /// The log of the serve child.
@@ -394,10 +448,13 @@ impl TestHome {
         self.json_err(&args, expected_exit)
     }
 
-    /// Writes `spec` to a fresh file under the temporary directory.
+    /// Writes `spec` to a fresh file under the temporary directory, readable by any account
+    /// the commands may run as.
     pub fn spec_file(&self, spec: &Spec) -> PathBuf {
         let name = format!("spec-{}.json", uuid::Uuid::new_v4());
-        self.write_file(&name, &spec.0.to_string())
+        let file = self.write_file(&name, &spec.0.to_string());
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        file
     }
 
     /// `resource jobs --json`: `(id, priority, position)` in serving order.

@@ -1,14 +1,14 @@
-//! The `docker` CLI as the worker runs it (never a Docker API library). Every docker process
-//! is a child of the worker that dies with it (`PR_SET_PDEATHSIG`), reads `/dev/null`, and
-//! gets the worker's environment without inherited run variables plus this run's marker, so
-//! that one left behind is the run's to sweep and never another run's.
+//! The `docker` CLI as the worker and the daemon run it (never a Docker API library). Every
+//! docker process is a child of its caller that dies with it (`PR_SET_PDEATHSIG`), reads
+//! `/dev/null`, and gets the caller's environment without inherited run variables plus this
+//! run's marker, so that one left behind is the run's to sweep and never another run's.
 //!
 //! Short commands (`create`, `start`, `inspect`, `stop`, `rm`, `ps`) run to their end within a
 //! bound, with their output captured. The followers (`wait`, `logs --follow`) are spawned and
 //! left to the reaper.
 
-use homebased_shared::ids::TaskId;
-use homebased_shared::rundir::is_run_variable;
+use crate::ids::TaskId;
+use crate::rundir::is_run_variable;
 use nix::sys::memfd::{memfd_create, MFdFlags};
 use nix::sys::prctl;
 use nix::sys::signal::Signal;
@@ -21,7 +21,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Resolved on the worker's `PATH`.
+/// Resolved on the caller's `PATH`.
 pub const PROGRAM: &str = "docker";
 
 /// How long a short command may take before it is killed: generous, because a busy engine
@@ -136,21 +136,21 @@ impl Docker {
             .stdin(Stdio::null())
             .env_clear()
             .envs(self.env.iter().map(|(k, v)| (k, v)));
-        die_with_worker(&mut command);
+        die_with_caller(&mut command);
         command
     }
 }
 
-/// `PR_SET_PDEATHSIG`: a docker process never outlives the worker that would reap it.
-fn die_with_worker(command: &mut Command) {
-    let worker = Pid::this();
+/// `PR_SET_PDEATHSIG`: a docker process never outlives the process that would reap it.
+fn die_with_caller(command: &mut Command) {
+    let caller = Pid::this();
     // SAFETY: the closure runs between fork and exec and only makes two system calls through
     // nix (prctl, getppid); it allocates nothing and takes no lock.
     unsafe {
         command.pre_exec(move || {
             prctl::set_pdeathsig(Signal::SIGKILL)?;
-            // The worker may have died before the line above; then nobody would kill this.
-            if getppid() != worker {
+            // The caller may have died before the line above; then nobody would kill this.
+            if getppid() != caller {
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
             Ok(())

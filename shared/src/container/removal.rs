@@ -6,10 +6,9 @@
 use super::docker::{Docker, COMMAND_BOUND};
 use super::inspect::{self, Seen};
 use super::{container_name, task_label};
-use crate::log::WorkerLog;
-use homebased_shared::config::CleanupConfig;
-use homebased_shared::ids::TaskId;
-use homebased_shared::rundir::CleanupOutcome;
+use crate::config::CleanupConfig;
+use crate::ids::TaskId;
+use crate::rundir::CleanupOutcome;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -17,20 +16,21 @@ use std::time::{Duration, Instant};
 const RETRY: Duration = Duration::from_millis(500);
 
 /// Removes every container of run `task` (the saved `id`, and whatever its label or name
-/// still finds) and proves that none is left.
+/// still finds) and proves that none is left. `note` takes what the removal did, for the
+/// caller's log.
 pub fn remove(
     docker: &Docker,
     task: TaskId,
     id: Option<&str>,
     config: &CleanupConfig,
-    log: &WorkerLog,
+    note: &dyn Fn(&str),
 ) -> CleanupOutcome {
     let name = container_name(task);
     let deadline = Instant::now() + config.bound;
     loop {
         let why = match present(docker, task, id) {
             Ok(found) if found.is_empty() => {
-                log.note(format!(
+                note(&format!(
                     "container {name} is gone: no container by id, label or name"
                 ));
                 return CleanupOutcome::Clean;
@@ -38,7 +38,7 @@ pub fn remove(
             Ok(found) => {
                 let failures: Vec<String> = found
                     .iter()
-                    .filter_map(|id| remove_one(docker, id, config, log).err())
+                    .filter_map(|id| remove_one(docker, id, config, note).err())
                     .collect();
                 format!(
                     "still present: {}{}",
@@ -58,7 +58,7 @@ pub fn remove(
                 id.unwrap_or("id unknown"),
                 config.bound
             );
-            log.note(&message);
+            note(&message);
             return CleanupOutcome::ContainerUnconfirmed { message };
         }
         std::thread::sleep(RETRY.min(deadline.saturating_duration_since(Instant::now())));
@@ -90,17 +90,17 @@ fn remove_one(
     docker: &Docker,
     id: &str,
     config: &CleanupConfig,
-    log: &WorkerLog,
+    note: &dyn Fn(&str),
 ) -> Result<(), String> {
     if let Seen::Present(state) = inspect::state(docker, id) {
         if state.running {
-            log.note(format!(
+            note(&format!(
                 "container {id} is still running at removal; stopping it"
             ));
             stop(docker, id, config).map_err(|e| format!("docker stop {id}: {e}"))?;
         }
     }
-    log.note(format!("removing container {id}"));
+    note(&format!("removing container {id}"));
     match docker.run(&rm_args(id), COMMAND_BOUND) {
         Ok(reply) if reply.success || inspect::says_absent(&reply.stderr) => Ok(()),
         Ok(reply) => Err(format!("docker rm {id}: {}", reply.complaint())),

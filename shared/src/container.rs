@@ -1,0 +1,57 @@
+//! A run's Docker container, driven through the `docker` CLI (never a Docker API library),
+//! synchronously and within bounds. One driver for the worker, which creates, follows and
+//! removes the container, and for the daemon, which removes the container a lost worker left.
+//!
+//! # Layout
+//! - [`docker`]: the CLI with one run's environment: short bounded commands and followers.
+//! - [`inspect`]: what Docker says: a container's state by id, the containers under a filter.
+//! - [`removal`]: stop with the run's grace, `rm` without force, absence proven by id, label
+//!   and name within the cleanup bound.
+//!
+//! A run's container is found by its saved id (the cidfile, `container.id` in the run directory), by the
+//! label [`task_label`] and by the fixed name [`container_name`].
+
+pub mod docker;
+pub mod inspect;
+pub mod removal;
+
+use crate::ids::TaskId;
+use crate::rundir::RunDir;
+
+/// `homebased-<task>`: fixed, so a person or a later worker finds it by name.
+pub fn container_name(task: TaskId) -> String {
+    format!("homebased-{task}")
+}
+
+/// `homebased.task=<task>`: the label that finds the run's container.
+pub fn task_label(task: TaskId) -> String {
+    format!("homebased.task={task}")
+}
+
+/// The id Docker wrote to the run's cidfile, else `printed` (what `docker create` printed;
+/// empty when there is none). Only a hexadecimal id counts.
+pub fn saved_id(dir: &RunDir, printed: &str) -> Option<String> {
+    let saved = std::fs::read_to_string(dir.container_id()).unwrap_or_default();
+    let id = [saved.trim(), printed.trim()]
+        .into_iter()
+        .find(|id| !id.is_empty() && id.chars().all(|c| c.is_ascii_hexdigit()))
+        .map(String::from);
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_saved_id_is_the_cidfiles_else_the_printed_one_and_only_hex() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = RunDir::new(tmp.path());
+        std::fs::create_dir_all(dir.container_id().parent().unwrap()).unwrap();
+        assert_eq!(saved_id(&dir, ""), None);
+        assert_eq!(saved_id(&dir, "abc123\n"), Some("abc123".into()));
+        assert_eq!(saved_id(&dir, "Error: no"), None);
+        std::fs::write(dir.container_id(), "0f0f\n").unwrap();
+        assert_eq!(saved_id(&dir, "abc123"), Some("0f0f".into()));
+    }
+}
