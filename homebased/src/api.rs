@@ -3,7 +3,9 @@
 //! between HTTP and the core.
 
 pub mod guard;
+pub mod limits;
 mod routes;
+pub mod tcp;
 pub mod unix;
 
 pub use routes::{router, Listener};

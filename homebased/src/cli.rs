@@ -90,7 +90,7 @@ pub fn main() -> i32 {
                 let err = ApiError::usage(e.kind().to_string()).with_input(json!({
                     "detail": e.to_string().lines().next().unwrap_or_default()
                 }));
-                eprintln!("{}", err.envelope());
+                emit_err(&err.envelope().to_string());
             } else {
                 let _ = e.print();
             }
@@ -108,17 +108,17 @@ pub fn main() -> i32 {
         Ok(Some(printed)) => {
             match output {
                 Output::Json => match &printed.raw {
-                    Some(raw) => {
-                        use std::io::Write;
-                        let mut out = std::io::stdout().lock();
-                        let _ = out.write_all(raw).and_then(|()| out.write_all(b"\n"));
-                    }
-                    None => println!("{}", printed.json),
+                    Some(raw) => emit(raw),
+                    None => emit(printed.json.to_string().as_bytes()),
                 },
-                Output::Quiet => printed.ids.iter().for_each(|id| println!("{id}")),
+                Output::Quiet => {
+                    if !printed.ids.is_empty() {
+                        emit(printed.ids.join("\n").as_bytes())
+                    }
+                }
                 Output::Human => {
                     if !printed.human.is_empty() {
-                        println!("{}", printed.human)
+                        emit(printed.human.as_bytes())
                     }
                 }
             }
@@ -127,13 +127,33 @@ pub fn main() -> i32 {
         Ok(None) => 0,
         Err(e) => {
             if output == Output::Json {
-                eprintln!("{}", e.envelope());
+                emit_err(&e.envelope().to_string());
             } else {
-                eprintln!("homebased: {} ({})", e.message, e.code.as_str());
+                emit_err(&format!("homebased: {} ({})", e.message, e.code.as_str()));
             }
             e.code.exit_code()
         }
     }
+}
+
+/// Prints one result and a newline on stdout. A reader that went away (`| head -1`) is not
+/// an error: `println!` would panic on the broken pipe; here the rest is dropped quietly.
+/// Every result the CLI prints goes through here (or through `files`' follow loops, which
+/// stop on the first failed write).
+fn emit(bytes: &[u8]) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out
+        .write_all(bytes)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+}
+
+/// Prints one error line on stderr, never panicking on a closed stderr.
+fn emit_err(line: &str) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{line}");
 }
 
 /// The resolved state home, or a usage error when not even `HOME` is known.
@@ -440,35 +460,22 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
 
 /// Reads the spec and captures what the submitter's side contributes.
 fn submit_request(id: JobId, spec_arg: &str, allow_other_thread: bool) -> ApiResult<SubmitRequest> {
-    let text = if spec_arg == "-" {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+    // Bytes, not a String: a spec that is not UTF-8 is `invalid_spec`, said by the spec reader.
+    // One byte past the limit is enough for it to refuse the size.
+    let limit = homebased_shared::spec::MAX_SPEC_BYTES as u64 + 1;
+    let mut raw = Vec::new();
+    if spec_arg == "-" {
+        std::io::Read::read_to_end(&mut std::io::Read::take(std::io::stdin(), limit), &mut raw)
             .map_err(|e| ApiError::usage(format!("cannot read the spec from stdin: {e}")))?;
-        s
     } else {
-        std::fs::read_to_string(spec_arg).map_err(|e| {
-            ApiError::usage(format!("cannot read the spec file {spec_arg}: {e}"))
-                .with_input(json!({ "spec": spec_arg }))
-        })?
-    };
-    if text.len() > homebased_shared::spec::MAX_SPEC_BYTES {
-        return Err(ApiError::new(
-            ErrorCode::InvalidSpec,
-            format!(
-                "the spec is {} bytes; at most {} are accepted",
-                text.len(),
-                homebased_shared::spec::MAX_SPEC_BYTES
-            ),
-        )
-        .with_input(json!({ "pointer": "", "value": null })));
+        std::fs::File::open(spec_arg)
+            .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, limit), &mut raw))
+            .map_err(|e| {
+                ApiError::usage(format!("cannot read the spec file {spec_arg}: {e}"))
+                    .with_input(json!({ "spec": spec_arg }))
+            })?;
     }
-    let spec: Value = serde_json::from_str(&text).map_err(|e| {
-        ApiError::new(
-            ErrorCode::InvalidSpec,
-            format!("the spec is not valid JSON: {e}"),
-        )
-        .with_input(json!({ "pointer": "", "value": null }))
-    })?;
+    let spec = homebased_shared::spec::read_json(&raw)?;
     let cwd = std::env::current_dir()
         .map_err(|e| ApiError::usage(format!("cannot read the working directory: {e}")))?;
     let parent_task: Option<TaskId> = std::env::var("HOMEBASED_TASK_ID")

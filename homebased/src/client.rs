@@ -12,9 +12,9 @@ pub use transport::Retry;
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::ids::{JobId, TaskId};
 use homebased_shared::wire::{
-    CancelRequest, CancelResult, DaemonStatus, JobDetail, JobList, MoveRequest, MoveResult,
-    RegisterRequest, ReleaseRequest, ReleaseResult, ResourceList, ResourceView, Settled,
-    ShutdownResult, SubmitRequest, SubmitResult, TaskLog, Versioned,
+    body_too_large, CancelRequest, CancelResult, DaemonStatus, JobDetail, JobList, MoveRequest,
+    MoveResult, RegisterRequest, ReleaseRequest, ReleaseResult, ResourceList, ResourceView,
+    Settled, ShutdownResult, SubmitRequest, SubmitResult, TaskLog, Versioned, MAX_BODY_BYTES,
 };
 use hyper::body::Bytes;
 use hyper::Method;
@@ -108,8 +108,14 @@ impl Client {
     }
 
     /// Resent after a lost connection: submit is idempotent on the job UUID.
+    /// A body over [`MAX_BODY_BYTES`] is `invalid_spec` here, as the daemon would answer it.
     pub async fn submit(&self, req: &SubmitRequest) -> ApiResult<SubmitResult> {
-        self.post("/v1/jobs", req, Retry::Safe).await
+        let body = encode_body(req, true)?;
+        decode(
+            &self
+                .send(Method::POST, "/v1/jobs", Some(body), Retry::Safe)
+                .await?,
+        )
     }
 
     /// Resent after a lost connection, with the same operation id.
@@ -176,9 +182,19 @@ impl Client {
         body: &B,
         retry: Retry,
     ) -> ApiResult<T> {
-        let body = Bytes::from(serde_json::to_vec(body).map_err(ApiError::internal)?);
+        let body = encode_body(body, false)?;
         decode(&self.send(Method::POST, path, Some(body), retry).await?)
     }
+}
+
+/// The request body, refused here as the daemon would refuse its size: the CLI and the
+/// daemon share one limit. `submit`: the body carries a spec (`invalid_spec`, else `usage`).
+fn encode_body<B: Serialize>(body: &B, submit: bool) -> ApiResult<Bytes> {
+    let bytes = serde_json::to_vec(body).map_err(ApiError::internal)?;
+    if bytes.len() > MAX_BODY_BYTES {
+        return Err(body_too_large(submit, Some(bytes.len())));
+    }
+    Ok(Bytes::from(bytes))
 }
 
 /// Reads an answer through its envelope: a malformed one, or one in another API version, is

@@ -166,13 +166,13 @@ pub async fn run(
             );
             let mut rx = shut_rx.clone();
             tracing::info!(%addr, "web listener up");
-            Some(tokio::spawn(async move {
-                let _ = axum::serve(listener, router)
-                    .with_graceful_shutdown(async move {
-                        let _ = rx.wait_for(|s| *s).await;
-                    })
-                    .await;
-            }))
+            Some(tokio::spawn(api::tcp::serve(
+                listener,
+                router,
+                async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                },
+            )))
         }
         _ => None,
     };

@@ -41,6 +41,7 @@ impl Store {
         let conn = Connection::open(path).map_err(|e| db_error("open", e))?;
         configure(&conn)?;
         migrate(&conn)?;
+        make_private(path)?;
         Ok(Store { conn })
     }
 
@@ -54,7 +55,7 @@ impl Store {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| db_error("open", e))?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
+        conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| db_error("open", e))?;
         let version = user_version(&conn)?;
         if version > SCHEMA_VERSION {
@@ -92,8 +93,38 @@ pub struct Db<'a> {
     conn: &'a Connection,
 }
 
+/// How long a statement waits for another process's lock (a backup tool, `sqlite3` holding
+/// `BEGIN EXCLUSIVE`) before the request is refused as `storage_unavailable`: the core thread
+/// answers every request, so this bounds how long one locked write holds up the others.
+pub const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The database, its WAL and shared-memory files hold every stored argv and environment:
+/// owner only, whatever the umask or the modes an older install left.
+fn make_private(path: &Path) -> ApiResult<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut files = vec![path.to_path_buf()];
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        files.push(name.into());
+    }
+    for file in files {
+        match std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(ApiError::internal(format!(
+                    "cannot make {} private: {e}",
+                    file.display()
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
 fn configure(conn: &Connection) -> ApiResult<()> {
-    conn.busy_timeout(std::time::Duration::from_secs(5))
+    conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(|e| db_error("configure", e))?;
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(|e| db_error("configure", e))?;
@@ -133,9 +164,42 @@ fn migrate(conn: &Connection) -> ApiResult<()> {
     Ok(())
 }
 
-/// Any SQLite failure is `internal`: the evidence stays in the database, nobody edits it.
+/// A database another process holds locked, a full disk or a failing write is
+/// `storage_unavailable` (retryable: the transaction rolled back, nothing changed); any other
+/// SQLite failure is `internal`: the evidence stays in the database, nobody edits it.
 pub fn db_error(what: &str, e: rusqlite::Error) -> ApiError {
+    if is_storage_unavailable(&e) {
+        return ApiError::new(
+            ErrorCode::StorageUnavailable,
+            format!(
+                "database {what} failed: {e}; the database is locked by another process, full \
+                 or failing to write (waited {}s); nothing was changed, try again",
+                BUSY_TIMEOUT.as_secs()
+            ),
+        );
+    }
     ApiError::new(ErrorCode::Internal, format!("database {what} failed: {e}"))
+}
+
+fn is_storage_unavailable(e: &rusqlite::Error) -> bool {
+    use rusqlite::ffi;
+    let rusqlite::Error::SqliteFailure(failure, _) = e else {
+        return false;
+    };
+    match failure.code {
+        rusqlite::ErrorCode::DatabaseBusy
+        | rusqlite::ErrorCode::DatabaseLocked
+        | rusqlite::ErrorCode::DiskFull => true,
+        rusqlite::ErrorCode::SystemIoFailure => matches!(
+            failure.extended_code,
+            ffi::SQLITE_IOERR_WRITE
+                | ffi::SQLITE_IOERR_FSYNC
+                | ffi::SQLITE_IOERR_DIR_FSYNC
+                | ffi::SQLITE_IOERR_TRUNCATE
+                | ffi::SQLITE_IOERR_SHMSIZE
+        ),
+        _ => false,
+    }
 }
 
 /// A stored value that does not read back as its type: the row is reported, not guessed at.
@@ -192,6 +256,43 @@ pub(crate) fn test_store() -> (tempfile::TempDir, Store) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_database_held_by_another_process_is_storage_unavailable_and_unchanged() {
+        let (dir, mut store) = test_store();
+        let path = dir.path().join("homebased.sqlite");
+        let hold = testing::hold_exclusive(&path);
+        let started = std::time::Instant::now();
+        let err = store
+            .write(|db| {
+                db.conn
+                    .execute_batch("PRAGMA user_version = 99")
+                    .map_err(|e| db_error("write", e))
+            })
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::StorageUnavailable, "{err:?}");
+        assert!(err.retryable);
+        assert!(started.elapsed() < BUSY_TIMEOUT + std::time::Duration::from_secs(3));
+        // Readers keep working under WAL while the other process holds its lock.
+        assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
+        drop(hold);
+        assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn the_database_files_are_made_private_on_open() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, store) = test_store();
+        drop(store);
+        let path = dir.path().join("homebased.sqlite");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let _store = Store::open(&path).unwrap();
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let entry = entry.unwrap();
+            let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", entry.path().display());
+        }
+    }
 
     #[test]
     fn migrates_once_and_refuses_a_newer_schema() {

@@ -31,6 +31,9 @@ pub enum ErrorCode {
     JobsInFlight,
     DaemonUnavailable,
     MachineUnavailable,
+    /// The database is locked by another process, full, or failing to write: nothing was
+    /// changed, and the same request may succeed in a moment.
+    StorageUnavailable,
     Internal,
 }
 
@@ -46,7 +49,7 @@ impl ErrorCode {
             Permission => 4,
             JobConflict | OperationConflict | ResourceConflict | JobTerminal | StaleRun
             | DaemonAlreadyRunning | JobsInFlight => 5,
-            DaemonUnavailable | MachineUnavailable | Internal => 1,
+            DaemonUnavailable | MachineUnavailable | StorageUnavailable | Internal => 1,
         }
     }
 
@@ -58,7 +61,9 @@ impl ErrorCode {
             4 => 403,
             5 => 409,
             _ => match self {
-                ErrorCode::MachineUnavailable | ErrorCode::DaemonUnavailable => 503,
+                ErrorCode::MachineUnavailable
+                | ErrorCode::DaemonUnavailable
+                | ErrorCode::StorageUnavailable => 503,
                 _ => 500,
             },
         }
@@ -68,7 +73,9 @@ impl ErrorCode {
     pub fn retryable(self) -> bool {
         matches!(
             self,
-            ErrorCode::DaemonUnavailable | ErrorCode::MachineUnavailable
+            ErrorCode::DaemonUnavailable
+                | ErrorCode::MachineUnavailable
+                | ErrorCode::StorageUnavailable
         )
     }
 
@@ -97,6 +104,7 @@ impl ErrorCode {
             ErrorCode::JobsInFlight => "jobs_in_flight",
             ErrorCode::DaemonUnavailable => "daemon_unavailable",
             ErrorCode::MachineUnavailable => "machine_unavailable",
+            ErrorCode::StorageUnavailable => "storage_unavailable",
             ErrorCode::Internal => "internal",
         }
     }
@@ -167,6 +175,9 @@ mod tests {
         assert_eq!(ErrorCode::MachineUnavailable.http_status(), 503);
         assert!(ErrorCode::DaemonUnavailable.retryable());
         assert!(!ErrorCode::JobConflict.retryable());
+        assert_eq!(ErrorCode::StorageUnavailable.exit_code(), 1);
+        assert_eq!(ErrorCode::StorageUnavailable.http_status(), 503);
+        assert!(ErrorCode::StorageUnavailable.retryable());
     }
 
     #[test]
@@ -175,6 +186,7 @@ mod tests {
             ErrorCode::InvalidQueueInput,
             ErrorCode::JobsInFlight,
             ErrorCode::StaleRun,
+            ErrorCode::StorageUnavailable,
         ] {
             assert_eq!(
                 serde_json::to_value(code).unwrap(),

@@ -51,16 +51,28 @@ impl Home {
         Home { root: root.into() }
     }
 
-    /// Creates the home (mode 0700) if needed. An existing home keeps its mode.
+    /// Creates the home if needed and makes it private (0700) even when it already existed
+    /// with a looser mode: it holds the database, with every stored argv and environment.
     pub fn create(&self) -> io::Result<()> {
         if !self.root.exists() {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
                 .create(&self.root)?;
-            std::fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o700))?;
         }
-        Ok(())
+        std::fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o700))
+    }
+
+    /// Opens `daemon.log` for appending, created or forced to mode 0600.
+    pub fn open_daemon_log(&self) -> io::Result<std::fs::File> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(self.daemon_log())?;
+        log.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        Ok(log)
     }
 
     pub fn root(&self) -> &Path {
@@ -156,5 +168,21 @@ mod tests {
         home.create().unwrap();
         let mode = std::fs::metadata(home.root()).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
+    }
+
+    #[test]
+    fn an_existing_loose_home_and_its_log_are_made_private() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::at(tmp.path().join("h"));
+        std::fs::create_dir(home.root()).unwrap();
+        std::fs::set_permissions(home.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(home.daemon_log(), b"old\n").unwrap();
+        std::fs::set_permissions(home.daemon_log(), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
+        home.create().unwrap();
+        drop(home.open_daemon_log().unwrap());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(home.root()), 0o700);
+        assert_eq!(mode(&home.daemon_log()), 0o600);
     }
 }

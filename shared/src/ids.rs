@@ -9,9 +9,17 @@ use uuid::Uuid;
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
         #[serde(transparent)]
         pub struct $name(pub Uuid);
+
+        /// Read through [`parse_full_uuid`]: a body may carry only the hyphenated form.
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = std::borrow::Cow::<'de, str>::deserialize(d)?;
+                parse_full_uuid(&text).map($name).map_err(serde::de::Error::custom)
+            }
+        }
 
         impl $name {
             /// A fresh time-ordered (v7) id.
@@ -70,22 +78,28 @@ id_type!(
     MachineId
 );
 
-/// A string that is not a full hyphenated (or simple 32-hex) UUID.
+/// A string that is not a full hyphenated UUID.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("not a full UUID: {0:?}")]
 pub struct InvalidId(pub String);
 
-/// Parses a complete UUID. Braced and URN forms are refused, as are prefixes.
+/// Parses a complete UUID in its hyphenated 36-character form (SPEC: full UUIDs). The simple
+/// 32-hex, braced and URN forms are refused, as are prefixes.
 pub fn parse_full_uuid(s: &str) -> Result<Uuid, InvalidId> {
-    if s.len() != 36 && s.len() != 32 {
+    let hyphens_in_place = s.len() == 36
+        && s.bytes()
+            .enumerate()
+            .all(|(i, b)| matches!(i, 8 | 13 | 18 | 23) == (b == b'-'));
+    if !hyphens_in_place {
         return Err(InvalidId(s.to_string()));
     }
     Uuid::try_parse(s).map_err(|_| InvalidId(s.to_string()))
 }
 
-/// True when `s` parses as a full UUID (resource names may never look like one).
+/// True when `s` reads as a UUID in its hyphenated or its simple 32-hex form: resource names
+/// may never look like one, even in the form no id is accepted in.
 pub fn looks_like_uuid(s: &str) -> bool {
-    parse_full_uuid(s).is_ok()
+    (s.len() == 36 || s.len() == 32) && Uuid::try_parse(s).is_ok()
 }
 
 #[cfg(test)]
@@ -100,6 +114,19 @@ mod tests {
         assert!(id.to_string()[..35].parse::<JobId>().is_err());
         assert!(format!("{{{id}}}").parse::<JobId>().is_err());
         assert!("gpu0".parse::<ResourceId>().is_err());
+    }
+
+    #[test]
+    fn only_the_hyphenated_form_parses_from_text_and_json() {
+        let id = JobId::new();
+        let simple = id.0.simple().to_string();
+        assert_eq!(simple.len(), 32);
+        assert!(simple.parse::<JobId>().is_err());
+        assert!(id.0.urn().to_string().parse::<JobId>().is_err());
+        assert!(serde_json::from_value::<JobId>(serde_json::json!(simple)).is_err());
+        let back: JobId = serde_json::from_value(serde_json::json!(id.to_string())).unwrap();
+        assert_eq!(back, id);
+        assert!(looks_like_uuid(&simple), "still never a resource name");
     }
 
     #[test]

@@ -16,6 +16,12 @@ mod testkit;
 mod validate;
 
 pub use schema::json_schema;
+
+/// Reads a spec's JSON as the daemon will: the size cap, UTF-8, duplicate keys refused with
+/// their pointer, each refusal an `invalid_spec` error. The rules are checked by [`validate`].
+pub fn read_json(raw: &[u8]) -> Result<serde_json::Value, crate::error::ApiError> {
+    input::parse(raw)
+}
 pub use validate::{validate, SubmitContext};
 
 use crate::ids::ThreadId;
@@ -29,6 +35,8 @@ pub const MAX_STEPS: usize = 32;
 pub const MAX_NAME_CHARS: usize = 120;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 pub const MIN_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// The longest `timeout`: an inactivity notice later than a month is no notice.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 pub const MIN_RESTART_WITHIN: Duration = Duration::from_secs(60);
 pub const MAX_RESTART_WITHIN: Duration = Duration::from_secs(24 * 60 * 60);
 pub const MIN_CONTAINER_MEMORY: u64 = 6 * 1024 * 1024;

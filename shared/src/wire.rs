@@ -7,12 +7,41 @@
 //! - [`jobs`]: `resource jobs` and `job show`.
 //! - [`job_writes`]: `job submit`, `move` and `cancel`.
 //! - [`daemon`]: `daemon status`, the shutdown request and `task log`.
+//! - [`strict`]: reading untrusted JSON (UTF-8 first, duplicate keys refused with a pointer).
+//!
+//! [`MAX_BODY_BYTES`] is the one request-body limit: the daemon refuses larger bodies and the
+//! CLI refuses to send them.
 
 pub mod daemon;
 pub mod envelope;
 pub mod job_writes;
 pub mod jobs;
 pub mod resources;
+pub mod strict;
+
+/// The largest request body the daemon reads, and the CLI sends: a spec at its own limit
+/// ([`crate::spec::MAX_SPEC_BYTES`]) plus room for what the submitter's side adds (`PATH`,
+/// `HOME`, the working directory), which the kernel bounds far below this.
+pub const MAX_BODY_BYTES: usize = crate::spec::MAX_SPEC_BYTES + 256 * 1024;
+
+/// The refusal of a body over [`MAX_BODY_BYTES`] (`size`, when known), the same from the CLI
+/// and the daemon: `invalid_spec` for a submit, whose body is mostly the spec, else `usage`.
+pub fn body_too_large(submit: bool, size: Option<usize>) -> crate::error::ApiError {
+    use crate::error::{ApiError, ErrorCode};
+    let what = match size {
+        Some(n) => format!("the request body is {n} bytes"),
+        None => "the request body is larger".to_string(),
+    };
+    let message = format!("{what}, over the limit of {MAX_BODY_BYTES} bytes");
+    if submit {
+        ApiError::new(ErrorCode::InvalidSpec, message).with_input(
+            serde_json::json!({ "pointer": "", "value": null, "limit_bytes": MAX_BODY_BYTES }),
+        )
+    } else {
+        ApiError::new(ErrorCode::Usage, message)
+            .with_input(serde_json::json!({ "limit_bytes": MAX_BODY_BYTES }))
+    }
+}
 
 pub use daemon::{DaemonStatus, Settled, ShutdownResult, TaskLog};
 pub use envelope::Versioned;

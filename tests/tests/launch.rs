@@ -59,7 +59,7 @@ task=$(basename "$dir")
 ticks=$(cut -d' ' -f22 /proc/$$/stat)
 printf '{{"worker":{{"pid":%s,"start_ticks":%s}},"child":null}}' $$ "$ticks" > "$dir/worker.json"
 HOMEBASED_TASK_ID="$task" setsid sleep 1000 </dev/null >/dev/null 2>&1 3>&- &
-echo $! > "{pid}"
+echo $! > "{pid}.tmp" && mv "{pid}.tmp" "{pid}"
 exit 1"#,
                 pid = pidfile.display()
             ),

@@ -59,11 +59,7 @@ pub fn write_allowed(headers: &HeaderMap, host: &str) -> Result<(), &'static str
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    if !content_type
-        .trim()
-        .to_ascii_lowercase()
-        .starts_with("application/json")
-    {
+    if !is_json_media_type(content_type) {
         return Err("writes must send Content-Type: application/json");
     }
     if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
@@ -80,6 +76,13 @@ pub fn write_allowed(headers: &HeaderMap, host: &str) -> Result<(), &'static str
     Ok(())
 }
 
+/// Exactly `application/json`, with optional parameters (`; charset=utf-8`): not
+/// `application/jsonx` nor `application/json-seq`.
+fn is_json_media_type(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case("application/json")
+}
+
 /// The middleware applied to every TCP route.
 pub async fn guard(State(bind): State<SocketAddr>, request: Request, next: Next) -> Response {
     let host = request
@@ -90,7 +93,7 @@ pub async fn guard(State(bind): State<SocketAddr>, request: Request, next: Next)
         .to_string();
     if !host_allowed(&host, bind) {
         return forbidden(
-            ErrorCode::Usage,
+            ErrorCode::Permission,
             format!("Host {host:?} is not a local name"),
         );
     }
@@ -151,6 +154,19 @@ mod tests {
     fn writes_need_same_origin_json() {
         let mut h = HeaderMap::new();
         assert!(write_allowed(&h, "localhost:7677").is_err());
+        for bad in [
+            "application/jsonx",
+            "application/json-seq",
+            "text/plain",
+            "json",
+        ] {
+            h.insert(header::CONTENT_TYPE, bad.parse().unwrap());
+            assert!(write_allowed(&h, "localhost:7677").is_err(), "{bad}");
+        }
+        for good in ["application/json; charset=utf-8", "Application/JSON"] {
+            h.insert(header::CONTENT_TYPE, good.parse().unwrap());
+            assert!(write_allowed(&h, "localhost:7677").is_ok(), "{good}");
+        }
         h.insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
         assert!(write_allowed(&h, "localhost:7677").is_ok());
         h.insert(header::ORIGIN, "http://localhost:7677".parse().unwrap());

@@ -1,6 +1,6 @@
 //! The route table: which verbs exist, on which listener.
 
-use super::ErrorResponse;
+use super::{limits, ErrorResponse};
 use crate::core::CoreHandle;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -11,16 +11,14 @@ use axum::{Json, Router};
 use homebased_shared::error::{ApiError, ErrorCode};
 use homebased_shared::ids::JobId;
 use homebased_shared::ids::TaskId;
+use homebased_shared::wire::strict::{self, StrictError};
 use homebased_shared::wire::{
     CancelRequest, MoveRequest, RegisterRequest, ReleaseRequest, ShutdownResult, SubmitRequest,
-    Versioned,
+    Versioned, MAX_BODY_BYTES,
 };
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
-
-/// Bodies larger than this are refused before parsing.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// Which listener a router serves: the socket serves everything; TCP serves reads and the
 /// three guarded writes, since submit and register run arbitrary commands.
@@ -69,8 +67,11 @@ pub fn router(
             .route("/v1/resources", get(resource_list).post(socket_only))
             .route("/v1/jobs", get(job_list).post(socket_only)),
     };
-    all.fallback(not_found)
+    all.fallback(limits::no_such_route)
+        .method_not_allowed_fallback(limits::wrong_method)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(limits::bounded_body))
+        .layer(axum::middleware::map_response(limits::envelope_errors))
         .with_state(AppState { core, shutdown })
 }
 
@@ -80,14 +81,40 @@ fn json<T: serde::Serialize>(answer: T) -> ApiResponse {
     Ok(Json(Versioned::new(answer)).into_response())
 }
 
-/// Parses a body strictly: malformed or unknown fields are a usage error (400).
+/// Parses a body strictly: malformed JSON, duplicate keys or unknown fields are a usage
+/// error (400).
 fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ErrorResponse> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        ErrorResponse(ApiError::new(
-            ErrorCode::Usage,
-            format!("bad request body: {e}"),
-        ))
-    })
+    let value = strict::parse(bytes).map_err(|e| bad_body(&e))?;
+    typed(value)
+}
+
+fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ErrorResponse> {
+    serde_json::from_value(value).map_err(|e| bad_body(&e))
+}
+
+fn bad_body(e: &dyn std::fmt::Display) -> ErrorResponse {
+    ErrorResponse(ApiError::usage(format!("bad request body: {e}")))
+}
+
+/// A submit body is mostly its spec: a duplicate key inside the spec, or bytes that are not
+/// UTF-8, are `invalid_spec` (with the pointer into the spec), as the CLI says them.
+fn submit_body(bytes: &Bytes) -> Result<SubmitRequest, ErrorResponse> {
+    let spec_error = |pointer: &str, why: String| {
+        ErrorResponse(
+            ApiError::new(ErrorCode::InvalidSpec, why)
+                .with_input(serde_json::json!({ "pointer": pointer, "value": null })),
+        )
+    };
+    match strict::parse(bytes) {
+        Ok(value) => typed(value),
+        Err(StrictError::Duplicate { pointer }) if pointer.starts_with("/spec/") => {
+            let inner = &pointer["/spec".len()..];
+            let why = format!("{inner}: duplicate key: the spec names {inner} twice");
+            Err(spec_error(inner, why))
+        }
+        Err(e @ StrictError::NotUtf8 { .. }) => Err(spec_error("", format!("the spec is {e}"))),
+        Err(e) => Err(bad_body(&e)),
+    }
 }
 
 fn job_id(text: &str) -> Result<JobId, ErrorResponse> {
@@ -166,7 +193,7 @@ async fn register(State(s): State<AppState>, q: MachineParam, bytes: Bytes) -> A
 }
 
 async fn submit(State(s): State<AppState>, bytes: Bytes) -> ApiResponse {
-    let req: SubmitRequest = body(&bytes)?;
+    let req = submit_body(&bytes)?;
     json(s.core.call(move |core| core.submit(req)).await?)
 }
 
@@ -242,8 +269,4 @@ async fn socket_only() -> (StatusCode, Json<Value>) {
         "job submit and resource registration run arbitrary commands: use the Unix socket",
     );
     (StatusCode::METHOD_NOT_ALLOWED, Json(e.envelope()))
-}
-
-async fn not_found() -> ErrorResponse {
-    ErrorResponse(ApiError::new(ErrorCode::Usage, "no such route"))
 }

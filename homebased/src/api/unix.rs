@@ -1,8 +1,11 @@
-//! Serving the router on the Unix socket: mode 0600, and connections from another uid are
-//! refused before a byte is read.
+//! Serving the router on the Unix socket: mode 0600, and connections from another uid never
+//! reach the router: they are answered `permission` (403) and closed.
 
+use super::limits;
 use axum::Router;
-use hyper::server::conn::http1;
+use homebased_shared::error::{ApiError, ErrorCode};
+use http_body_util::Full;
+use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use std::os::unix::fs::PermissionsExt;
@@ -53,6 +56,7 @@ pub async fn serve(
                     uid = cred.uid(),
                     "refused a socket connection from another user"
                 );
+                tokio::spawn(refuse_other_user(stream));
                 continue;
             }
             Err(e) => {
@@ -62,7 +66,7 @@ pub async fn serve(
         }
         let service = TowerToHyperService::new(router.clone());
         tokio::spawn(async move {
-            let conn = http1::Builder::new()
+            let conn = limits::http1_builder()
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
             if let Err(e) = conn {
@@ -70,4 +74,26 @@ pub async fn serve(
             }
         });
     }
+}
+
+/// Another user reached the socket (its mode was loosened, or a root client): it is told
+/// `permission` in the envelope, so its CLI says so (exit 4) instead of "connection broke".
+/// Only the request head is read, under the header timeout; the body never is.
+async fn refuse_other_user(stream: tokio::net::UnixStream) {
+    let service = hyper::service::service_fn(|_request| async {
+        let error = ApiError::new(
+            ErrorCode::Permission,
+            "this daemon's socket serves only the user who runs it",
+        );
+        let body = Full::new(Bytes::from(error.envelope().to_string()));
+        hyper::Response::builder()
+            .status(hyper::StatusCode::FORBIDDEN)
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .header(hyper::header::CONNECTION, "close")
+            .body(body)
+    });
+    let _ = limits::http1_builder()
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
 }

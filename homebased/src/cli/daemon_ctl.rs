@@ -123,13 +123,9 @@ async fn start(
     }
     home.create()
         .map_err(|e| ApiError::internal(format!("cannot create the home: {e}")))?;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(home.daemon_log())
-        .map_err(|e| {
-            ApiError::internal(format!("cannot open {}: {e}", home.daemon_log().display()))
-        })?;
+    let log = home.open_daemon_log().map_err(|e| {
+        ApiError::internal(format!("cannot open {}: {e}", home.daemon_log().display()))
+    })?;
     let log_err = log.try_clone().map_err(ApiError::internal)?;
     let exe = std::env::current_exe().map_err(ApiError::internal)?;
     let mut cmd = Command::new(exe);

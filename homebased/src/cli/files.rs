@@ -51,14 +51,23 @@ pub fn task_log(
     // Follow: print what exists, then new bytes until the worker is gone and the log is
     // drained.
     let mut out = std::io::stdout();
-    let _ = out.write_all(text.as_bytes());
+    if out
+        .write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        // The reader went away (a closed pipe): nothing more to show.
+        return Ok(None);
+    }
     let mut offset = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
     loop {
         let finished = dir.read_cleanup().ok().flatten().is_some();
         if let Ok(new) = tail::read_from(&log, offset) {
             offset += new.len() as u64;
-            let _ = out.write_all(&new);
-            let _ = out.flush();
+            if out.write_all(&new).and_then(|()| out.flush()).is_err() {
+                // The reader went away (a closed pipe): nothing more to show.
+                return Ok(None);
+            }
         }
         if finished {
             return Ok(None);

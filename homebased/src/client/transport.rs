@@ -51,9 +51,20 @@ impl Endpoint {
         }
     }
 
-    /// Nothing answers there: the daemon for a socket, the peer machine for TCP.
+    /// Nothing answers there: the daemon for a socket, the peer machine for TCP. A socket
+    /// this user may not open belongs to another user's daemon: `permission`.
     fn unavailable(&self, e: std::io::Error) -> ApiError {
         match self {
+            Endpoint::Socket(path) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                ApiError::new(
+                    ErrorCode::Permission,
+                    format!(
+                        "{} belongs to another user ({e}): only the daemon's owner may use it",
+                        path.display()
+                    ),
+                )
+                .with_input(serde_json::json!({ "socket": path }))
+            }
             Endpoint::Socket(path) => ApiError::new(
                 ErrorCode::DaemonUnavailable,
                 format!(

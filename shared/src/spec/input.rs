@@ -4,6 +4,7 @@
 
 use super::MAX_SPEC_BYTES;
 use crate::error::{ApiError, ErrorCode};
+use crate::wire::strict::{self, StrictError};
 use serde_json::{json, Map, Value};
 use std::fmt::{self, Display};
 
@@ -21,14 +22,13 @@ pub(super) fn parse(raw: &[u8]) -> Result<Value, ApiError> {
             ),
         ));
     }
-    match serde_json::from_slice::<NoDuplicates>(raw) {
-        Ok(NoDuplicates(doc)) => Ok(doc),
-        Err(e) => Err(invalid(
-            &root,
-            &Value::Null,
-            format!("the spec is not valid JSON: {e}"),
-        )),
-    }
+    strict::parse(raw).map_err(|e| match e {
+        StrictError::Duplicate { pointer } => {
+            let why = format!("duplicate key: the spec names {pointer} twice");
+            invalid(&Ptr(pointer), &Value::Null, why)
+        }
+        e => invalid(&root, &Value::Null, format!("the spec is {e}")),
+    })
 }
 
 /// An RFC 6901 JSON pointer to where the user wrote a value.
@@ -146,71 +146,6 @@ pub(super) fn argv(v: &Value, at: &Ptr, first_nonempty: bool) -> Result<Vec<Stri
         out.push(s.to_string());
     }
     Ok(out)
-}
-
-/// A JSON value read with duplicate object keys refused (`serde_json::Value` keeps the last).
-struct NoDuplicates(Value);
-
-impl<'de> serde::Deserialize<'de> for NoDuplicates {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(NoDuplicatesVisitor)
-    }
-}
-
-struct NoDuplicatesVisitor;
-
-impl<'de> serde::de::Visitor<'de> for NoDuplicatesVisitor {
-    type Value = NoDuplicates;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, b: bool) -> Result<NoDuplicates, E> {
-        Ok(NoDuplicates(Value::Bool(b)))
-    }
-
-    fn visit_i64<E>(self, n: i64) -> Result<NoDuplicates, E> {
-        Ok(NoDuplicates(Value::from(n)))
-    }
-
-    fn visit_u64<E>(self, n: u64) -> Result<NoDuplicates, E> {
-        Ok(NoDuplicates(Value::from(n)))
-    }
-
-    fn visit_f64<E>(self, n: f64) -> Result<NoDuplicates, E> {
-        Ok(NoDuplicates(Value::from(n)))
-    }
-
-    fn visit_str<E>(self, s: &str) -> Result<NoDuplicates, E> {
-        Ok(NoDuplicates(Value::from(s)))
-    }
-
-    fn visit_unit<E>(self) -> Result<NoDuplicates, E> {
-        Ok(NoDuplicates(Value::Null))
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<NoDuplicates, A::Error> {
-        let mut out = Vec::new();
-        while let Some(NoDuplicates(v)) = seq.next_element()? {
-            out.push(v);
-        }
-        Ok(NoDuplicates(Value::Array(out)))
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<NoDuplicates, A::Error> {
-        let mut out = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if out.contains_key(&key) {
-                return Err(serde::de::Error::custom(format_args!(
-                    "duplicate field {key:?}"
-                )));
-            }
-            let NoDuplicates(v) = map.next_value()?;
-            out.insert(key, v);
-        }
-        Ok(NoDuplicates(Value::Object(out)))
-    }
 }
 
 #[cfg(test)]

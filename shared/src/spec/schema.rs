@@ -26,7 +26,7 @@ pub fn json_schema() -> Value {
             "thread": {
                 "description": "Full UUID of the receiver of the job's events.",
                 "type": "string",
-                "pattern": "^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{32})$"
+                "pattern": "^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$"
             },
             "name": {
                 "description": "Label, trimmed, then 1 to 120 characters without control \
@@ -44,8 +44,8 @@ pub fn json_schema() -> Value {
             "priority": { "enum": ["low", "medium", "high"] },
             "preempt": { "$ref": "#/$defs/preempt" },
             "timeout": {
-                "description": "Output-inactivity notice per run; default 1h, minimum 30m. It \
-                                never stops work.",
+                "description": "Output-inactivity notice per run; default 1h, minimum 30m, \
+                                maximum 30 days. It never stops work.",
                 "$ref": "#/$defs/duration"
             },
             "machine": {

@@ -7,7 +7,7 @@
 use super::input::{invalid, parse, refuse, text, Fields, Ptr};
 use super::{
     container, task, JobSpec, Preempt, Step, ValidSpec, DEFAULT_TIMEOUT, MAX_NAME_CHARS,
-    MAX_RESTART_WITHIN, MAX_STEPS, MIN_RESTART_WITHIN, MIN_TIMEOUT,
+    MAX_RESTART_WITHIN, MAX_STEPS, MAX_TIMEOUT, MIN_RESTART_WITHIN, MIN_TIMEOUT,
 };
 use crate::error::{ApiError, ErrorCode};
 use crate::ids::ThreadId;
@@ -93,9 +93,13 @@ fn job_spec(doc: &Value, ctx: &SubmitContext) -> Result<JobSpec, ApiError> {
     };
 
     let (v, at) = job.required("thread")?;
-    let thread = text(v, &at)?
-        .parse::<ThreadId>()
-        .map_err(|_| invalid(&at, v, "must be a full UUID (no prefixes, no braces)"))?;
+    let thread = text(v, &at)?.parse::<ThreadId>().map_err(|_| {
+        invalid(
+            &at,
+            v,
+            "must be a full hyphenated UUID (36 characters; no prefixes, no braces)",
+        )
+    })?;
 
     let (v, at) = job.required("name")?;
     let name = label_name(v, &at)?;
@@ -120,6 +124,9 @@ fn job_spec(doc: &Value, ctx: &SubmitContext) -> Result<JobSpec, ApiError> {
             let d = duration(v, &at)?;
             if d < MIN_TIMEOUT {
                 return Err(invalid(&at, v, "must be at least 30m"));
+            }
+            if d > MAX_TIMEOUT {
+                return Err(invalid(&at, v, "must be at most 30 days (720h)"));
             }
             d
         }
@@ -346,6 +353,7 @@ mod tests {
             ("thread missing", Edit::remove("/thread"), Invalid, "/thread"),
             ("thread prefix", Edit::set("/thread", json!("0190a0c4")), Invalid, "/thread"),
             ("thread braced", Edit::set("/thread", json!(format!("{{{THREAD}}}"))), Invalid, "/thread"),
+            ("thread without dashes", Edit::set("/thread", json!(THREAD.replace('-', ""))), Invalid, "/thread"),
             ("name missing", Edit::remove("/name"), Invalid, "/name"),
             ("name blank", Edit::set("/name", json!("   ")), Invalid, "/name"),
             ("name too long", Edit::set("/name", json!("é".repeat(121))), Invalid, "/name"),
@@ -426,7 +434,7 @@ mod tests {
         let mut spec = fx.spec();
         for edit in [
             Edit::set("/name", json!("  nightly eval  ")),
-            Edit::set("/thread", json!(THREAD.to_uppercase().replace('-', ""))),
+            Edit::set("/thread", json!(THREAD.to_uppercase())),
             Edit::set("/priority", json!("high")),
             Edit::set("/preempt", json!({"mode": "wait", "restart_within": "90s"})),
             Edit::set("/timeout", json!("2h 30m")),
@@ -520,7 +528,7 @@ mod tests {
             Edit::set("/timeout", json!("60m")),
             Edit::set("/timeout", Value::Null),
             Edit::set("/name", json!("\ttrain ")),
-            Edit::set("/thread", json!(THREAD.replace('-', ""))),
+            Edit::set("/thread", json!(THREAD.to_uppercase())),
             Edit::set("/cwd", json!("./bin/..")),
             Edit::set("/cwd", json!(fx.abs("bin/../"))),
             Edit::set("/preempt/restart_within", Value::Null),
@@ -621,7 +629,6 @@ mod tests {
             ("truncated", "{\"api_version\": ", "line 1 column 16"),
             ("empty body", "", "line 1 column 0"),
             ("trailing text", "{} x", "line 1 column 4"),
-            ("duplicate key", "{\"name\": \"a\", \"name\": \"b\"}", "duplicate field \"name\""),
         ];
         for (behaviour, body, place) in cases {
             let err = validate(body.as_bytes(), &fx.ctx).unwrap_err();
@@ -638,5 +645,37 @@ mod tests {
             );
             assert!(err.message.contains(place), "{behaviour}: {}", err.message);
         }
+    }
+
+    #[test]
+    fn duplicate_keys_and_bad_utf8_are_invalid_spec_saying_where() {
+        let fx = Fixture::new();
+        let err = validate(
+            br#"{"name": "a", "steps": [{"type": "task", "type": "x"}]}"#,
+            &fx.ctx,
+        )
+        .unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidSpec);
+        assert_eq!(
+            err.input,
+            json!({"pointer": "/steps/0/type", "value": null})
+        );
+        assert!(err.message.contains("duplicate key"), "{}", err.message);
+        let err = validate(b"{\"name\": \"\xc3\x28\"}", &fx.ctx).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidSpec);
+        assert!(err.message.contains("UTF-8"), "{}", err.message);
+    }
+
+    #[test]
+    fn timeout_has_a_documented_maximum() {
+        let fx = Fixture::new();
+        let mut spec = fx.spec();
+        spec["timeout"] = json!("30days");
+        validate(&serde_json::to_vec(&spec).unwrap(), &fx.ctx).unwrap();
+        spec["timeout"] = json!("30days 1s");
+        let err = validate(&serde_json::to_vec(&spec).unwrap(), &fx.ctx).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidSpec);
+        assert_eq!(err.input["pointer"], "/timeout");
+        assert!(err.message.contains("at most 30 days"), "{}", err.message);
     }
 }
