@@ -138,3 +138,73 @@ fn a_lost_run_whose_directory_is_gone_ends_in_attention_after_bounded_cleanup_at
     let attention = failure["attempt"].as_u64().unwrap();
     assert!(attention <= 5, "{held:#}");
 }
+
+/// Unmounts (lazily, so a daemon still inside lets go) what the test mounted.
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// Fills the filesystem under `dir` until a write fails for want of space.
+fn fill(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::io::Write;
+    let path = dir.join("fill");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let chunk = vec![0u8; 64 * 1024];
+    loop {
+        match file.write(&chunk) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ENOSPC as i32) => break,
+            Err(e) => panic!("cannot fill {}: {e}", dir.display()),
+        }
+    }
+    // Small writes too, until not a byte fits.
+    while file.write(&[0u8; 512]).map(|n| n > 0).unwrap_or(false) {}
+    path
+}
+
+#[test]
+fn a_full_disk_refuses_a_submit_retryably_and_everything_goes_on_once_space_returns() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("note: skipped: mounting a small tmpfs home needs root");
+        return;
+    }
+    let mut h = TestHome::new(Probe::Gpus(1));
+    let home = h.home();
+    std::fs::create_dir_all(&home).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
+        .arg(&home)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount a tmpfs home");
+    let _mount = Mounted(home.clone());
+    h.start_daemon();
+    let gate = h.tmp().join("gate");
+    let running = h.submit(&gated_spec(&h, "runs through it", "", &gate, "echo done"));
+    wait_phase(&h, &running, "executing");
+    let before = h.queue();
+
+    let filler = fill(&home);
+    let spec = h.spec("while full");
+    let err = h.submit_err(&spec, None, 1);
+    assert_eq!(err["code"], "storage_unavailable", "{err}");
+    assert_eq!(err["retryable"], true, "{err}");
+    // Reads go on, and the refused submit changed nothing.
+    assert_eq!(h.queue(), before);
+
+    std::fs::remove_file(filler).unwrap();
+    open_gate(&gate);
+    let done = wait_job(&h, &running, "succeeded");
+    assert_eq!(event_names(&done), ["JOB_SUCCEEDED"], "{done:#}");
+    let later = h.submit(&sh_spec(&h, "after the disk was freed", "echo later", &[]));
+    wait_job(&h, &later, "succeeded");
+    h.stop_daemon();
+}
