@@ -24,7 +24,8 @@ use std::io;
 
 /// The attempt ran to its end and every record was written, whatever the workload did.
 pub const EXIT_OK: u8 = 0;
-/// The worker itself failed: no lock, no `run.json`, a record it could not write.
+/// The worker itself failed: no lock, no `run.json`, no identity of its own. (A record it
+/// cannot write is not a failure: it is retried until it lands, see [`crate::records`].)
 pub const EXIT_FAILED: u8 = 1;
 
 /// Runs the attempt described by `args`; returns the worker's exit status. `signals` is
@@ -50,9 +51,9 @@ pub fn run(args: Args, signals: io::Result<Signals>) -> u8 {
     let signals = match signals {
         Ok(signals) => signals,
         Err(e) => {
-            let records = Records::new(dir, None);
+            let mut records = Records::new(dir, None, log.clone());
             return fail(
-                &records,
+                &mut records,
                 &log,
                 format!("cannot install signal handling: {e}"),
             );
@@ -62,10 +63,10 @@ pub fn run(args: Args, signals: io::Result<Signals>) -> u8 {
         Ok(run) => run,
         Err(e) => {
             let message = format!("cannot read {}: {e}", dir.run_json().display());
-            return fail(&Records::new(dir, None), &log, message);
+            return fail(&mut Records::new(dir, None, log.clone()), &log, message);
         }
     };
-    let records = Records::new(dir.clone(), Some(&run));
+    let records = Records::new(dir.clone(), Some(&run), log.clone());
     Attempt {
         dir,
         run,
@@ -106,12 +107,12 @@ impl Attempt {
             Ok(identity) => identity,
             Err(e) => return self.fail(format!("cannot read the worker's own identity: {e}")),
         };
-        if let Err(e) = self.records.worker(&WorkerRecord {
+        // Before the spawn: to the daemon, "worker.json exists" means "the workload may have
+        // started", so such a run is never taken for one that never ran.
+        self.records.worker(&WorkerRecord {
             worker,
             child: None,
-        }) {
-            return self.fail(format!("cannot write worker.json: {e}"));
-        }
+        });
         // Orphaned descendants of the workload come back to this process, so that they can
         // be reaped and never escape to init with their zombie counted in the group.
         if let Err(e) = prctl::set_child_subreaper(true) {
@@ -121,15 +122,20 @@ impl Attempt {
             self.log.note(format!(
                 "stop requested by {source} before the workload started; not starting it"
             ));
-            return finish_without_child(&self.records, &self.log, ExitReason::Cancelled, EXIT_OK);
+            return finish_without_child(
+                &mut self.records,
+                &self.log,
+                ExitReason::Cancelled,
+                EXIT_OK,
+            );
         }
-        let mut running = match workload::start(&self.run, &self.dir) {
+        let running = match workload::start(&self.run, &self.dir) {
             Ok(running) => running,
             Err(StartError::Workload(message)) => {
                 self.log
                     .note(format!("the workload did not start: {message}"));
                 let reason = ExitReason::SpawnFailed { message };
-                return finish_without_child(&self.records, &self.log, reason, EXIT_OK);
+                return finish_without_child(&mut self.records, &self.log, reason, EXIT_OK);
             }
             Err(StartError::Worker(message)) => return self.fail(message),
             Err(StartError::Container { message, removal }) => {
@@ -137,16 +143,29 @@ impl Attempt {
                     .note(format!("the container did not start: {message}"));
                 let reason = ExitReason::SpawnFailed { message };
                 let group = GroupState::NoChildSpawned;
-                let exit = write_exit(&self.records, &self.log, reason, group, None);
-                return exit.max(write_cleanup(&self.records, &self.log, removal));
+                write_exit(&mut self.records, reason, group, None);
+                write_cleanup(&mut self.records, &self.log, removal);
+                return EXIT_OK;
             }
         };
-        self.reaper.watch(running.child.process.pid);
         self.log.note(format!(
             "workload started as pid {}",
             running.child.process.pid
         ));
-        let mut status = self.record_child(worker, &running);
+        self.follow_to_the_end(worker, running)
+    }
+
+    /// From a started (or adopted) workload to `cleanup.json`: record the child, follow the
+    /// workload, write `exit.json`, remove the container, clean up, write `cleanup.json`.
+    fn follow_to_the_end(&mut self, worker: ProcessIdentity, mut running: workload::Running) -> u8 {
+        self.reaper.watch(running.child.process.pid);
+        // Retried until it lands (the workload runs on meanwhile and is followed once it
+        // has): the daemon holds any stop for a run it has not seen start, so nothing waits
+        // on the worker here but the record itself.
+        self.records.worker(&WorkerRecord {
+            worker,
+            child: Some(running.child.clone()),
+        });
 
         let ended = workload::follow(
             &mut running,
@@ -164,14 +183,7 @@ impl Attempt {
         } else {
             GroupState::Unconfirmed
         };
-        let (reason, container) = (ended.reason, ended.container);
-        status = status.max(write_exit(
-            &self.records,
-            &self.log,
-            reason,
-            group,
-            container,
-        ));
+        write_exit(&mut self.records, ended.reason, group, ended.container);
 
         // Before the sweep: the container's processes carry the run's marker.
         let removal = workload::remove_container(&running, &self.run.cleanup, &self.log);
@@ -193,79 +205,54 @@ impl Attempt {
             }
             removal
         };
-        status.max(write_cleanup(&self.records, &self.log, outcome))
+        write_cleanup(&mut self.records, &self.log, outcome);
+        EXIT_OK
     }
 
-    fn record_child(&self, worker: ProcessIdentity, running: &workload::Running) -> u8 {
-        let record = WorkerRecord {
-            worker,
-            child: Some(running.child.clone()),
-        };
-        match self.records.worker(&record) {
-            Ok(()) => EXIT_OK,
-            Err(e) => {
-                // The workload runs on: its end and cleanup are still recorded.
-                self.log
-                    .note(format!("cannot write worker.json with the child: {e}"));
-                EXIT_FAILED
-            }
-        }
-    }
-
-    fn fail(&self, message: String) -> u8 {
-        fail(&self.records, &self.log, message)
+    fn fail(&mut self, message: String) -> u8 {
+        fail(&mut self.records, &self.log, message)
     }
 }
 
-/// The worker failed before any workload ran: say so in every record it can still write.
-fn fail(records: &Records, log: &WorkerLog, message: String) -> u8 {
+/// The worker failed before any workload ran: say so in every record.
+fn fail(records: &mut Records, log: &WorkerLog, message: String) -> u8 {
     log.note(&message);
     let reason = ExitReason::SpawnFailed { message };
     finish_without_child(records, log, reason, EXIT_FAILED)
 }
 
-fn finish_without_child(records: &Records, log: &WorkerLog, reason: ExitReason, status: u8) -> u8 {
-    let exit = write_exit(records, log, reason, GroupState::NoChildSpawned, None);
-    let cleanup = write_cleanup(records, log, CleanupOutcome::Clean);
-    status.max(exit).max(cleanup)
+fn finish_without_child(
+    records: &mut Records,
+    log: &WorkerLog,
+    reason: ExitReason,
+    status: u8,
+) -> u8 {
+    write_exit(records, reason, GroupState::NoChildSpawned, None);
+    write_cleanup(records, log, CleanupOutcome::Clean);
+    status
 }
 
 fn write_exit(
-    records: &Records,
-    log: &WorkerLog,
+    records: &mut Records,
     reason: ExitReason,
     group: GroupState,
     container: Option<serde_json::Value>,
-) -> u8 {
-    let record = ExitRecord {
+) {
+    records.exit(&ExitRecord {
         reason,
         group,
         container,
         ended_at: now_ms(),
-    };
-    match records.exit(&record) {
-        Ok(()) => EXIT_OK,
-        Err(e) => {
-            log.note(format!("cannot write exit.json: {e}"));
-            EXIT_FAILED
-        }
-    }
+    });
 }
 
-fn write_cleanup(records: &Records, log: &WorkerLog, outcome: CleanupOutcome) -> u8 {
+fn write_cleanup(records: &mut Records, log: &WorkerLog, outcome: CleanupOutcome) {
     if !outcome.is_clean() {
         log.note(format!("cleanup did not finish clean: {outcome:?}"));
     }
-    let record = CleanupRecord {
+    records.cleanup(&CleanupRecord {
         attempt: 1,
         outcome,
         finished_at: now_ms(),
-    };
-    match records.cleanup(&record) {
-        Ok(()) => EXIT_OK,
-        Err(e) => {
-            log.note(format!("cannot write cleanup.json: {e}"));
-            EXIT_FAILED
-        }
-    }
+    });
 }

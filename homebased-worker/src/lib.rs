@@ -17,7 +17,9 @@
 //!   giving the `cleanup.json` outcome.
 //! - [`group_cleanup`]: emptying the process group (TERM, grace, KILL, grace, as
 //!   [`homebased_shared::process::terminate_group`] orders them); the stop uses it too.
-//! - [`records`]: `worker.json`, `exit.json`, `cleanup.json`, each followed by a poke.
+//! - [`records`]: `worker.json`, `exit.json`, `cleanup.json`, each followed by a poke, and
+//!   each retried until it lands.
+//! - [`reserve`]: disk space held for those records, so that a full disk cannot lose them.
 //! - [`log`]: `worker.log`, the worker's own notes and errors.
 
 pub mod attempt;
@@ -29,6 +31,7 @@ pub mod log;
 pub mod process_group;
 pub mod reap;
 pub mod records;
+pub mod reserve;
 pub mod signals;
 pub mod stop;
 pub mod workload;
