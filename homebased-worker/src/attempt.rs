@@ -1,6 +1,11 @@
 //! One attempt from start to end (DESIGN "The worker"): take the lock, read `run.json`,
 //! write `worker.json`, spawn, follow the workload (stopping it on a request), write
 //! `exit.json`, clean up, write `cleanup.json`, exit. Exiting releases `runner.lock`.
+//!
+//! An adopting worker (`--adopt`) takes the place of one that vanished while its container
+//! ran: instead of spawning, it finds that container and follows it from where the vanished
+//! worker was; the rest is the same. If there is no container left to follow it writes no
+//! record and the daemon takes the run for lost.
 
 use crate::cleanup;
 use crate::cli::Args;
@@ -10,6 +15,7 @@ use crate::reap::Reaper;
 use crate::records::Records;
 use crate::signals::Signals;
 use crate::stop;
+use crate::workload::container::AdoptError;
 use crate::workload::{self, StartError};
 use homebased_shared::process;
 use homebased_shared::rundir::{
@@ -67,15 +73,19 @@ pub fn run(args: Args, signals: io::Result<Signals>) -> u8 {
         }
     };
     let records = Records::new(dir.clone(), Some(&run), log.clone());
-    Attempt {
+    let attempt = Attempt {
         dir,
         run,
         records,
         signals,
         log,
         reaper: Reaper::new(),
+    };
+    if args.adopt {
+        attempt.adopt()
+    } else {
+        attempt.run()
     }
-    .run()
 }
 
 /// The daemon already starts the worker in a new session; this covers a worker started any
@@ -153,6 +163,63 @@ impl Attempt {
             running.child.process.pid
         ));
         self.follow_to_the_end(worker, running)
+    }
+
+    /// Adopts the container a vanished worker of this run left, and follows it to its end.
+    fn adopt(mut self) -> u8 {
+        let worker = match process::identity(std::process::id()) {
+            Ok(identity) => identity,
+            Err(e) => {
+                self.log
+                    .note(format!("cannot read the worker's own identity: {e}"));
+                return EXIT_FAILED;
+            }
+        };
+        let previous = match self.dir.read_worker() {
+            Ok(record) => record.and_then(|r| r.child),
+            Err(e) => {
+                self.log.note(format!("unreadable worker.json: {e}"));
+                None
+            }
+        };
+        // Its own identity (so that the daemon signals this worker), the vanished worker's
+        // child until this one has followers of its own.
+        self.records.worker(&WorkerRecord {
+            worker,
+            child: previous.clone(),
+        });
+        if let Err(e) = prctl::set_child_subreaper(true) {
+            self.log
+                .note(format!("cannot become a child subreaper: {e}"));
+            return EXIT_FAILED;
+        }
+        if !matches!(self.run.step, homebased_shared::spec::Step::Container(_)) {
+            self.log
+                .note("only a container step can be adopted; leaving the run to the daemon");
+            return EXIT_FAILED;
+        }
+        let started_at = previous.map_or_else(now_ms, |c| c.started_at);
+        match workload::container::adopt(&self.run, &self.dir, started_at) {
+            Ok(running) => {
+                self.log.note(format!(
+                    "following the adopted container with docker wait pid {}",
+                    running.child.process.pid
+                ));
+                self.follow_to_the_end(worker, running)
+            }
+            Err(AdoptError::Gone(message)) => {
+                self.log.note(format!(
+                    "nothing to adopt: {message}; the run is lost, the daemon cleans up"
+                ));
+                EXIT_FAILED
+            }
+            Err(AdoptError::Worker(message)) => {
+                self.log.note(format!(
+                    "cannot follow the adopted container: {message}; the daemon cleans up"
+                ));
+                EXIT_FAILED
+            }
+        }
     }
 
     /// From a started (or adopted) workload to `cleanup.json`: record the child, follow the

@@ -9,6 +9,8 @@
 //!     │  (stop committed meanwhile: confirmed ──▶ stopping, enact it)   │
 //!     │                        └────── ended / worker gone ─────────────┤
 //!     └─ worker gone: abandoned (lane freed, or cleaned if it may have started)
+//!
+//! executing ──worker detached from its container──▶ executing (an adopting worker follows it)
 //!                                                                       ▼
 //!        lane freed ◀──clean── cleaning{attempt} ──failed──▶ attention ──released──▶ lane freed
 //! ```
@@ -160,6 +162,10 @@ pub enum Observation {
     /// The worker's lock is free: nothing of the worker runs any more. `wrote_worker_json`
     /// tells whether it got far enough to perhaps start the workload.
     WorkerGone { wrote_worker_json: bool },
+    /// The worker's lock is free, but it left a container step's container behind as DESIGN
+    /// says a worker stopped without a stop request does: no `exit.json`, no stop request, a
+    /// saved container id. `adoptions` adopting workers were started for the run before.
+    WorkerDetached { adoptions: u32 },
     /// `cleanup.json` of some attempt.
     CleanupRecorded(CleanupRecord),
     /// A stop request was accepted for this run.
@@ -193,12 +199,18 @@ pub enum Action {
     EnactStop,
     /// The worker is gone without cleaning up: the daemon cleans as attempt `attempt`.
     CleanUpLost { attempt: u32 },
+    /// Start adopting worker number `adoption` on the run directory: it finds the container
+    /// the vanished worker left, follows it to its end and records its real exit.
+    Adopt { adoption: u32 },
 }
 
 impl Action {
     /// Whether the core performs this after the commit rather than the store within it.
     pub fn is_effect(&self) -> bool {
-        matches!(self, Action::EnactStop | Action::CleanUpLost { .. })
+        matches!(
+            self,
+            Action::EnactStop | Action::CleanUpLost { .. } | Action::Adopt { .. }
+        )
     }
 }
 
@@ -222,6 +234,11 @@ pub struct Context {
 /// How many cleanup attempts a lane gets before it is held in Attention: a run directory
 /// that cannot be cleaned (deleted, unwritable) must not be retried forever.
 pub const MAX_CLEANUP_ATTEMPTS: u32 = 5;
+
+/// How many adopting workers a run's container gets: each one that vanishes too (or finds
+/// nothing to follow) is followed by another, until this many were started; then the run is
+/// lost and the daemon removes its container.
+pub const MAX_ADOPTIONS: u32 = 3;
 
 /// The one lifecycle rule. `None`: the observation changes nothing in this phase (a late or
 /// duplicate hint, a stale cleanup record, a release of a run not in Attention).
@@ -277,6 +294,8 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
                 },
             ],
         ),
+        // A launch never confirmed: whatever it created is cleaned up (as it may have started).
+        (RunPhase::Launching { .. }, WorkerDetached { .. }) => clean_lost(1, vec![Abandon]),
         (RunPhase::Launching { .. }, WorkerGone { wrote_worker_json }) => {
             if wrote_worker_json {
                 // It may have started the workload before it died: clean before serving.
@@ -304,7 +323,19 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
                 }],
             )
         }
-        (RunPhase::Executing { .. } | RunPhase::Stopping { .. }, WorkerGone { .. }) => clean_lost(
+        (RunPhase::Executing { .. }, WorkerDetached { adoptions }) if adoptions < MAX_ADOPTIONS => {
+            to(
+                Some(phase.clone()),
+                vec![Adopt {
+                    adoption: adoptions + 1,
+                }],
+            )
+        }
+        // Adoptions ran out, or a stop was requested: the run is lost, its container removed.
+        (
+            RunPhase::Executing { .. } | RunPhase::Stopping { .. },
+            WorkerGone { .. } | WorkerDetached { .. },
+        ) => clean_lost(
             1,
             vec![RecordEnd {
                 end: RunEnd::Lost,
@@ -339,7 +370,9 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
                 to(Some(phase), vec![RecordCleanup(record), OpenAttention])
             }
         }
-        (RunPhase::Cleaning { attempt }, WorkerGone { .. }) => clean_lost(*attempt, vec![]),
+        (RunPhase::Cleaning { attempt }, WorkerGone { .. } | WorkerDetached { .. }) => {
+            clean_lost(*attempt, vec![])
+        }
         (RunPhase::Attention { .. }, Released) => to(None, vec![CloseAttention]),
         // Everything else is a late or repeated hint, or a request the phase refuses.
         (RunPhase::Launching { .. }, CleanupRecorded(_) | Released)
