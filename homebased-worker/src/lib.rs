@@ -1,10 +1,12 @@
 //! `homebased-worker`: one run attempt of one step, from `run.json` to `cleanup.json`
-//! (DESIGN "The worker", SPEC sections 4 to 6). Synchronous: one thread, signals through a
-//! self-pipe, children reaped in a loop.
+//! (DESIGN "The worker", SPEC sections 4 to 6). Synchronous: one thread (and, only for an
+//! adopted container, one more that copies its replayed logs), signals through a self-pipe,
+//! children reaped in a loop.
 //!
 //! # Layout
-//! - [`cli`]: the command line (`<run-dir> [--lock-fd N]`).
-//! - [`attempt`]: the whole sequence: lock, records, spawn, follow, exit, cleanup.
+//! - [`cli`]: the command line (`<run-dir> [--lock-fd N] [--adopt]`).
+//! - [`attempt`]: the whole sequence: lock, records, spawn (or adopt the container a vanished
+//!   worker left), follow, exit, cleanup.
 //! - [`lock`]: `runner.lock`, handed over by the daemon or taken here; held for life.
 //! - [`signals`]: SIGTERM/SIGINT as a stop flag, and the wake-up on every signal and child exit.
 //! - [`reap`]: reaping the workload and every orphan that comes back to this subreaper.

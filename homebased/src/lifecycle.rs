@@ -294,8 +294,6 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
                 },
             ],
         ),
-        // A launch never confirmed: whatever it created is cleaned up (as it may have started).
-        (RunPhase::Launching { .. }, WorkerDetached { .. }) => clean_lost(1, vec![Abandon]),
         (RunPhase::Launching { .. }, WorkerGone { wrote_worker_json }) => {
             if wrote_worker_json {
                 // It may have started the workload before it died: clean before serving.
@@ -331,11 +329,17 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
                 }],
             )
         }
-        // Adoptions ran out, or a stop was requested: the run is lost, its container removed.
-        (
-            RunPhase::Executing { .. } | RunPhase::Stopping { .. },
-            WorkerGone { .. } | WorkerDetached { .. },
-        ) => clean_lost(
+        // Anywhere else (a launch never confirmed, a stop requested, adoptions run out, the
+        // run already ended) a detached worker is a gone one that got far enough to start its
+        // workload: the daemon cleans up and removes the container.
+        (_, WorkerDetached { .. }) => next(
+            phase,
+            WorkerGone {
+                wrote_worker_json: true,
+            },
+            ctx,
+        ),
+        (RunPhase::Executing { .. } | RunPhase::Stopping { .. }, WorkerGone { .. }) => clean_lost(
             1,
             vec![RecordEnd {
                 end: RunEnd::Lost,
@@ -370,9 +374,7 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
                 to(Some(phase), vec![RecordCleanup(record), OpenAttention])
             }
         }
-        (RunPhase::Cleaning { attempt }, WorkerGone { .. } | WorkerDetached { .. }) => {
-            clean_lost(*attempt, vec![])
-        }
+        (RunPhase::Cleaning { attempt }, WorkerGone { .. }) => clean_lost(*attempt, vec![]),
         (RunPhase::Attention { .. }, Released) => to(None, vec![CloseAttention]),
         // Everything else is a late or repeated hint, or a request the phase refuses.
         (RunPhase::Launching { .. }, CleanupRecorded(_) | Released)

@@ -194,6 +194,8 @@ pub fn clean_up_lost(
         .name(format!("cleanup-{task}"))
         .spawn(move || {
             let outcome = lost_cleanup::clean(&dir, task, &config, &protected);
+            // The space a killed worker held for its records is no use to anyone now.
+            let _ = std::fs::remove_file(dir.reserve());
             let record = homebased_shared::rundir::CleanupRecord {
                 attempt,
                 outcome,

@@ -4,6 +4,7 @@
 
 use crate::support::{eventually, Run, WORKER};
 use homebased_shared::rundir::{read_json, CleanupOutcome, ExitReason, ExitRecord};
+use homebased_worker::reserve::{CHUNK, CHUNKS};
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Write};
@@ -148,6 +149,35 @@ fn a_genuine_exit_0_on_a_full_disk_is_recorded_from_the_reserve() {
         "{}",
         run.diagnose()
     );
+}
+
+#[test]
+fn a_whole_attempt_is_recorded_on_a_disk_full_but_for_the_workers_reserve() {
+    let run = Run::shell("exit 0");
+    let Some(disk) = SmallDisk::over(run.dir.root(), "1m") else {
+        return;
+    };
+    run.write_spec();
+    // The space of a reserve left by an earlier worker of the run is all there is: the
+    // worker's own reserve takes it over, and every record comes out of it.
+    let size = usize::try_from(CHUNK * CHUNKS).unwrap();
+    std::fs::write(run.dir.reserve(), vec![0u8; size]).unwrap();
+    disk.fill();
+    let mut worker = start_logging_to_the_run_dir(&run);
+
+    assert!(worker.wait().success(), "{}", run.diagnose());
+    let record = run.dir.read_worker().unwrap().unwrap();
+    assert!(
+        record.child.is_some(),
+        "the start is recorded on the full disk"
+    );
+    assert_eq!(run.exit().reason, ExitReason::Exit { code: 0 });
+    assert_eq!(run.cleanup().outcome, CleanupOutcome::Clean);
+    // A chunk given back holds the record and room for the note that says so.
+    let log = run.worker_log();
+    assert!(log.contains("chunks of the reserve used"), "{log}");
+    disk.free();
+    assert_complete(&run);
 }
 
 #[test]
