@@ -13,8 +13,8 @@ use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::ids::{JobId, TaskId};
 use homebased_shared::wire::{
     CancelRequest, CancelResult, DaemonStatus, JobDetail, JobList, MoveRequest, MoveResult,
-    RegisterRequest, ReleaseRequest, ReleaseResult, ResourceList, ResourceView, ShutdownResult,
-    SubmitRequest, SubmitResult, TaskLog, Versioned,
+    RegisterRequest, ReleaseRequest, ReleaseResult, ResourceList, ResourceView, Settled,
+    ShutdownResult, SubmitRequest, SubmitResult, TaskLog, Versioned,
 };
 use hyper::body::Bytes;
 use hyper::Method;
@@ -142,6 +142,13 @@ impl Client {
     ) -> ApiResult<ReleaseResult> {
         let path = path("/v1/release", &[("machine", machine)]);
         self.post(&path, req, Retry::Safe).await
+    }
+
+    /// Waits until the daemon has run its timers and a scheduling pass after every request
+    /// sent before (socket only). Safe to resend: settling twice changes nothing more.
+    pub async fn settle(&self) -> ApiResult<Settled> {
+        self.post("/v1/internal/settle", &serde_json::json!({}), Retry::Safe)
+            .await
     }
 
     /// Asks the daemon to exit (socket only). Sent once: the daemon may be gone before it

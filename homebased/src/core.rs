@@ -34,7 +34,7 @@ use homebased_shared::ids::MachineId;
 use homebased_shared::ids::TaskId;
 use homebased_shared::rundir::RunDir;
 use launcher::Launcher;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -59,8 +59,14 @@ pub struct Core {
     /// Runs whose last observation failed to commit (a locked database, a full disk), with
     /// whether their worker was seen gone: the tick observes them again until it lands.
     unsettled: HashMap<TaskId, bool>,
+    /// Runs whose committed stop could not be written into their run directory yet.
+    unenacted: HashSet<TaskId>,
+    /// Holds launches back for a moment after a worker could not be started.
+    launch_backoff: launch::LaunchBackoff,
     /// Set by a change that may let work start or stop; the loop then runs a pass.
     dirty: bool,
+    /// Scheduling passes run so far (`daemon settle` answers it).
+    passes: u64,
     /// A handle to this core, for the watchers it starts.
     me: CoreHandle,
     /// Wakes the event delivery loop when events may be pending ([`notices`]).
@@ -125,7 +131,10 @@ impl Core {
             facts,
             launcher,
             unsettled: HashMap::new(),
+            unenacted: HashSet::new(),
+            launch_backoff: Default::default(),
             dirty: true,
+            passes: 0,
             me: CoreHandle { calls },
             delivery_wake: Arc::new(tokio::sync::Notify::new()),
             inbox: Some(inbox),

@@ -8,11 +8,11 @@
 //! launching ──confirmed──▶ executing ──stop committed──▶ stopping
 //!     │  (stop committed meanwhile: confirmed ──▶ stopping, enact it)   │
 //!     │                        └────── ended / worker gone ─────────────┤
-//!     └─ worker gone: abandoned (lane freed, or cleaned if it may have started)
-//!
-//! executing ──worker detached from its container──▶ executing (an adopting worker follows it)
+//!     └─ worker gone: abandoned (no worker.json), else lost like an executing run
 //!                                                                       ▼
 //!        lane freed ◀──clean── cleaning{attempt} ──failed──▶ attention ──released──▶ lane freed
+//!
+//! executing ──worker detached, its container left running──▶ executing (adopted by a new worker)
 //! ```
 //!
 //! [`RunPhase`] is decoded once, in the store (`store::runs`); the scheduler's
@@ -296,9 +296,18 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
         ),
         (RunPhase::Launching { .. }, WorkerGone { wrote_worker_json }) => {
             if wrote_worker_json {
-                // It may have started the workload before it died: clean before serving.
-                clean_lost(1, vec![Abandon])
+                // It may have started the workload (and even finished it) before it died:
+                // the run is lost like any other, never run again as if it never began,
+                // and the lane is cleaned before it serves.
+                clean_lost(
+                    1,
+                    vec![RecordEnd {
+                        end: RunEnd::Lost,
+                        ended_at: ctx.now,
+                    }],
+                )
             } else {
+                // Nothing proves less than a missing worker.json: nothing of it ran.
                 to(None, vec![Abandon])
             }
         }
@@ -321,17 +330,21 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
                 }],
             )
         }
-        (RunPhase::Executing { .. }, WorkerDetached { adoptions }) if adoptions < MAX_ADOPTIONS => {
-            to(
-                Some(phase.clone()),
-                vec![Adopt {
-                    adoption: adoptions + 1,
-                }],
-            )
-        }
-        // Anywhere else (a launch never confirmed, a stop requested, adoptions run out, the
-        // run already ended) a detached worker is a gone one that got far enough to start its
-        // workload: the daemon cleans up and removes the container.
+        // No stop was requested and the container may run: a new worker adopts it and the
+        // run keeps its phase (a launch is confirmed once the adopting worker records its
+        // followers, or ends with the container's exit).
+        (
+            RunPhase::Executing { .. } | RunPhase::Launching { stop: None, .. },
+            WorkerDetached { adoptions },
+        ) if adoptions < MAX_ADOPTIONS => to(
+            Some(phase.clone()),
+            vec![Adopt {
+                adoption: adoptions + 1,
+            }],
+        ),
+        // Anywhere else (a stop requested, adoptions run out, the run already ended) a
+        // detached worker is a gone one that got far enough to start its workload: the daemon
+        // cleans up and removes the container.
         (_, WorkerDetached { .. }) => next(
             phase,
             WorkerGone {

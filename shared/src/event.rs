@@ -1,6 +1,10 @@
 //! Job events (SPEC section 8): what happened to a job, numbered per job from 1 without gaps.
 
+use crate::ids::{AttentionId, JobId, MachineId, ResourceId, TaskId, ThreadId};
+use crate::rundir::ExitReason;
+use crate::time::{serde_rfc3339, Millis};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// The prefix of one event line in a thread inbox or on a callback's stdin.
 pub const EVENT_LINE_PREFIX: &str = "HOMEBASED_EVENT ";
@@ -52,6 +56,62 @@ impl EventKind {
     pub fn from_name(name: &str) -> Option<EventKind> {
         EventKind::ALL.into_iter().find(|k| k.as_str() == name)
     }
+}
+
+/// One event as stored, delivered and shown (SPEC section 8), without its envelope: it is
+/// written as `Versioned<Event>`, so `api_version` comes first. The run fields are `null`
+/// for an event about no run (a queued job's cancel, a blocked notice).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub event: EventKind,
+    pub job: JobId,
+    pub seq: u32,
+    #[serde(with = "serde_rfc3339")]
+    pub at: Millis,
+    pub thread: ThreadId,
+    pub name: String,
+    pub machine: MachineId,
+    pub resource: Option<ResourceId>,
+    pub task: Option<TaskId>,
+    pub run_number: Option<u32>,
+    pub step: Option<u32>,
+    #[serde(flatten)]
+    pub detail: EventDetail,
+}
+
+/// The fields only some kinds carry; absent, not `null`, on the others.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EventDetail {
+    /// How the run's process ended, when the worker recorded it (ends of runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ExitReason>,
+    /// `JOB_ATTENTION`: the hold to release, and the cleanup failure that caused it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<AttentionId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<BlockedNotice>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_due: Option<CheckDueNotice>,
+}
+
+/// `JOB_BLOCKED`: the episode this notice belongs to and what blocks the job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BlockedNotice {
+    pub episode: uuid::Uuid,
+    #[serde(with = "serde_rfc3339")]
+    pub blocked_since: Millis,
+    pub blockers: Value,
+}
+
+/// `JOB_CHECK_DUE`: the run has written no output since `silent_since`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckDueNotice {
+    #[serde(with = "serde_rfc3339")]
+    pub silent_since: Millis,
+    /// The effective timeout, as a duration like `2h 30m`.
+    pub timeout: String,
 }
 
 /// Formats one event object as its line (without the newline).
@@ -109,5 +169,42 @@ mod tests {
         );
         assert_eq!(parse_event_line("HOMEBASED_EVENT 3"), None);
         assert_eq!(parse_event_line(""), None);
+    }
+
+    #[test]
+    fn an_event_is_written_in_its_envelope_with_only_its_own_kind_fields() {
+        let event = Event {
+            event: EventKind::JobAttention,
+            job: JobId::new(),
+            seq: 3,
+            at: 1_700_000_000_000,
+            thread: ThreadId::new(),
+            name: "train".into(),
+            machine: MachineId::new(),
+            resource: None,
+            task: None,
+            run_number: None,
+            step: None,
+            detail: EventDetail {
+                attention: Some(AttentionId::new()),
+                cleanup: Some(serde_json::json!({"result": "targets_survived"})),
+                ..EventDetail::default()
+            },
+        };
+        let text = serde_json::to_string(&crate::wire::Versioned::new(&event)).unwrap();
+        assert!(
+            text.starts_with(r#"{"api_version":1,"event":"JOB_ATTENTION","#),
+            "{text}"
+        );
+        let value: Value = serde_json::from_str(&text).unwrap();
+        // The run fields are null, not absent; another kind's fields are absent.
+        assert_eq!(value["task"], Value::Null);
+        assert!(value.get("task").is_some());
+        for absent in ["process", "blocked", "check_due"] {
+            assert!(value.get(absent).is_none(), "{absent} in {text}");
+        }
+        assert!(value["at"].as_str().unwrap().ends_with('Z'));
+        let back: crate::wire::Versioned<Event> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.into_answer(), event);
     }
 }

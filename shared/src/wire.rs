@@ -14,7 +14,7 @@ pub mod job_writes;
 pub mod jobs;
 pub mod resources;
 
-pub use daemon::{DaemonStatus, ShutdownResult, TaskLog};
+pub use daemon::{DaemonStatus, Settled, ShutdownResult, TaskLog};
 pub use envelope::Versioned;
 pub use job_writes::{
     CancelRequest, CancelResult, MoveRequest, MoveResult, Placement, SubmitRequest, SubmitResult,

@@ -17,7 +17,6 @@ use common::{wait_until, Probe, Spec, TestHome};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 /// The checkpointing workload: `$1` lets it honour the yield file, `$2` makes it finish.
 /// It logs `run=N resume=R from=K` at start, `yield at K` when it yields, `done at K`.
@@ -91,24 +90,22 @@ fn logged_number(log: &str, prefix: &str) -> u64 {
         .unwrap()
 }
 
-/// Checks for a while that `job`'s run keeps executing untouched and `waiting` stays queued.
-/// A wrong preemption is committed by the pass that follows a submit or move, so a short
-/// look is enough to catch one; the final `job show` checks that no stop was ever recorded.
+/// Checks that `job`'s run keeps executing untouched and `waiting` stays queued. A wrong
+/// preemption is committed by the pass that follows a submit or move: once the daemon has
+/// settled, that pass has run, so one look catches it; the final `job show` checks that no
+/// stop was ever recorded.
 fn keeps_running(h: &TestHome, job: &str, waiting: &str) {
-    let until = Instant::now() + Duration::from_millis(1500);
-    while Instant::now() < until {
-        let holder = h
-            .resources()
-            .into_iter()
-            .find(|r| r["run"]["job"] == job)
-            .unwrap_or_else(|| panic!("job {job} lost its lane"));
-        assert_eq!(
-            holder["run"]["phase"]["phase"], "executing",
-            "no stop for {job}: {holder}"
-        );
-        assert_eq!(state_of(&show(h, waiting)), "queued", "{waiting} waits");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    h.settle();
+    let holder = h
+        .resources()
+        .into_iter()
+        .find(|r| r["run"]["job"] == job)
+        .unwrap_or_else(|| panic!("job {job} lost its lane"));
+    assert_eq!(
+        holder["run"]["phase"]["phase"], "executing",
+        "no stop for {job}: {holder}"
+    );
+    assert_eq!(state_of(&show(h, waiting)), "queued", "{waiting} waits");
 }
 
 /// Asserts that a finished job ran once, never asked to stop.

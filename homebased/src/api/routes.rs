@@ -63,7 +63,8 @@ pub fn router(
         Listener::Socket => common
             .route("/v1/resources", get(resource_list).post(register))
             .route("/v1/jobs", get(job_list).post(submit))
-            .route("/v1/shutdown", post(shutdown_daemon)),
+            .route("/v1/shutdown", post(shutdown_daemon))
+            .route("/v1/internal/settle", post(settle)),
         Listener::Tcp => common
             .route("/v1/resources", get(resource_list).post(socket_only))
             .route("/v1/jobs", get(job_list).post(socket_only)),
@@ -224,6 +225,10 @@ async fn task_log(
     })?;
     s.on_machine(q.machine, move |core| core.task_log(task, q.tail))
         .await
+}
+
+async fn settle(State(s): State<AppState>) -> ApiResponse {
+    json(s.core.call(|core| core.settle()).await?)
 }
 
 async fn shutdown_daemon(State(s): State<AppState>) -> ApiResponse {

@@ -67,6 +67,10 @@ pub enum DaemonCommand {
     Restart,
     /// Whether the daemon runs; works with the daemon down.
     Status,
+    /// Wait until the daemon has run its timers and a scheduling pass after everything
+    /// sent before (for tests and scripts that check that something did not happen).
+    #[command(hide = true)]
+    Settle,
 }
 
 #[derive(Subcommand, Debug)]

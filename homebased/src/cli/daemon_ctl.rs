@@ -40,6 +40,11 @@ pub fn run(
         match cmd {
             DaemonCommand::Serve { .. } => Err(ApiError::internal("serve runs in the foreground")),
             DaemonCommand::Status => status(home, &client).await,
+            DaemonCommand::Settle => {
+                let settled = client.settle().await?;
+                let human = format!("settled after {} passes", settled.passes);
+                Printed::answer(&settled, vec![], human)
+            }
             DaemonCommand::Start => start(home, home_flag, config_flag, &client).await,
             DaemonCommand::Stop { yes } => stop(home, &client, yes).await,
             DaemonCommand::Restart => {

@@ -6,7 +6,8 @@ use super::observe::Moved;
 use super::Core;
 use crate::lifecycle::{CommittedStop, Observation, RunPhase};
 use crate::store::events;
-use crate::store::{jobs, operations, runs};
+use crate::store::operations::{self, Operation};
+use crate::store::{jobs, runs};
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::event::EventKind;
 use homebased_shared::ids::JobId;
@@ -17,57 +18,56 @@ use homebased_shared::wire::{CancelRequest, CancelResult};
 impl Core {
     pub fn cancel(&mut self, id: JobId, req: CancelRequest) -> ApiResult<CancelResult> {
         let content = serde_json::json!({ "job": id });
-        let digest = operations::digest("cancel", &self.machine.to_string(), &content);
+        let op = Operation::new(req.operation_id, "cancel", self.machine, &content);
         let machine = self.machine;
         let mut stopped = None;
         let result = self.store.write(|tx| {
-            if let Some(stored) = operations::replay(tx, req.operation_id, "cancel", &digest)? {
-                return serde_json::from_value(stored).map_err(ApiError::internal);
-            }
-            let job = jobs::require(tx, id)?;
-            let result = match job.status {
-                JobStatus::Succeeded | JobStatus::Failed | JobStatus::Cancelled => {
-                    CancelResult::AlreadyTerminal {
-                        state: job.status.as_str().into(),
+            operations::once(tx, &op, || {
+                let job = jobs::require(tx, id)?;
+                let result = match job.status {
+                    JobStatus::Succeeded | JobStatus::Failed | JobStatus::Cancelled => {
+                        CancelResult::AlreadyTerminal {
+                            state: job.status.as_str().into(),
+                        }
                     }
-                }
-                JobStatus::Queued => {
-                    jobs::finish(tx, &job, JobStatus::Cancelled, None)?;
-                    events::append(
-                        tx,
-                        machine,
-                        &job,
-                        EventKind::JobCancelled,
-                        None,
-                        Default::default(),
-                    )?;
-                    CancelResult::Cancelled
-                }
-                JobStatus::Active => {
-                    let run = runs::list_for_job(tx, id)?
-                        .into_iter()
-                        .find(|r| r.phase.as_ref().is_some_and(RunPhase::is_live))
-                        .ok_or_else(|| {
-                            ApiError::internal(format!("active job {id} has no live run"))
-                        })?;
-                    let request = CommittedStop {
-                        cause: StopCause::UserCancel,
-                        requested_at: now_ms(),
-                        for_job: None,
-                    };
-                    if let Some(moved) = Moved::plan(&run, [Observation::StopCommitted(request)]) {
-                        moved.commit(tx, machine)?;
-                        stopped = Some(moved);
+                    JobStatus::Queued => {
+                        jobs::finish(tx, &job, JobStatus::Cancelled, None)?;
+                        events::append(
+                            tx,
+                            machine,
+                            &job,
+                            EventKind::JobCancelled,
+                            None,
+                            Default::default(),
+                        )?;
+                        CancelResult::Cancelled
                     }
-                    CancelResult::Stopping {
-                        resource: run.resource,
-                        task: run.task,
+                    JobStatus::Active => {
+                        let run = runs::list_for_job(tx, id)?
+                            .into_iter()
+                            .find(|r| r.phase.as_ref().is_some_and(RunPhase::is_live))
+                            .ok_or_else(|| {
+                                ApiError::internal(format!("active job {id} has no live run"))
+                            })?;
+                        let request = CommittedStop {
+                            cause: StopCause::UserCancel,
+                            requested_at: now_ms(),
+                            for_job: None,
+                        };
+                        if let Some(moved) =
+                            Moved::plan(&run, [Observation::StopCommitted(request)])
+                        {
+                            moved.commit(tx, machine)?;
+                            stopped = Some(moved);
+                        }
+                        CancelResult::Stopping {
+                            resource: run.resource,
+                            task: run.task,
+                        }
                     }
-                }
-            };
-            let stored = serde_json::to_value(&result).map_err(ApiError::internal)?;
-            operations::record(tx, req.operation_id, "cancel", &digest, &stored)?;
-            Ok(result)
+                };
+                Ok(result)
+            })
         })?;
         if let Some(moved) = stopped {
             self.act(&moved);

@@ -13,9 +13,44 @@ use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::rundir::RunSpec;
 use homebased_shared::spec::JobSpec;
 use homebased_shared::time::now_ms;
+use std::time::{Duration, Instant};
 
 /// How long a reserved launch may wait for its worker to confirm.
 pub const LAUNCH_CONFIRM_BOUND_MS: i64 = 10_000;
+
+/// Holds launches back after a worker could not be started (a full disk, a missing worker
+/// binary): the lane is given back at once, and without this the pass that follows would
+/// try again at once, in a tight loop, for as long as the fault lasts.
+#[derive(Debug, Default)]
+pub(super) struct LaunchBackoff {
+    failures: u32,
+    until: Option<Instant>,
+}
+
+impl LaunchBackoff {
+    const FIRST: Duration = Duration::from_secs(1);
+    const MAX: Duration = Duration::from_secs(30);
+
+    fn failed(&mut self, now: Instant) {
+        self.failures = self.failures.saturating_add(1);
+        let doubled = Self::FIRST.saturating_mul(1 << self.failures.min(6).saturating_sub(1));
+        self.until = Some(now + doubled.min(Self::MAX));
+    }
+
+    fn succeeded(&mut self) {
+        *self = LaunchBackoff::default();
+    }
+
+    /// Launches wait.
+    pub(super) fn holds(&self, now: Instant) -> bool {
+        self.until.is_some_and(|until| now < until)
+    }
+
+    /// Launches were held back and may go now: a pass is due.
+    pub(super) fn is_over(&self, now: Instant) -> bool {
+        self.until.is_some_and(|until| now >= until)
+    }
+}
 
 impl Core {
     pub(super) fn launch(&mut self, launch: Launch) {
@@ -31,10 +66,14 @@ impl Core {
             }
         };
         let task = reserved.task;
-        if let Err(e) = self.start(&reserved) {
-            tracing::error!(%task, job = %reserved.job.id, error = %e, "cannot start the worker");
-            // Nothing of a worker that never started can run: the lane is given back.
-            self.observe(task, true);
+        match self.start(&reserved) {
+            Ok(()) => self.launch_backoff.succeeded(),
+            Err(e) => {
+                tracing::error!(%task, job = %reserved.job.id, error = %e, "cannot start the worker; launches wait a moment");
+                self.launch_backoff.failed(Instant::now());
+                // Nothing of a worker that never started can run: the lane is given back.
+                self.observe(task, true);
+            }
         }
     }
 

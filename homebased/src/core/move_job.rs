@@ -3,7 +3,8 @@
 
 use super::Core;
 use crate::placement::{self, Anchor, Slot};
-use crate::store::{jobs, operations};
+use crate::store::jobs;
+use crate::store::operations::{self, Operation};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::ids::JobId;
 use homebased_shared::wire::{MoveRequest, MoveResult};
@@ -11,59 +12,55 @@ use homebased_shared::wire::{MoveRequest, MoveResult};
 impl Core {
     pub fn move_job(&mut self, id: JobId, req: MoveRequest) -> ApiResult<MoveResult> {
         let content = serde_json::json!({ "job": id, "placement": req.placement });
-        let digest = operations::digest("move", &self.machine.to_string(), &content);
+        let op = Operation::new(req.operation_id, "move", self.machine, &content);
         let result = self.store.write(|tx| {
-            if let Some(stored) = operations::replay(tx, req.operation_id, "move", &digest)? {
-                return serde_json::from_value(stored).map_err(ApiError::internal);
-            }
-            placement::check_flags(&req.placement, id).map_err(refused)?;
-            let job = jobs::require(tx, id)?;
-            let Some(position) = job.position else {
-                return Err(ApiError::new(
-                    ErrorCode::JobTerminal,
-                    format!(
-                        "job {id} is {} and no longer holds a slot",
-                        job.status.as_str()
-                    ),
-                )
-                .with_input(serde_json::json!({ "job": id, "state": job.status.as_str() })));
-            };
-            let anchor = match placement::anchor_job(&req.placement) {
-                None => None,
-                Some(target) => Some(match jobs::get(tx, target)? {
-                    None => Anchor::Missing,
-                    Some(t) => match t.position {
-                        None => Anchor::Terminal,
-                        Some(p) => Anchor::At(Slot {
-                            priority: t.priority,
-                            position: p,
-                        }),
-                    },
-                }),
-            };
-            let mut lens = [0u32; 3];
-            for level in homebased_shared::queue::Priority::ALL {
-                lens[level.rank() as usize] = jobs::level_len(tx, level)?;
-            }
-            let current = Slot {
-                priority: job.priority,
-                position,
-            };
-            let slot = placement::resolve(&req.placement, id, current, anchor, |l| {
-                lens[l.rank() as usize]
+            operations::once(tx, &op, || {
+                placement::check_flags(&req.placement, id).map_err(refused)?;
+                let job = jobs::require(tx, id)?;
+                let Some(position) = job.position else {
+                    return Err(ApiError::new(
+                        ErrorCode::JobTerminal,
+                        format!(
+                            "job {id} is {} and no longer holds a slot",
+                            job.status.as_str()
+                        ),
+                    )
+                    .with_input(serde_json::json!({ "job": id, "state": job.status.as_str() })));
+                };
+                let anchor = match placement::anchor_job(&req.placement) {
+                    None => None,
+                    Some(target) => Some(match jobs::get(tx, target)? {
+                        None => Anchor::Missing,
+                        Some(t) => match t.position {
+                            None => Anchor::Terminal,
+                            Some(p) => Anchor::At(Slot {
+                                priority: t.priority,
+                                position: p,
+                            }),
+                        },
+                    }),
+                };
+                let mut lens = [0u32; 3];
+                for level in homebased_shared::queue::Priority::ALL {
+                    lens[level.rank() as usize] = jobs::level_len(tx, level)?;
+                }
+                let current = Slot {
+                    priority: job.priority,
+                    position,
+                };
+                let slot = placement::resolve(&req.placement, id, current, anchor, |l| {
+                    lens[l.rank() as usize]
+                })
+                .map_err(refused)?;
+                if slot != current {
+                    jobs::place(tx, &job, slot.priority, slot.position)?;
+                }
+                Ok(MoveResult {
+                    job: id,
+                    priority: slot.priority,
+                    position: slot.position,
+                })
             })
-            .map_err(refused)?;
-            if slot != current {
-                jobs::place(tx, &job, slot.priority, slot.position)?;
-            }
-            let result = MoveResult {
-                job: id,
-                priority: slot.priority,
-                position: slot.position,
-            };
-            let stored = serde_json::to_value(&result).map_err(ApiError::internal)?;
-            operations::record(tx, req.operation_id, "move", &digest, &stored)?;
-            Ok(result)
         })?;
         self.mark_dirty();
         Ok(result)

@@ -20,11 +20,11 @@ use crate::store::jobs;
 use crate::store::notices::{self as stored, Episode};
 use crate::store::runs;
 use homebased_shared::error::{ApiError, ApiResult};
-use homebased_shared::event::EventKind;
+use homebased_shared::event::{BlockedNotice, CheckDueNotice, EventDetail, EventKind};
 use homebased_shared::queue::{JobStatus, RunStatus};
 use homebased_shared::spec::JobSpec;
-use homebased_shared::time::{now_ms, rfc3339, to_ms, Millis};
-use serde_json::{json, Map, Value};
+use homebased_shared::time::{now_ms, to_ms, Millis};
+use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
 use tokio::sync::Notify;
@@ -166,16 +166,15 @@ impl Core {
             if job.status != JobStatus::Queued {
                 return Ok(None);
             }
-            let mut extra = Map::new();
-            extra.insert(
-                "blocked".into(),
-                json!({
-                    "episode": open.id,
-                    "blocked_since": rfc3339(open.started_at),
-                    "blockers": open.blockers,
+            let detail = EventDetail {
+                blocked: Some(BlockedNotice {
+                    episode: open.id,
+                    blocked_since: open.started_at,
+                    blockers: open.blockers.clone(),
                 }),
-            );
-            let seq = events::append(tx, machine, &job, EventKind::JobBlocked, None, extra)?;
+                ..EventDetail::default()
+            };
+            let seq = events::append(tx, machine, &job, EventKind::JobBlocked, None, detail)?;
             stored::mark_notified(tx, open.id, seq)?;
             Ok(Some(seq))
         })?;
@@ -215,23 +214,21 @@ impl Core {
                 if stored::check_due_seq(tx, run.task)?.is_some() {
                     return Ok(());
                 }
-                let mut extra = Map::new();
-                extra.insert(
-                    "check_due".into(),
-                    json!({
-                        "silent_since": rfc3339(since),
-                        "timeout": humantime::format_duration(
-                            check_due::effective_timeout(timeout)
-                        ).to_string(),
+                let detail = EventDetail {
+                    check_due: Some(CheckDueNotice {
+                        silent_since: since,
+                        timeout: humantime::format_duration(check_due::effective_timeout(timeout))
+                            .to_string(),
                     }),
-                );
+                    ..EventDetail::default()
+                };
                 let seq = events::append(
                     tx,
                     machine,
                     &job,
                     EventKind::JobCheckDue,
                     Some(EventRun::of(&run)),
-                    extra,
+                    detail,
                 )?;
                 stored::mark_check_due(tx, run.task, seq)?;
                 tracing::info!(task = %run.task, job = %run.job, seq, "check-due notice");
@@ -247,11 +244,13 @@ impl Core {
     /// `JOB_CHECK_DUE` while its run still runs and has written nothing since the notice.
     pub fn notice_still_true(&self, event: &Pending) -> ApiResult<bool> {
         let db = self.store.db();
+        // A notice this build cannot read is no longer provably true.
+        let Some(body) = event.typed() else {
+            return Ok(!event.kind.is_some_and(EventKind::is_notice));
+        };
         match event.kind {
             Some(EventKind::JobBlocked) => {
-                let episode = event.body["blocked"]["episode"]
-                    .as_str()
-                    .and_then(|e| e.parse::<uuid::Uuid>().ok());
+                let episode = body.detail.blocked.as_ref().map(|b| b.episode);
                 let open = stored::open(db)?;
                 let job = jobs::get(db, event.job)?;
                 Ok(matches!(
@@ -262,7 +261,7 @@ impl Core {
                 ))
             }
             Some(EventKind::JobCheckDue) => {
-                let Some(task) = event.body["task"].as_str().and_then(|t| t.parse().ok()) else {
+                let Some(task) = body.task else {
                     return Ok(false);
                 };
                 let Some(run) = runs::get(db, task)? else {

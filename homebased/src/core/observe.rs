@@ -13,12 +13,11 @@ use crate::store::events::{self, EventRun};
 use crate::store::runs::{self, Run};
 use crate::store::{attentions, jobs, Db};
 use homebased_shared::error::{ApiError, ApiResult};
-use homebased_shared::event::EventKind;
+use homebased_shared::event::{EventDetail, EventKind};
 use homebased_shared::ids::{AttentionId, MachineId, TaskId};
 use homebased_shared::queue::{JobStatus, StopCause};
 use homebased_shared::rundir::RunDir;
 use homebased_shared::time::{now_ms, Millis};
-use serde_json::{json, Map};
 
 impl Core {
     /// Re-reads the run directory of `task` and applies what changed. `worker_gone` is true
@@ -290,7 +289,7 @@ fn commit(
                         &job,
                         EventKind::JobCancelled,
                         Some(at),
-                        Map::new(),
+                        EventDetail::default(),
                     )?;
                 } else {
                     jobs::return_to_slot(db, run.job, ctx.now)?;
@@ -305,10 +304,12 @@ fn commit(
                 };
                 attentions::open(db, *id, run.resource, run.task, failure, ctx.now)?;
                 let job = jobs::require(db, run.job)?;
-                let mut extra = Map::new();
-                extra.insert("attention".into(), json!(id));
-                extra.insert("cleanup".into(), failure.clone());
-                events::append(db, machine, &job, EventKind::JobAttention, Some(at), extra)?;
+                let detail = EventDetail {
+                    attention: Some(*id),
+                    cleanup: Some(failure.clone()),
+                    ..EventDetail::default()
+                };
+                events::append(db, machine, &job, EventKind::JobAttention, Some(at), detail)?;
                 tracing::warn!(task = %run.task, attention = %id, "cleanup failed: resource held in Attention");
             }
             Action::CloseAttention => {
@@ -335,10 +336,15 @@ fn record_end(
     let last_step = job.step + 1 >= job.steps;
     let outcome = classify(end, run.stop.map(|s| s.cause), last_step);
     let process = match end {
-        RunEnd::Recorded(reason) => Some(serde_json::to_value(reason).map_err(ApiError::internal)?),
+        RunEnd::Recorded(reason) => Some(reason.clone()),
         RunEnd::Lost => None,
     };
-    runs::record_end(db, run.task, outcome.run, process.as_ref(), ended_at)?;
+    let stored = process
+        .as_ref()
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(ApiError::internal)?;
+    runs::record_end(db, run.task, outcome.run, stored.as_ref(), ended_at)?;
     match outcome.job {
         JobNext::Succeeded => jobs::finish(db, &job, JobStatus::Succeeded, None)?,
         JobNext::Cancelled => jobs::finish(db, &job, JobStatus::Cancelled, None)?,
@@ -347,12 +353,12 @@ fn record_end(
         JobNext::Requeue { resume } => jobs::requeue(db, job.id, resume, now)?,
     }
     if let Some(kind) = outcome.event {
-        let mut extra = Map::new();
-        if let Some(p) = &process {
-            extra.insert("process".into(), p.clone());
-        }
+        let detail = EventDetail {
+            process,
+            ..EventDetail::default()
+        };
         let job = jobs::require(db, run.job)?;
-        events::append(db, machine, &job, kind, Some(EventRun::of(run)), extra)?;
+        events::append(db, machine, &job, kind, Some(EventRun::of(run)), detail)?;
     }
     tracing::info!(
         task = %run.task, job = %run.job, status = outcome.run.as_str(), next = ?outcome.job,

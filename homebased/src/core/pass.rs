@@ -13,6 +13,7 @@ use homebased_shared::time::now_ms;
 
 impl Core {
     pub(super) fn pass(&mut self) {
+        self.passes += 1;
         let decisions = match self.snapshot() {
             Ok(snapshot) => scheduler::decide(&snapshot),
             Err(e) => {
@@ -20,14 +21,32 @@ impl Core {
                 return;
             }
         };
-        for launch in decisions.launches {
-            self.launch(launch);
+        if self.launch_backoff.holds(std::time::Instant::now()) {
+            if !decisions.launches.is_empty() {
+                tracing::debug!("launches wait after a worker failed to start");
+            }
+        } else {
+            for launch in decisions.launches {
+                self.launch(launch);
+            }
         }
         for stop in decisions.stops {
             self.preempt(stop);
         }
         // Blocked notices: episode bookkeeping for the head (core/notices.rs).
         self.notice_blocked_head(decisions.first_blocked);
+    }
+
+    /// Runs the timers and a scheduling pass now, so that everything the requests served
+    /// before this one can cause has been decided and committed: a test that something did
+    /// not happen asks for this instead of sleeping.
+    pub fn settle(&mut self) -> ApiResult<homebased_shared::wire::Settled> {
+        self.tick();
+        self.dirty = false;
+        self.pass();
+        Ok(homebased_shared::wire::Settled {
+            passes: self.passes,
+        })
     }
 
     /// The queue as the scheduler sees it. Queued jobs are read in serving order only as far

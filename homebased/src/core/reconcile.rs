@@ -43,6 +43,10 @@ impl Core {
     /// worker never came up.
     pub(super) fn tick(&mut self) {
         self.retry_observations();
+        self.retry_stops();
+        if self.launch_backoff.is_over(std::time::Instant::now()) {
+            self.mark_dirty();
+        }
         // Blocked and check-due notices whose time has come (core/notices.rs).
         self.notices_tick();
         let Ok(holding) = runs::list_holding(self.store.db()) else {

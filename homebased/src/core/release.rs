@@ -5,48 +5,45 @@
 use super::observe::Moved;
 use super::Core;
 use crate::lifecycle::Observation;
-use crate::store::{attentions, operations, runs};
+use crate::store::operations::{self, Operation};
+use crate::store::{attentions, runs};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::wire::{ReleaseRequest, ReleaseResult};
 
 impl Core {
     pub fn release(&mut self, req: ReleaseRequest) -> ApiResult<ReleaseResult> {
         let content = serde_json::json!({ "attention": req.attention });
-        let digest = operations::digest("release", &self.machine.to_string(), &content);
+        let op = Operation::new(req.operation_id, "release", self.machine, &content);
         let machine = self.machine;
         let mut released = None;
         let result = self.store.write(|db| {
-            if let Some(stored) = operations::replay(db, req.operation_id, "release", &digest)? {
-                return serde_json::from_value(stored).map_err(ApiError::internal);
-            }
-            // Only the hold a run is in now: a released or superseded UUID is not found.
-            let run = match attentions::find_current(db, req.attention)? {
-                Some(task) => runs::get(db, task)?,
-                None => None,
-            };
-            let moved = run
-                .as_ref()
-                .and_then(|r| Moved::plan(r, [Observation::Released]));
-            let (Some(run), Some(moved)) = (run, moved) else {
-                return Err(ApiError::new(
-                    ErrorCode::AttentionNotFound,
-                    format!(
-                        "no current Attention {}: refresh resource list and check the machine \
+            operations::once(db, &op, || {
+                // Only the hold a run is in now: a released or superseded UUID is not found.
+                let run = match attentions::find_current(db, req.attention)? {
+                    Some(task) => runs::get(db, task)?,
+                    None => None,
+                };
+                let moved = run
+                    .as_ref()
+                    .and_then(|r| Moved::plan(r, [Observation::Released]));
+                let (Some(run), Some(moved)) = (run, moved) else {
+                    return Err(ApiError::new(
+                        ErrorCode::AttentionNotFound,
+                        format!(
+                            "no current Attention {}: refresh resource list and check the machine \
                          again before releasing a different hold",
-                        req.attention
-                    ),
-                )
-                .with_input(serde_json::json!({ "attention": req.attention })));
-            };
-            moved.commit(db, machine)?;
-            released = Some(moved);
-            let result = ReleaseResult {
-                resource: run.resource,
-                attention: req.attention,
-            };
-            let stored = serde_json::to_value(&result).map_err(ApiError::internal)?;
-            operations::record(db, req.operation_id, "release", &digest, &stored)?;
-            Ok(result)
+                            req.attention
+                        ),
+                    )
+                    .with_input(serde_json::json!({ "attention": req.attention })));
+                };
+                moved.commit(db, machine)?;
+                released = Some(moved);
+                Ok(ReleaseResult {
+                    resource: run.resource,
+                    attention: req.attention,
+                })
+            })
         })?;
         tracing::info!(attention = %req.attention, resource = %result.resource, "attention released");
         if let Some(moved) = released {

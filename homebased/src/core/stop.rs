@@ -14,11 +14,13 @@ use homebased_shared::rundir::{write_json_atomic, StopRequest};
 impl Core {
     /// Performs the committed stop of `task`: files first, then the signal.
     pub fn enact_stop(&mut self, task: TaskId) {
+        self.unenacted.remove(&task);
         let run = match runs::get(self.store.db(), task) {
             Ok(Some(run)) => run,
             Ok(None) => return,
             Err(e) => {
                 tracing::error!(%task, error = %e, "cannot read run to enact its stop");
+                self.unenacted.insert(task);
                 return;
             }
         };
@@ -38,11 +40,20 @@ impl Core {
             }
         };
         if let Err(e) = written {
-            tracing::warn!(%task, error = %e, "cannot write the stop request; the next pass retries");
+            tracing::warn!(%task, error = %e, "cannot write the stop request; the tick retries");
+            self.unenacted.insert(task);
             return;
         }
         if stop.cause != StopCause::Yield {
             self.launcher.signal_stop(&dir);
+        }
+    }
+
+    /// Enacts again every committed stop whose request could not be written.
+    pub(super) fn retry_stops(&mut self) {
+        let pending: Vec<TaskId> = self.unenacted.iter().copied().collect();
+        for task in pending {
+            self.enact_stop(task);
         }
     }
 }

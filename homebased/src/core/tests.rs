@@ -91,6 +91,22 @@ impl Fixture {
         self.core.pass();
     }
 
+    fn cancel(&mut self, job: JobId) -> CancelResult {
+        self.core
+            .cancel(
+                job,
+                CancelRequest {
+                    operation_id: OperationId::new(),
+                },
+            )
+            .unwrap()
+    }
+
+    /// The phase of `job`'s run that holds a lane.
+    fn phase(&self, job: JobId) -> RunPhase {
+        self.active(job).phase.expect("an active run has a phase")
+    }
+
     fn job(&self, id: JobId) -> jobs::Job {
         jobs::require(self.core.store.db(), id).unwrap()
     }
@@ -198,10 +214,7 @@ fn a_submitted_job_launches_runs_succeeds_and_frees_its_lane() {
     );
 
     f.confirm(run.task);
-    assert!(matches!(
-        f.active(job).phase,
-        Some(RunPhase::Executing { .. })
-    ));
+    assert!(matches!(f.phase(job), RunPhase::Executing { .. }));
 
     f.exit(run.task, ExitReason::Exit { code: 0 });
     let run = f.active(job);
@@ -264,23 +277,13 @@ fn cancelling_a_queued_job_ends_it_at_once_and_an_active_one_through_its_stop() 
     let mut f = Fixture::new();
     let active = f.submit(Priority::Medium, restart(), 1);
     let queued = f.submit(Priority::Medium, restart(), 1);
-    let cancel = |f: &mut Fixture, job| {
-        f.core
-            .cancel(
-                job,
-                CancelRequest {
-                    operation_id: OperationId::new(),
-                },
-            )
-            .unwrap()
-    };
-    assert_eq!(cancel(&mut f, queued), CancelResult::Cancelled);
+    assert_eq!(f.cancel(queued), CancelResult::Cancelled);
     assert_eq!(f.job(queued).status, JobStatus::Cancelled);
     assert_eq!(f.events(queued), ["JOB_CANCELLED"]);
 
     let task = f.active(active).task;
     f.confirm(task);
-    let answer = cancel(&mut f, active);
+    let answer = f.cancel(active);
     assert!(matches!(answer, CancelResult::Stopping { task: t, .. } if t == task));
     let run = f.active(active);
     assert!(
@@ -300,7 +303,7 @@ fn cancelling_a_queued_job_ends_it_at_once_and_an_active_one_through_its_stop() 
     f.exit(task, ExitReason::Cancelled);
     assert_eq!(f.job(active).status, JobStatus::Cancelled);
     assert_eq!(f.events(active), ["JOB_CANCELLED"]);
-    let again = cancel(&mut f, active);
+    let again = f.cancel(active);
     assert!(matches!(again, CancelResult::AlreadyTerminal { .. }));
 }
 
@@ -309,14 +312,7 @@ fn a_cancel_during_launch_waits_for_the_confirmation_then_stops_the_run() {
     let mut f = Fixture::new();
     let job = f.submit(Priority::Medium, restart(), 1);
     let task = f.active(job).task;
-    f.core
-        .cancel(
-            job,
-            CancelRequest {
-                operation_id: OperationId::new(),
-            },
-        )
-        .unwrap();
+    f.cancel(job);
     assert!(
         matches!(
             f.active(job).phase,
@@ -326,10 +322,7 @@ fn a_cancel_during_launch_waits_for_the_confirmation_then_stops_the_run() {
     );
     assert!(!f.dir(task).stop_file().exists(), "nothing to stop yet");
     f.confirm(task);
-    assert!(matches!(
-        f.active(job).phase,
-        Some(RunPhase::Stopping { .. })
-    ));
+    assert!(matches!(f.phase(job), RunPhase::Stopping { .. }));
     assert!(f.dir(task).stop_file().exists());
     assert_eq!(f.workers.asked().last(), Some(&Asked::SignalStop(task)));
 }
@@ -358,10 +351,7 @@ fn a_higher_level_job_yields_the_lane_and_the_victim_resumes_in_its_slot() {
     f.cleanup(task, 1, CleanupOutcome::Clean);
     f.worker_gone(task);
     f.pass();
-    assert!(matches!(
-        f.active(urgent).phase,
-        Some(RunPhase::Launching { .. })
-    ));
+    assert!(matches!(f.phase(urgent), RunPhase::Launching { .. }));
 }
 
 #[test]
@@ -605,32 +595,49 @@ fn a_launch_whose_worker_never_confirmed_returns_the_job_to_its_slot_without_an_
 }
 
 #[test]
-fn a_launch_whose_worker_wrote_worker_json_is_cleaned_before_the_lane_serves_again() {
+fn a_launch_whose_worker_may_have_started_the_workload_is_lost_not_run_again() {
     let mut f = Fixture::new();
     let job = f.submit(Priority::Medium, restart(), 1);
+    let next = f.submit(Priority::Medium, restart(), 1);
     let task = f.active(job).task;
+    // worker.json without the child: the workload may have started (a full disk kept the
+    // worker from recording it) and even finished.
     f.worker_json(task, false);
     f.worker_gone(task);
-    assert_eq!(f.job(job).status, JobStatus::Queued);
+    assert_eq!(
+        f.job(job).status,
+        JobStatus::Failed,
+        "never returned to its slot"
+    );
+    assert_eq!(f.events(job), ["JOB_FAILED"]);
     let run = runs::get(f.core.store.db(), task).unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Lost);
     assert_eq!(run.phase, Some(RunPhase::Cleaning { attempt: 2 }));
     assert_eq!(
         f.workers.asked().last(),
         Some(&Asked::CleanUpLost { task, attempt: 2 })
     );
     f.pass();
-    assert_eq!(f.job(job).status, JobStatus::Queued, "not while cleaning");
+    assert_eq!(f.job(next).status, JobStatus::Queued, "not while cleaning");
+    assert_eq!(f.runs(job).len(), 1, "the step never ran a second time");
 }
 
 #[test]
-fn a_worker_that_cannot_start_gives_the_lane_back() {
+fn a_worker_that_cannot_start_gives_the_lane_back_and_launches_wait_a_moment() {
     let mut f = Fixture::new();
     f.workers.0.lock().unwrap().fail_start = true;
     let job = f.submit(Priority::Medium, restart(), 1);
-    // The failed launch was abandoned and the pass after it launched the job again.
+    // The failed launch was abandoned: the lane is free, the job back in its slot.
     let runs = f.runs(job);
+    assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].status, RunStatus::Lost);
     assert!(runs[0].phase.is_none());
+    assert_eq!(f.job(job).status, JobStatus::Queued);
+    // Not again at once: a failing start would otherwise spin for as long as it fails.
+    f.pass();
+    assert_eq!(f.runs(job).len(), 1, "held back right after a failed start");
+    // Once the moment has passed, the tick asks for a pass and the job launches.
+    f.core.launch_backoff = Default::default();
     f.pass();
     assert!(f.active(job).phase.is_some());
 }
@@ -654,10 +661,27 @@ fn a_cleanup_that_never_reports_ends_in_attention_instead_of_spinning() {
         .filter(|a| matches!(a, Asked::CleanUpLost { .. }))
         .count() as u32;
     assert_eq!(cleanups, MAX_CLEANUP_ATTEMPTS - 1);
-    assert!(matches!(
-        f.active(job).phase,
-        Some(RunPhase::Attention { .. })
-    ));
+    assert!(matches!(f.phase(job), RunPhase::Attention { .. }));
+}
+
+#[test]
+fn a_stop_that_cannot_be_written_is_enacted_again_by_the_tick() {
+    let mut f = Fixture::new();
+    let job = f.submit(Priority::Medium, restart(), 1);
+    let task = f.active(job).task;
+    f.confirm(task);
+    // control/ cannot take the request (as on a full disk).
+    let control = f.dir(task).control_dir();
+    std::fs::remove_dir_all(&control).unwrap();
+    std::fs::write(&control, "not a directory").unwrap();
+    f.cancel(job);
+    assert!(matches!(f.phase(job), RunPhase::Stopping { .. }));
+    assert!(!f.workers.asked().contains(&Asked::SignalStop(task)));
+    std::fs::remove_file(&control).unwrap();
+    std::fs::create_dir(&control).unwrap();
+    f.core.tick();
+    assert!(f.dir(task).stop_file().exists(), "written once it could be");
+    assert_eq!(f.workers.asked().last(), Some(&Asked::SignalStop(task)));
 }
 
 #[test]
@@ -666,14 +690,7 @@ fn reconciling_reattaches_live_workers_and_re_enacts_their_stop() {
     let job = f.submit(Priority::Medium, restart(), 1);
     let task = f.active(job).task;
     f.confirm(task);
-    f.core
-        .cancel(
-            job,
-            CancelRequest {
-                operation_id: OperationId::new(),
-            },
-        )
-        .unwrap();
+    f.cancel(job);
     std::fs::remove_file(f.dir(task).stop_file()).unwrap();
     f.core.reconcile();
     assert!(f.workers.asked().contains(&Asked::Reattach(task)));

@@ -3,7 +3,7 @@
 use super::Core;
 use crate::lifecycle::RunPhase;
 use crate::store::events;
-use crate::store::jobs::{self, Job};
+use crate::store::jobs::{self, JobHead};
 use crate::store::resources::{self, Resource};
 use crate::store::runs::{self, Run};
 use homebased_shared::error::{ApiError, ApiResult};
@@ -128,7 +128,7 @@ pub fn resource_view(r: Resource, run: Option<&Run>) -> ResourceView {
     }
 }
 
-pub fn job_state_view(job: &Job) -> JobStateView {
+pub fn job_state_view(job: &JobHead) -> JobStateView {
     match job.status {
         JobStatus::Queued => JobStateView::Queued { resume: job.resume },
         JobStatus::Active => match job.active_resource {
@@ -144,7 +144,7 @@ pub fn job_state_view(job: &Job) -> JobStateView {
     }
 }
 
-pub fn job_summary(job: &Job) -> JobSummary {
+pub fn job_summary(job: &JobHead) -> JobSummary {
     JobSummary {
         id: job.id,
         name: job.name.clone(),

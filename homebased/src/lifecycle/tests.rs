@@ -145,11 +145,12 @@ fn every_phase_against_every_observation() {
                     ended(exit0.clone()),
                 ],
             ),
-            moved(Some(cleaning(2)), vec![Abandon, CleanUpLost { attempt: 2 }]),
+            moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
             moved(None, vec![Abandon]),
-            // A launch that left a container: cleaned, never adopted (it was not confirmed).
-            moved(Some(cleaning(2)), vec![Abandon, CleanUpLost { attempt: 2 }]),
-            moved(Some(cleaning(2)), vec![Abandon, CleanUpLost { attempt: 2 }]),
+            // A launch that left a container: adopted, still to be confirmed.
+            moved(Some(launching(None)), vec![Adopt { adoption: 1 }]),
+            // Adoptions ran out: lost like a launch that wrote worker.json.
+            moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
             None,
             None,
             moved(Some(launching(Some(cancel))), vec![RecordStop(cancel)]),
@@ -385,6 +386,29 @@ fn a_detached_container_is_adopted_a_bounded_number_of_times_then_the_run_is_los
         assert!(adoptions <= MAX_ADOPTIONS, "adopted without bound");
     }
     assert_eq!(adoptions, MAX_ADOPTIONS);
+}
+
+#[test]
+fn a_launch_with_a_committed_stop_is_never_adopted() {
+    let cancel = stop(StopCause::UserCancel, 1_200, None);
+    let gone = next(
+        &launching(Some(cancel)),
+        Observation::WorkerGone {
+            wrote_worker_json: true,
+        },
+        ctx(),
+    );
+    let detached = next(
+        &launching(Some(cancel)),
+        Observation::WorkerDetached { adoptions: 0 },
+        ctx(),
+    );
+    assert_eq!(detached, gone);
+    assert!(!detached
+        .unwrap()
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::Adopt { .. })));
 }
 
 #[test]

@@ -6,14 +6,17 @@
 //! stays taken). Only the oldest pending event of each job is ever offered for delivery, so
 //! a pending event holds back its own job's later events and no one else's.
 
-use super::jobs::{self, Job};
+#[cfg(test)]
+use super::jobs::Job;
+use super::jobs::{self, JobHead};
 use super::{Db, DbResult};
 use homebased_shared::error::{ApiError, ApiResult};
-use homebased_shared::event::EventKind;
+use homebased_shared::event::{Event, EventDetail, EventKind};
 use homebased_shared::ids::{JobId, MachineId, ResourceId, TaskId};
-use homebased_shared::time::{now_ms, rfc3339, Millis};
+use homebased_shared::time::{now_ms, Millis};
+use homebased_shared::wire::Versioned;
 use rusqlite::{OptionalExtension, Row};
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
 /// The run an event is about; every field is `null` in the event when there is none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,47 +39,39 @@ impl EventRun {
     }
 }
 
-/// Appends one event and returns its seq. `extra` holds the fields that are relevant to
-/// this kind only: `process`, `attention`, `blocked`, ...
+/// Appends one event and returns its seq. `detail` holds the fields that belong to this
+/// kind only (`process`, `attention`, `blocked`, ...).
 pub fn append(
     db: Db,
     machine: MachineId,
-    job: &Job,
+    job: &JobHead,
     kind: EventKind,
     run: Option<EventRun>,
-    extra: Map<String, Value>,
+    detail: EventDetail,
 ) -> ApiResult<u32> {
     let seq = jobs::next_event_seq(db, job.id)?;
     let now = now_ms();
-    let mut body = json!({
-        "api_version": homebased_shared::API_VERSION,
-        "event": kind.as_str(),
-        "job": job.id,
-        "seq": seq,
-        "at": rfc3339(now),
-        "thread": job.thread,
-        "name": job.name,
-        "machine": machine,
-        "resource": run.map(|r| r.resource),
-        "task": run.map(|r| r.task),
-        "run_number": run.map(|r| r.run_number),
-        "step": run.map(|r| r.step),
-    });
-    if let Value::Object(fields) = &mut body {
-        fields.extend(extra);
-    }
+    let event = Event {
+        event: kind,
+        job: job.id,
+        seq,
+        at: now,
+        thread: job.thread,
+        name: job.name.clone(),
+        machine,
+        resource: run.map(|r| r.resource),
+        task: run.map(|r| r.task),
+        run_number: run.map(|r| r.run_number),
+        step: run.map(|r| r.step),
+        detail,
+    };
+    let body = serde_json::to_string(&Versioned::new(&event)).map_err(ApiError::internal)?;
     db.conn
         .prepare_cached(
             "INSERT INTO events (job, seq, kind, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
         )
         .db("append event")?
-        .execute((
-            job.id.to_string(),
-            seq,
-            kind.as_str(),
-            body.to_string(),
-            now,
-        ))
+        .execute((job.id.to_string(), seq, kind.as_str(), body, now))
         .db("append event")?;
     Ok(seq)
 }
@@ -111,6 +106,16 @@ pub struct Pending {
     pub attempts: u32,
     /// Not before this time (backoff after a failure); `None` means now.
     pub next_attempt_at: Option<Millis>,
+}
+
+impl Pending {
+    /// The event as this build reads it; `None` for one it cannot (another version, a kind
+    /// written by a newer build), which delivery still passes on as it is.
+    pub fn typed(&self) -> Option<Event> {
+        serde_json::from_value::<Versioned<Event>>(self.body.clone())
+            .ok()
+            .map(Versioned::into_answer)
+    }
 }
 
 fn pending_from_row(r: &Row) -> rusqlite::Result<Pending> {
@@ -226,35 +231,20 @@ pub fn delivery_state(db: Db, job: JobId, seq: u32) -> ApiResult<Option<(bool, b
 /// A queued job with a fresh thread, for tests of the event and notice tables.
 #[cfg(test)]
 pub(crate) fn test_job(db: Db) -> Job {
-    let id = JobId::new();
-    let spec = json!({});
-    jobs::insert(
-        db,
-        &jobs::NewJob {
-            id,
-            thread: homebased_shared::ids::ThreadId::new(),
-            name: "test job",
-            priority: homebased_shared::queue::Priority::Medium,
-            target: None,
-            spec: &spec,
-            digest: "d",
-            request_digest: "r",
-            env_path: None,
-            env_home: None,
-            steps: 1,
-        },
-    )
-    .unwrap();
-    jobs::require(db, id).unwrap()
+    let spec = serde_json::json!({});
+    let job = jobs::NewJob::for_test(&spec, homebased_shared::queue::Priority::Medium);
+    jobs::insert(db, &job).unwrap();
+    jobs::require(db, job.id).unwrap()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::test_store;
+    use serde_json::json;
 
     fn add(db: Db, job: &Job, kind: EventKind) -> u32 {
-        append(db, MachineId::new(), job, kind, None, Map::new()).unwrap()
+        append(db, MachineId::new(), job, kind, None, Default::default()).unwrap()
     }
 
     #[test]
@@ -263,7 +253,15 @@ mod tests {
         let c = store.db();
         let job = test_job(c);
         let machine = MachineId::new();
-        append(c, machine, &job, EventKind::JobCancelled, None, Map::new()).unwrap();
+        append(
+            c,
+            machine,
+            &job,
+            EventKind::JobCancelled,
+            None,
+            Default::default(),
+        )
+        .unwrap();
         let body = &list_for_job(c, job.id).unwrap()[0];
         for field in ["resource", "task", "run_number", "step"] {
             assert_eq!(body.get(field), Some(&Value::Null), "{field}: {body}");

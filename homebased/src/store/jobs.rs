@@ -17,8 +17,11 @@ const SHIFT_OFFSET: i64 = 1_000_000_000;
 /// A slot no real job can hold, used while a job is between levels.
 const PARKED: i64 = 2 * SHIFT_OFFSET + 1;
 
+/// A job as the queue listing and the scheduler see it: everything but its canonical spec
+/// and the submitter's environment, which only a launch and `job show` need (parsing every
+/// queued job's spec on each pass made a submit's cost grow with the queue).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Job {
+pub struct JobHead {
     pub id: JobId,
     pub thread: ThreadId,
     pub name: String,
@@ -27,10 +30,6 @@ pub struct Job {
     pub status: JobStatus,
     pub resume: bool,
     pub target: Option<ResourceId>,
-    pub spec: Value,
-    pub digest: String,
-    pub env_path: Option<String>,
-    pub env_home: Option<String>,
     pub step: u32,
     pub steps: u32,
     pub runs: u32,
@@ -41,6 +40,25 @@ pub struct Job {
     pub active_resource: Option<ResourceId>,
     pub created_at: Millis,
     pub updated_at: Millis,
+}
+
+/// A whole job: its head and what was stored with the submission.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub head: JobHead,
+    pub spec: Value,
+    pub digest: String,
+    pub env_path: Option<String>,
+    pub env_home: Option<String>,
+}
+
+/// A job is read like its head (`job.status`, `job.id`): the head is most of what callers
+/// use, and a listing hands out heads alone.
+impl std::ops::Deref for Job {
+    type Target = JobHead;
+    fn deref(&self) -> &JobHead {
+        &self.head
+    }
 }
 
 /// What a submission stores.
@@ -58,20 +76,40 @@ pub struct NewJob<'a> {
     pub steps: u32,
 }
 
-const COLUMNS: &str = "j.id, j.thread, j.name, j.priority, j.position, j.state, j.resume, \
-    j.target, j.spec, j.digest, j.env_path, j.env_home, j.step, j.steps, j.runs, j.event_seq, \
-    j.failed_run, j.last_stop_cause, j.created_at, j.updated_at, \
+#[cfg(test)]
+impl<'a> NewJob<'a> {
+    /// A one-step job with a fresh id and thread, for tests of the store and the core.
+    pub fn for_test(spec: &'a Value, priority: Priority) -> NewJob<'a> {
+        NewJob {
+            id: JobId::new(),
+            thread: ThreadId::new(),
+            name: "test job",
+            priority,
+            target: None,
+            spec,
+            digest: "d",
+            request_digest: "r",
+            env_path: None,
+            env_home: None,
+            steps: 1,
+        }
+    }
+}
+
+/// The columns of a [`JobHead`], read by position ([`head_from_row`]).
+const HEAD_COLUMNS: &str = "j.id, j.thread, j.name, j.priority, j.position, j.state, j.resume, \
+    j.target, j.step, j.steps, j.runs, j.event_seq, j.failed_run, j.last_stop_cause, \
+    j.created_at, j.updated_at, \
     (SELECT r.resource FROM runs r WHERE r.job = j.id \
        AND r.phase IN ('launching', 'executing', 'stopping')) AS active_resource";
 
-/// The same columns without the canonical spec and the submitter's environment: the queue
-/// listing and the scheduler never need them, and parsing every queued job's spec on each
-/// pass made a submit's cost grow with the queue.
-const LIST_COLUMNS: &str = "j.id, j.thread, j.name, j.priority, j.position, j.state, j.resume, \
-    j.target, 'null' AS spec, '' AS digest, NULL AS env_path, NULL AS env_home, j.step, \
-    j.steps, j.runs, j.event_seq, j.failed_run, j.last_stop_cause, j.created_at, j.updated_at, \
+/// A whole [`Job`]: its head's columns, then the stored submission.
+const COLUMNS: &str = "j.id, j.thread, j.name, j.priority, j.position, j.state, j.resume, \
+    j.target, j.step, j.steps, j.runs, j.event_seq, j.failed_run, j.last_stop_cause, \
+    j.created_at, j.updated_at, \
     (SELECT r.resource FROM runs r WHERE r.job = j.id \
-       AND r.phase IN ('launching', 'executing', 'stopping')) AS active_resource";
+       AND r.phase IN ('launching', 'executing', 'stopping')) AS active_resource, \
+    j.spec, j.digest, j.env_path, j.env_home";
 
 fn parse<T: std::str::FromStr>(name: &str, text: String) -> rusqlite::Result<T>
 where
@@ -87,12 +125,11 @@ where
     text.map(|t| parse(name, t)).transpose()
 }
 
-/// Reads a row of [`COLUMNS`] or [`LIST_COLUMNS`] (the same order), by position: a long
-/// listing would otherwise spend its time matching column names.
-fn from_row(r: &Row) -> rusqlite::Result<Job> {
+/// Reads the head of a row of [`HEAD_COLUMNS`] or [`COLUMNS`] (the same order), by
+/// position: a long listing would otherwise spend its time matching column names.
+fn head_from_row(r: &Row) -> rusqlite::Result<JobHead> {
     let priority: i64 = r.get(3)?;
-    let spec: String = r.get(8)?;
-    Ok(Job {
+    Ok(JobHead {
         id: parse("id", r.get(0)?)?,
         thread: parse("thread", r.get(1)?)?,
         name: r.get(2)?,
@@ -101,19 +138,26 @@ fn from_row(r: &Row) -> rusqlite::Result<Job> {
         status: parse("state", r.get(5)?)?,
         resume: r.get(6)?,
         target: opt("target", r.get(7)?)?,
+        step: r.get(8)?,
+        steps: r.get(9)?,
+        runs: r.get(10)?,
+        event_seq: r.get(11)?,
+        failed_run: opt("failed_run", r.get(12)?)?,
+        last_stop_cause: opt("last_stop_cause", r.get(13)?)?,
+        created_at: r.get(14)?,
+        updated_at: r.get(15)?,
+        active_resource: opt("active_resource", r.get(16)?)?,
+    })
+}
+
+fn from_row(r: &Row) -> rusqlite::Result<Job> {
+    let spec: String = r.get(17)?;
+    Ok(Job {
+        head: head_from_row(r)?,
         spec: serde_json::from_str(&spec).map_err(|e| bad_column("spec", e))?,
-        digest: r.get(9)?,
-        env_path: r.get(10)?,
-        env_home: r.get(11)?,
-        step: r.get(12)?,
-        steps: r.get(13)?,
-        runs: r.get(14)?,
-        event_seq: r.get(15)?,
-        failed_run: opt("failed_run", r.get(16)?)?,
-        last_stop_cause: opt("last_stop_cause", r.get(17)?)?,
-        created_at: r.get(18)?,
-        updated_at: r.get(19)?,
-        active_resource: opt("active_resource", r.get(20)?)?,
+        digest: r.get(18)?,
+        env_path: r.get(19)?,
+        env_home: r.get(20)?,
     })
 }
 
@@ -139,21 +183,22 @@ pub fn not_found(id: JobId) -> ApiError {
     .with_input(serde_json::json!({ "job": id }))
 }
 
-/// Queued and active jobs in serving order: high, medium, low; then position. Their `spec`
-/// is `null`, `digest` empty and the submitter's environment absent ([`LIST_COLUMNS`]):
-/// read one job with [`get`] for those.
-pub fn list_open(db: Db) -> ApiResult<Vec<Job>> {
+/// Queued and active jobs in serving order: high, medium, low; then position. Heads only:
+/// read one job with [`get`] for its spec.
+pub fn list_open(db: Db) -> ApiResult<Vec<JobHead>> {
     let mut stmt = db
         .conn
         .prepare_cached(&format!(
-            "SELECT {LIST_COLUMNS} FROM jobs j WHERE j.priority = ?1 AND j.position IS NOT NULL \
+            "SELECT {HEAD_COLUMNS} FROM jobs j WHERE j.priority = ?1 AND j.position IS NOT NULL \
              ORDER BY j.position ASC"
         ))
         .db("list jobs")?;
     let mut jobs = Vec::new();
     // Level by level along the slot index, rather than sorting the whole queue.
     for level in Priority::ALL {
-        let rows = stmt.query_map([level.rank()], from_row).db("list jobs")?;
+        let rows = stmt
+            .query_map([level.rank()], head_from_row)
+            .db("list jobs")?;
         for row in rows {
             jobs.push(row.db("list jobs")?);
         }
@@ -401,26 +446,10 @@ mod tests {
     use crate::store::test_store;
 
     fn add(db: Db, priority: Priority) -> JobId {
-        let id = JobId::new();
         let spec = serde_json::json!({});
-        insert(
-            db,
-            &NewJob {
-                id,
-                thread: ThreadId::new(),
-                name: "j",
-                priority,
-                target: None,
-                spec: &spec,
-                digest: "d",
-                request_digest: "r",
-                env_path: None,
-                env_home: None,
-                steps: 1,
-            },
-        )
-        .unwrap();
-        id
+        let job = NewJob::for_test(&spec, priority);
+        insert(db, &job).unwrap();
+        job.id
     }
 
     fn slots(db: Db) -> Vec<(JobId, Priority, u32)> {

@@ -5,9 +5,11 @@
 
 use super::{Db, DbResult};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
-use homebased_shared::ids::OperationId;
+use homebased_shared::ids::{MachineId, OperationId};
 use homebased_shared::time::now_ms;
 use rusqlite::OptionalExtension;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -26,8 +28,43 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// One request that carries an operation id: its kind and the digest of what it asks for.
+pub struct Operation<'a> {
+    pub id: OperationId,
+    pub kind: &'a str,
+    digest: String,
+}
+
+impl<'a> Operation<'a> {
+    pub fn new(id: OperationId, kind: &'a str, machine: MachineId, content: &Value) -> Self {
+        Operation {
+            id,
+            kind,
+            digest: digest(kind, &machine.to_string(), content),
+        }
+    }
+}
+
+/// Applies `apply` once per operation, inside the caller's transaction: an identical retry
+/// answers the stored result (even if the queue changed since), the same id with other
+/// content is `operation_conflict`, and a refusal stores nothing (the transaction rolls
+/// back).
+pub fn once<T: Serialize + DeserializeOwned>(
+    db: Db,
+    op: &Operation,
+    apply: impl FnOnce() -> ApiResult<T>,
+) -> ApiResult<T> {
+    if let Some(stored) = replay(db, op.id, op.kind, &op.digest)? {
+        return serde_json::from_value(stored).map_err(ApiError::internal);
+    }
+    let result = apply()?;
+    let stored = serde_json::to_value(&result).map_err(ApiError::internal)?;
+    record(db, op.id, op.kind, &op.digest, &stored)?;
+    Ok(result)
+}
+
 /// The stored result of an earlier identical request, or `None` if the id is new.
-pub fn replay(db: Db, id: OperationId, kind: &str, digest: &str) -> ApiResult<Option<Value>> {
+fn replay(db: Db, id: OperationId, kind: &str, digest: &str) -> ApiResult<Option<Value>> {
     let row: Option<(String, String, String)> = db
         .conn
         .query_row(
@@ -53,7 +90,7 @@ pub fn replay(db: Db, id: OperationId, kind: &str, digest: &str) -> ApiResult<Op
     }
 }
 
-pub fn record(db: Db, id: OperationId, kind: &str, digest: &str, result: &Value) -> ApiResult<()> {
+fn record(db: Db, id: OperationId, kind: &str, digest: &str, result: &Value) -> ApiResult<()> {
     db.conn.execute(
         "INSERT INTO operations (id, kind, digest, result, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
         (id.to_string(), kind, digest, result.to_string(), now_ms()),

@@ -320,3 +320,73 @@ pub fn record_cleanup(db: Db, task: TaskId, cleanup: &Value) -> ApiResult<()> {
         .db("record cleanup")?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn columns(kind: Option<PhaseKind>) -> PhaseColumns {
+        PhaseColumns {
+            kind,
+            reserved_at: 1_000,
+            ..PhaseColumns::default()
+        }
+    }
+
+    fn stop() -> CommittedStop {
+        CommittedStop {
+            cause: StopCause::Restart,
+            requested_at: 3_000,
+            for_job: None,
+        }
+    }
+
+    /// The one decoder refuses what the two old ones disagreed on (a stopping run without
+    /// its stop: one called it cleaning, the other an error), and every other row that
+    /// breaks the lifecycle's rules.
+    #[test]
+    fn a_phase_is_decoded_once_and_an_impossible_row_is_refused() {
+        assert_eq!(decode_phase(columns(None)), Ok(None));
+        let refused = [
+            columns(Some(PhaseKind::Stopping)),
+            PhaseColumns {
+                stop: Some(stop()),
+                started_at: Some(2_000),
+                ..columns(Some(PhaseKind::Executing))
+            },
+            columns(Some(PhaseKind::Executing)),
+            columns(Some(PhaseKind::Attention)),
+        ];
+        for row in refused {
+            assert!(decode_phase(row.clone()).is_err(), "{row:?}");
+        }
+        let launching_with_a_stop = PhaseColumns {
+            stop: Some(stop()),
+            ..columns(Some(PhaseKind::Launching))
+        };
+        assert_eq!(
+            decode_phase(launching_with_a_stop),
+            Ok(Some(RunPhase::Launching {
+                reserved_at: 1_000,
+                stop: Some(stop())
+            }))
+        );
+        let stopping = PhaseColumns {
+            stop: Some(stop()),
+            started_at: Some(2_000),
+            ..columns(Some(PhaseKind::Stopping))
+        };
+        assert_eq!(
+            decode_phase(stopping),
+            Ok(Some(RunPhase::Stopping {
+                started_at: 2_000,
+                stop: stop()
+            }))
+        );
+        // A cleaning row written before attempts were numbered is attempt 1.
+        assert_eq!(
+            decode_phase(columns(Some(PhaseKind::Cleaning))),
+            Ok(Some(RunPhase::Cleaning { attempt: 1 }))
+        );
+    }
+}

@@ -22,6 +22,15 @@ pub struct ShutdownResult {
     pub stopping: bool,
 }
 
+/// The answer to `POST /v1/internal/settle` (socket only, for tests and tools): the core
+/// ran its timers and a scheduling pass after every request that came before this one, so
+/// whatever those requests could cause has been decided and committed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settled {
+    /// Scheduling passes run since the daemon started.
+    pub passes: u64,
+}
+
 /// `GET /v1/tasks/{task}/log`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskLog {

@@ -271,13 +271,21 @@ impl TestHome {
     }
 
     /// `homebased --home <home>`, with `--config <config>` when the home has one.
-    fn homebased(&self) -> Command {
+    pub fn homebased(&self) -> Command {
         let mut cmd = self.command();
         cmd.arg("--home").arg(self.home());
         if let Some(config) = &self.config {
             cmd.arg("--config").arg(config);
         }
         cmd
+    }
+
+    /// Returns once the daemon has run its timers and a scheduling pass after every request
+    /// sent before: whatever those requests could cause has been committed. Tests that
+    /// something did not happen check right after this instead of sleeping.
+    pub fn settle(&self) {
+        let settled = self.json(&["daemon", "settle"]);
+        assert!(settled["passes"].as_u64().is_some(), "{settled}");
     }
 
     /// Runs `homebased --home <home> --json <args>`, asserts exit 0, parses stdout.

@@ -73,16 +73,8 @@ impl Fixture {
                     tx,
                     &jobs::NewJob {
                         id,
-                        thread: ThreadId::new(),
                         name: "notice test",
-                        priority: Priority::Medium,
-                        target: None,
-                        spec: &spec,
-                        digest: "d",
-                        request_digest: "r",
-                        env_path: None,
-                        env_home: None,
-                        steps: 1,
+                        ..jobs::NewJob::for_test(&spec, Priority::Medium)
                     },
                 )
             })
@@ -170,7 +162,7 @@ fn the_first_blocked_job_gets_one_notice_per_episode_after_the_wait_delay() {
     let notice = notices[0];
     assert_eq!(
         notice["blocked"]["blocked_since"],
-        rfc3339(t0),
+        homebased_shared::time::rfc3339(t0),
         "the first start"
     );
     for field in ["resource", "task", "run_number", "step"] {
@@ -277,7 +269,7 @@ fn a_blocked_notice_no_longer_true_at_its_turn_is_suppressed_and_keeps_its_seq()
                 &job,
                 EventKind::JobCancelled,
                 None,
-                Map::new(),
+                Default::default(),
             )
         })
         .unwrap();
