@@ -512,6 +512,32 @@ fn a_worker_that_detaches_from_its_container_is_replaced_by_an_adopting_worker()
 }
 
 #[test]
+fn a_launch_whose_worker_vanished_after_starting_its_container_is_adopted_then_confirmed() {
+    let mut f = Fixture::new();
+    let job = f.submit_container();
+    let task = f.active(job).task;
+    // worker.json without the child: the worker died between docker start and its record.
+    f.worker_json(task, false);
+    detach(&mut f, task);
+    assert_eq!(
+        f.workers.asked().last(),
+        Some(&Asked::Adopt { task, adoption: 1 })
+    );
+    assert!(matches!(
+        f.active(job).phase,
+        Some(RunPhase::Launching { .. })
+    ));
+    f.confirm(task);
+    assert!(matches!(
+        f.active(job).phase,
+        Some(RunPhase::Executing { .. })
+    ));
+    f.exit(task, ExitReason::Exit { code: 0 });
+    assert_eq!(f.job(job).status, JobStatus::Succeeded);
+    assert_eq!(f.runs(job).len(), 1, "the step ran once");
+}
+
+#[test]
 fn adoptions_are_bounded_and_an_adopting_worker_that_cannot_start_makes_the_run_lost() {
     let mut f = Fixture::new();
     let job = f.submit_container();
