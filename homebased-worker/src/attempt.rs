@@ -198,8 +198,7 @@ impl Attempt {
                 .note("only a container step can be adopted; leaving the run to the daemon");
             return EXIT_FAILED;
         }
-        let started_at = previous.map_or_else(now_ms, |c| c.started_at);
-        match workload::container::adopt(&self.run, &self.dir, started_at) {
+        match workload::container::adopt(&self.run, &self.dir, previous.as_ref()) {
             Ok(running) => {
                 self.log.note(format!(
                     "following the adopted container with docker wait pid {}",

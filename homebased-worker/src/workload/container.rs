@@ -159,8 +159,14 @@ pub fn start(run: &RunSpec, dir: &RunDir, step: &ContainerStep) -> Result<Runnin
 }
 
 /// Finds the container a vanished worker of this run left and follows it from where that
-/// worker was. `started_at` is the workload's recorded start (the suspect window).
-pub fn adopt(run: &RunSpec, dir: &RunDir, started_at: Millis) -> Result<Running, AdoptError> {
+/// worker was. `previous` is the vanished worker's child record, if it wrote one: its start
+/// is kept (the suspect window), and its followers are let die before `output.log` is
+/// measured.
+pub fn adopt(
+    run: &RunSpec,
+    dir: &RunDir,
+    previous: Option<&ChildRecord>,
+) -> Result<Running, AdoptError> {
     super::host::prepare_folders(run, dir).map_err(AdoptError::Worker)?;
     let dir = &std::path::absolute(dir.root())
         .map(RunDir::new)
@@ -186,10 +192,41 @@ pub fn adopt(run: &RunSpec, dir: &RunDir, started_at: Millis) -> Result<Running,
             log.note(format!("cannot save the container id: {e}"));
         }
     }
+    let started_at = previous.map_or_else(now_ms, |c| c.started_at);
+    if let Some(previous) = previous {
+        let gone = wait_followers_gone(previous, run.cleanup.kill_grace);
+        if !gone {
+            log.note(format!(
+                "the vanished worker's docker followers (group {}) are still there; \
+                 adopting all the same",
+                previous.pgid
+            ));
+        }
+    }
     let skip = std::fs::metadata(dir.output_log()).map_or(0, |m| m.len());
     let followers = follow_container(&docker, &id, dir, started_at, Logs::After { skip })
         .map_err(AdoptError::Worker)?;
     Ok(followers.running(run.task, name, id, docker))
+}
+
+/// The vanished worker's followers die with it (`PR_SET_PDEATHSIG`), a moment after its lock
+/// was freed: until they are gone the old `docker logs` may still append to `output.log`.
+fn wait_followers_gone(previous: &ChildRecord, bound: Duration) -> bool {
+    let deadline = Instant::now() + bound;
+    loop {
+        let alive = process::group_members(previous.pgid).map(|members| {
+            members
+                .iter()
+                .any(|p| !p.is_zombie() && p.start_ticks >= previous.process.start_ticks)
+        });
+        if !alive.unwrap_or(true) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The lookup, asked again within the cleanup bound while Docker cannot answer.
