@@ -166,8 +166,9 @@ fn start_gated_container(h: &TestHome, image: &str, code: i32) -> (String, Strin
     (job, task, gate)
 }
 
-/// After the worker of `task` was killed: the container ran on, a new worker took it over.
-fn wait_adopted(h: &TestHome, task: &str, killed: i32) {
+/// After the worker of `task` was killed: the container ran on, a new worker (the `nth` to
+/// adopt it) took it over.
+fn wait_adopted(h: &TestHome, task: &str, killed: i32, nth: usize) {
     assert_eq!(container_status(task), "running", "the container runs on");
     common::wait_until("an adopting worker", || {
         let pid = worker_pid(h, task);
@@ -175,7 +176,7 @@ fn wait_adopted(h: &TestHome, task: &str, killed: i32) {
     });
     let log = h.home().join("tasks").join(task).join("worker.log");
     common::wait_until("the new worker to adopt the container", || {
-        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("adopting container"))
+        std::fs::read_to_string(&log).is_ok_and(|l| l.matches("adopting container").count() == nth)
     });
     assert_eq!(container_status(task), "running");
 }
@@ -209,8 +210,16 @@ fn a_killed_workers_container_runs_on_and_its_real_exit_is_recorded_by_an_adopti
     let h = home();
     let (job, task, gate) = start_gated_container(&h, &image, 3);
     let killed = kill_worker(&h, &task, Signal::SIGKILL);
-    wait_adopted(&h, &task, killed);
+    wait_adopted(&h, &task, killed, 1);
     assert_eq!(state_of(&show(&h, &job)), "active");
+    // The adopting worker is killed too: another one takes over.
+    let killed = kill_worker(&h, &task, Signal::SIGKILL);
+    wait_adopted(&h, &task, killed, 2);
+    let adoption: Value = serde_json::from_slice(
+        &std::fs::read(h.home().join("tasks").join(&task).join("adoption.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(adoption["adoption"], 2, "{adoption}");
 
     std::fs::write(&gate, b"").unwrap();
     let failed = wait_job(&h, &job, "failed");
@@ -235,7 +244,7 @@ fn a_container_is_adopted_across_a_daemon_restart_and_its_exit_0_succeeds() {
     assert_eq!(container_status(&task), "running", "nobody follows it now");
 
     h.spawn_serve();
-    wait_adopted(&h, &task, killed);
+    wait_adopted(&h, &task, killed, 1);
     std::fs::write(&gate, b"").unwrap();
     let done = wait_job(&h, &job, "succeeded");
     assert_eq!(runs(&done)[0]["status"], "succeeded", "{done:#}");

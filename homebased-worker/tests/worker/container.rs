@@ -511,6 +511,24 @@ fn a_container_that_ended_unfollowed_is_found_by_name_and_label_and_its_exit_rec
 }
 
 #[test]
+fn an_adopting_worker_honours_a_stop_request_and_records_cancelled() {
+    let Some(image) = image() else { return };
+    let c = ContainerRun::shell(&image, "echo started; sleep 30");
+    detach(&c);
+    let mut adopter = adopting_worker(&c);
+    eventually("the adopting worker's followers", || {
+        let record = c.run.dir.read_worker().ok().flatten()?;
+        (record.worker.pid == adopter.pid() as u32).then_some(())
+    });
+    c.run.request_stop();
+    assert!(adopter.wait().success(), "{}", c.run.diagnose());
+    assert_eq!(c.run.exit().reason, ExitReason::Cancelled);
+    assert_eq!(c.container_record()["exit_code"], json!(128 + 15));
+    assert_eq!(c.run.cleanup().outcome, CleanupOutcome::Clean);
+    c.assert_removed();
+}
+
+#[test]
 fn an_adopting_worker_that_finds_no_container_writes_no_record() {
     let Some(image) = image() else { return };
     let c = ContainerRun::shell(&image, "echo started; sleep 30");
