@@ -1,6 +1,11 @@
 //! One attempt from start to end (DESIGN "The worker"): take the lock, read `run.json`,
 //! write `worker.json`, spawn, follow the workload (stopping it on a request), write
 //! `exit.json`, clean up, write `cleanup.json`, exit. Exiting releases `runner.lock`.
+//!
+//! An adopting worker (`--adopt`) takes the place of one that vanished while its container
+//! ran: instead of spawning, it finds that container and follows it from where the vanished
+//! worker was; the rest is the same. If there is no container left to follow it writes no
+//! record and the daemon takes the run for lost.
 
 use crate::cleanup;
 use crate::cli::Args;
@@ -10,6 +15,7 @@ use crate::reap::Reaper;
 use crate::records::Records;
 use crate::signals::Signals;
 use crate::stop;
+use crate::workload::container::AdoptError;
 use crate::workload::{self, StartError};
 use homebased_shared::process;
 use homebased_shared::rundir::{
@@ -24,7 +30,8 @@ use std::io;
 
 /// The attempt ran to its end and every record was written, whatever the workload did.
 pub const EXIT_OK: u8 = 0;
-/// The worker itself failed: no lock, no `run.json`, a record it could not write.
+/// The worker itself failed: no lock, no `run.json`, no identity of its own. (A record it
+/// cannot write is not a failure: it is retried until it lands, see [`crate::records`].)
 pub const EXIT_FAILED: u8 = 1;
 
 /// Runs the attempt described by `args`; returns the worker's exit status. `signals` is
@@ -50,9 +57,9 @@ pub fn run(args: Args, signals: io::Result<Signals>) -> u8 {
     let signals = match signals {
         Ok(signals) => signals,
         Err(e) => {
-            let records = Records::new(dir, None);
+            let mut records = Records::new(dir, None, log.clone());
             return fail(
-                &records,
+                &mut records,
                 &log,
                 format!("cannot install signal handling: {e}"),
             );
@@ -62,19 +69,23 @@ pub fn run(args: Args, signals: io::Result<Signals>) -> u8 {
         Ok(run) => run,
         Err(e) => {
             let message = format!("cannot read {}: {e}", dir.run_json().display());
-            return fail(&Records::new(dir, None), &log, message);
+            return fail(&mut Records::new(dir, None, log.clone()), &log, message);
         }
     };
-    let records = Records::new(dir.clone(), Some(&run));
-    Attempt {
+    let records = Records::new(dir.clone(), Some(&run), log.clone());
+    let attempt = Attempt {
         dir,
         run,
         records,
         signals,
         log,
         reaper: Reaper::new(),
+    };
+    if args.adopt {
+        attempt.adopt()
+    } else {
+        attempt.run()
     }
-    .run()
 }
 
 /// The daemon already starts the worker in a new session; this covers a worker started any
@@ -106,12 +117,12 @@ impl Attempt {
             Ok(identity) => identity,
             Err(e) => return self.fail(format!("cannot read the worker's own identity: {e}")),
         };
-        if let Err(e) = self.records.worker(&WorkerRecord {
+        // Before the spawn: to the daemon, "worker.json exists" means "the workload may have
+        // started", so such a run is never taken for one that never ran.
+        self.records.worker(&WorkerRecord {
             worker,
             child: None,
-        }) {
-            return self.fail(format!("cannot write worker.json: {e}"));
-        }
+        });
         // Orphaned descendants of the workload come back to this process, so that they can
         // be reaped and never escape to init with their zombie counted in the group.
         if let Err(e) = prctl::set_child_subreaper(true) {
@@ -121,15 +132,20 @@ impl Attempt {
             self.log.note(format!(
                 "stop requested by {source} before the workload started; not starting it"
             ));
-            return finish_without_child(&self.records, &self.log, ExitReason::Cancelled, EXIT_OK);
+            return finish_without_child(
+                &mut self.records,
+                &self.log,
+                ExitReason::Cancelled,
+                EXIT_OK,
+            );
         }
-        let mut running = match workload::start(&self.run, &self.dir) {
+        let running = match workload::start(&self.run, &self.dir) {
             Ok(running) => running,
             Err(StartError::Workload(message)) => {
                 self.log
                     .note(format!("the workload did not start: {message}"));
                 let reason = ExitReason::SpawnFailed { message };
-                return finish_without_child(&self.records, &self.log, reason, EXIT_OK);
+                return finish_without_child(&mut self.records, &self.log, reason, EXIT_OK);
             }
             Err(StartError::Worker(message)) => return self.fail(message),
             Err(StartError::Container { message, removal }) => {
@@ -137,16 +153,85 @@ impl Attempt {
                     .note(format!("the container did not start: {message}"));
                 let reason = ExitReason::SpawnFailed { message };
                 let group = GroupState::NoChildSpawned;
-                let exit = write_exit(&self.records, &self.log, reason, group, None);
-                return exit.max(write_cleanup(&self.records, &self.log, removal));
+                write_exit(&mut self.records, reason, group, None);
+                write_cleanup(&mut self.records, &self.log, removal);
+                return EXIT_OK;
             }
         };
-        self.reaper.watch(running.child.process.pid);
         self.log.note(format!(
             "workload started as pid {}",
             running.child.process.pid
         ));
-        let mut status = self.record_child(worker, &running);
+        self.follow_to_the_end(worker, running)
+    }
+
+    /// Adopts the container a vanished worker of this run left, and follows it to its end.
+    fn adopt(mut self) -> u8 {
+        let worker = match process::identity(std::process::id()) {
+            Ok(identity) => identity,
+            Err(e) => {
+                self.log
+                    .note(format!("cannot read the worker's own identity: {e}"));
+                return EXIT_FAILED;
+            }
+        };
+        let previous = match self.dir.read_worker() {
+            Ok(record) => record.and_then(|r| r.child),
+            Err(e) => {
+                self.log.note(format!("unreadable worker.json: {e}"));
+                None
+            }
+        };
+        // Its own identity (so that the daemon signals this worker), the vanished worker's
+        // child until this one has followers of its own.
+        self.records.worker(&WorkerRecord {
+            worker,
+            child: previous.clone(),
+        });
+        if let Err(e) = prctl::set_child_subreaper(true) {
+            self.log
+                .note(format!("cannot become a child subreaper: {e}"));
+            return EXIT_FAILED;
+        }
+        if !matches!(self.run.step, homebased_shared::spec::Step::Container(_)) {
+            self.log
+                .note("only a container step can be adopted; leaving the run to the daemon");
+            return EXIT_FAILED;
+        }
+        match workload::container::adopt(&self.run, &self.dir, previous.as_ref()) {
+            Ok(running) => {
+                self.log.note(format!(
+                    "following the adopted container with docker wait pid {}",
+                    running.child.process.pid
+                ));
+                self.follow_to_the_end(worker, running)
+            }
+            Err(AdoptError::Gone(message)) => {
+                self.log.note(format!(
+                    "nothing to adopt: {message}; the run is lost, the daemon cleans up"
+                ));
+                EXIT_FAILED
+            }
+            Err(AdoptError::Worker(message)) => {
+                self.log.note(format!(
+                    "cannot follow the adopted container: {message}; the daemon cleans up"
+                ));
+                EXIT_FAILED
+            }
+        }
+    }
+
+    /// From a started (or adopted) workload to `cleanup.json`: record the child, follow the
+    /// workload, write `exit.json`, remove the container, clean up, write `cleanup.json`.
+    fn follow_to_the_end(&mut self, worker: ProcessIdentity, mut running: workload::Running) -> u8 {
+        self.reaper.watch(running.child.process.pid);
+        // Retried until it lands (the workload runs on meanwhile and is followed once it
+        // has): the daemon holds any stop for a run it has not seen start, so nothing waits
+        // on the worker here but the record itself.
+        self.records.worker(&WorkerRecord {
+            worker,
+            child: Some(running.child.clone()),
+        });
 
         let ended = workload::follow(
             &mut running,
@@ -164,14 +249,7 @@ impl Attempt {
         } else {
             GroupState::Unconfirmed
         };
-        let (reason, container) = (ended.reason, ended.container);
-        status = status.max(write_exit(
-            &self.records,
-            &self.log,
-            reason,
-            group,
-            container,
-        ));
+        write_exit(&mut self.records, ended.reason, group, ended.container);
 
         // Before the sweep: the container's processes carry the run's marker.
         let removal = workload::remove_container(&running, &self.run.cleanup, &self.log);
@@ -193,79 +271,54 @@ impl Attempt {
             }
             removal
         };
-        status.max(write_cleanup(&self.records, &self.log, outcome))
+        write_cleanup(&mut self.records, &self.log, outcome);
+        EXIT_OK
     }
 
-    fn record_child(&self, worker: ProcessIdentity, running: &workload::Running) -> u8 {
-        let record = WorkerRecord {
-            worker,
-            child: Some(running.child.clone()),
-        };
-        match self.records.worker(&record) {
-            Ok(()) => EXIT_OK,
-            Err(e) => {
-                // The workload runs on: its end and cleanup are still recorded.
-                self.log
-                    .note(format!("cannot write worker.json with the child: {e}"));
-                EXIT_FAILED
-            }
-        }
-    }
-
-    fn fail(&self, message: String) -> u8 {
-        fail(&self.records, &self.log, message)
+    fn fail(&mut self, message: String) -> u8 {
+        fail(&mut self.records, &self.log, message)
     }
 }
 
-/// The worker failed before any workload ran: say so in every record it can still write.
-fn fail(records: &Records, log: &WorkerLog, message: String) -> u8 {
+/// The worker failed before any workload ran: say so in every record.
+fn fail(records: &mut Records, log: &WorkerLog, message: String) -> u8 {
     log.note(&message);
     let reason = ExitReason::SpawnFailed { message };
     finish_without_child(records, log, reason, EXIT_FAILED)
 }
 
-fn finish_without_child(records: &Records, log: &WorkerLog, reason: ExitReason, status: u8) -> u8 {
-    let exit = write_exit(records, log, reason, GroupState::NoChildSpawned, None);
-    let cleanup = write_cleanup(records, log, CleanupOutcome::Clean);
-    status.max(exit).max(cleanup)
+fn finish_without_child(
+    records: &mut Records,
+    log: &WorkerLog,
+    reason: ExitReason,
+    status: u8,
+) -> u8 {
+    write_exit(records, reason, GroupState::NoChildSpawned, None);
+    write_cleanup(records, log, CleanupOutcome::Clean);
+    status
 }
 
 fn write_exit(
-    records: &Records,
-    log: &WorkerLog,
+    records: &mut Records,
     reason: ExitReason,
     group: GroupState,
     container: Option<serde_json::Value>,
-) -> u8 {
-    let record = ExitRecord {
+) {
+    records.exit(&ExitRecord {
         reason,
         group,
         container,
         ended_at: now_ms(),
-    };
-    match records.exit(&record) {
-        Ok(()) => EXIT_OK,
-        Err(e) => {
-            log.note(format!("cannot write exit.json: {e}"));
-            EXIT_FAILED
-        }
-    }
+    });
 }
 
-fn write_cleanup(records: &Records, log: &WorkerLog, outcome: CleanupOutcome) -> u8 {
+fn write_cleanup(records: &mut Records, log: &WorkerLog, outcome: CleanupOutcome) {
     if !outcome.is_clean() {
         log.note(format!("cleanup did not finish clean: {outcome:?}"));
     }
-    let record = CleanupRecord {
+    records.cleanup(&CleanupRecord {
         attempt: 1,
         outcome,
         finished_at: now_ms(),
-    };
-    match records.cleanup(&record) {
-        Ok(()) => EXIT_OK,
-        Err(e) => {
-            log.note(format!("cannot write cleanup.json: {e}"));
-            EXIT_FAILED
-        }
-    }
+    });
 }

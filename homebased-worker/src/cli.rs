@@ -1,14 +1,16 @@
-//! The command line: `homebased-worker <run-dir> [--lock-fd N]`.
+//! The command line: `homebased-worker <run-dir> [--lock-fd N] [--adopt]`.
 
 use std::ffi::OsString;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
 
-pub const USAGE: &str = "usage: homebased-worker <run-dir> [--lock-fd N]
+pub const USAGE: &str = "usage: homebased-worker <run-dir> [--lock-fd N] [--adopt]
 
 Runs one attempt of the step described by <run-dir>/run.json and records its end.
   --lock-fd N   fd N is an open, exclusively flocked description of <run-dir>/runner.lock
-                handed over by the daemon; without it the worker takes the lock itself.";
+                handed over by the daemon; without it the worker takes the lock itself.
+  --adopt       the attempt's worker vanished and left its container running: find that
+                container, follow it to its end and record it, instead of starting one.";
 
 /// The exit status for a command line that cannot be understood.
 pub const EXIT_USAGE: u8 = 2;
@@ -17,6 +19,8 @@ pub const EXIT_USAGE: u8 = 2;
 pub struct Args {
     pub run_dir: PathBuf,
     pub lock_fd: Option<RawFd>,
+    /// Adopt the container a vanished worker of this run left, instead of starting the step.
+    pub adopt: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,11 +32,13 @@ pub enum Invocation {
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, String> {
     let mut run_dir = None;
     let mut lock_fd = None;
+    let mut adopt = false;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let text = arg.to_str();
         match text {
             Some("-h" | "--help") => return Ok(Invocation::Help),
+            Some("--adopt") => adopt = true,
             Some("--lock-fd") => {
                 let value = args.next().ok_or("--lock-fd needs a value")?;
                 lock_fd = Some(parse_fd(&value)?);
@@ -46,7 +52,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Str
         }
     }
     let run_dir = run_dir.ok_or("the run directory is missing")?;
-    Ok(Invocation::Run(Args { run_dir, lock_fd }))
+    Ok(Invocation::Run(Args {
+        run_dir,
+        lock_fd,
+        adopt,
+    }))
 }
 
 fn parse_fd(value: &OsString) -> Result<RawFd, String> {
@@ -71,21 +81,32 @@ mod tests {
             parse_strs(&["/h/tasks/t"]).unwrap(),
             Invocation::Run(Args {
                 run_dir: "/h/tasks/t".into(),
-                lock_fd: None
+                lock_fd: None,
+                adopt: false,
             })
         );
         assert_eq!(
             parse_strs(&["--lock-fd", "7", "/h/tasks/t"]).unwrap(),
             Invocation::Run(Args {
                 run_dir: "/h/tasks/t".into(),
-                lock_fd: Some(7)
+                lock_fd: Some(7),
+                adopt: false,
             })
         );
         assert_eq!(
             parse_strs(&["/d", "--lock-fd=3"]).unwrap(),
             Invocation::Run(Args {
                 run_dir: "/d".into(),
-                lock_fd: Some(3)
+                lock_fd: Some(3),
+                adopt: false,
+            })
+        );
+        assert_eq!(
+            parse_strs(&["/d", "--lock-fd", "3", "--adopt"]).unwrap(),
+            Invocation::Run(Args {
+                run_dir: "/d".into(),
+                lock_fd: Some(3),
+                adopt: true,
             })
         );
     }

@@ -1,10 +1,12 @@
 //! `homebased-worker`: one run attempt of one step, from `run.json` to `cleanup.json`
-//! (DESIGN "The worker", SPEC sections 4 to 6). Synchronous: one thread, signals through a
-//! self-pipe, children reaped in a loop.
+//! (DESIGN "The worker", SPEC sections 4 to 6). Synchronous: one thread (and, only for an
+//! adopted container, one more that copies its replayed logs), signals through a self-pipe,
+//! children reaped in a loop.
 //!
 //! # Layout
-//! - [`cli`]: the command line (`<run-dir> [--lock-fd N]`).
-//! - [`attempt`]: the whole sequence: lock, records, spawn, follow, exit, cleanup.
+//! - [`cli`]: the command line (`<run-dir> [--lock-fd N] [--adopt]`).
+//! - [`attempt`]: the whole sequence: lock, records, spawn (or adopt the container a vanished
+//!   worker left), follow, exit, cleanup.
 //! - [`lock`]: `runner.lock`, handed over by the daemon or taken here; held for life.
 //! - [`signals`]: SIGTERM/SIGINT as a stop flag, and the wake-up on every signal and child exit.
 //! - [`reap`]: reaping the workload and every orphan that comes back to this subreaper.
@@ -17,7 +19,9 @@
 //!   giving the `cleanup.json` outcome.
 //! - [`group_cleanup`]: emptying the process group (TERM, grace, KILL, grace, as
 //!   [`homebased_shared::process::terminate_group`] orders them); the stop uses it too.
-//! - [`records`]: `worker.json`, `exit.json`, `cleanup.json`, each followed by a poke.
+//! - [`records`]: `worker.json`, `exit.json`, `cleanup.json`, each followed by a poke, and
+//!   each retried until it lands.
+//! - [`reserve`]: disk space held for those records, so that a full disk cannot lose them.
 //! - [`log`]: `worker.log`, the worker's own notes and errors.
 
 pub mod attempt;
@@ -29,6 +33,7 @@ pub mod log;
 pub mod process_group;
 pub mod reap;
 pub mod records;
+pub mod reserve;
 pub mod signals;
 pub mod stop;
 pub mod workload;

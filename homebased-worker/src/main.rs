@@ -3,6 +3,7 @@
 
 use homebased_worker::cli::{self, Invocation};
 use homebased_worker::signals::Signals;
+use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -11,12 +12,17 @@ fn main() -> ExitCode {
     let signals = Signals::install();
     match cli::parse(std::env::args_os().skip(1)) {
         Ok(Invocation::Help) => {
-            println!("{}", cli::USAGE);
+            // Never println!: it panics when stdout is a full disk or a closed pipe.
+            let _ = writeln!(std::io::stdout(), "{}", cli::USAGE);
             ExitCode::SUCCESS
         }
         Ok(Invocation::Run(args)) => ExitCode::from(homebased_worker::attempt::run(args, signals)),
         Err(message) => {
-            eprintln!("homebased-worker: {message}\n\n{}", cli::USAGE);
+            let _ = writeln!(
+                std::io::stderr(),
+                "homebased-worker: {message}\n\n{}",
+                cli::USAGE
+            );
             ExitCode::from(cli::EXIT_USAGE)
         }
     }

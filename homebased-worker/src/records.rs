@@ -1,48 +1,90 @@
 //! The records the daemon reads: `worker.json`, `exit.json`, `cleanup.json`. Each is written
 //! atomically and then the daemon is poked. The files are the truth; the poke only saves the
 //! daemon a wait, so every poke error is ignored.
+//!
+//! A record is the truth the daemon waits for, so a write that fails is never given up while
+//! the worker lives: a full disk first gets a chunk of the worker's [`Reserve`] back and the
+//! write is tried again at once; any other failure, or a spent reserve, is retried with a
+//! backoff ([`FIRST_PAUSE`] doubling to [`LONGEST_PAUSE`]) until the record lands. A stale
+//! temporary copy of a failed try is truncated by the next one and renamed over the record by
+//! the one that lands, so nothing is left behind.
 
+use crate::log::WorkerLog;
+use crate::reserve::{is_out_of_space, Reserve};
 use homebased_shared::rundir::{
-    write_json_atomic, CleanupRecord, ExitRecord, RunDir, RunSpec, WorkerRecord,
+    write_json_atomic, CleanupRecord, ExitRecord, RunDir, RunSpec, WorkerRecord, CLEANUP_JSON,
+    EXIT_JSON, WORKER_JSON,
 };
 use std::io;
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
+use std::time::Duration;
+
+/// The pause after the first failed try of a record.
+pub const FIRST_PAUSE: Duration = Duration::from_millis(100);
+/// The longest pause between two tries.
+pub const LONGEST_PAUSE: Duration = Duration::from_secs(5);
 
 pub struct Records {
     dir: RunDir,
     /// Absent until `run.json` named the daemon's socket.
     poke: Option<Poke>,
+    log: WorkerLog,
+    reserve: Reserve,
 }
 
 impl Records {
-    pub fn new(dir: RunDir, run: Option<&RunSpec>) -> Records {
+    /// The records of `dir`, with the reserve allocated now if the disk allows it (else it
+    /// is tried again once the first record lands).
+    pub fn new(dir: RunDir, run: Option<&RunSpec>, log: WorkerLog) -> Records {
+        let mut reserve = Reserve::at(dir.reserve());
+        if let Err(e) = reserve.fill() {
+            log.note(format!(
+                "cannot set aside {}: {e}; records will wait for space if the disk is full",
+                dir.reserve().display()
+            ));
+        }
         Records {
             dir,
             poke: run.map(Poke::for_run),
+            log,
+            reserve,
         }
     }
 
     /// `worker.json`. Only the child's start is worth a poke: the first record is read when
     /// the daemon confirms the launch.
-    pub fn worker(&self, record: &WorkerRecord) -> io::Result<()> {
-        write_json_atomic(&self.dir.worker_json(), record)?;
+    pub fn worker(&mut self, record: &WorkerRecord) {
+        let path = self.dir.worker_json();
+        self.land(WORKER_JSON, || write_json_atomic(&path, record));
         if record.child.is_some() {
             self.poke();
+        } else if self.reserve.held() == 0 {
+            // Space came back for the first record: hold some for the next ones.
+            let _ = self.reserve.fill();
         }
-        Ok(())
     }
 
-    pub fn exit(&self, record: &ExitRecord) -> io::Result<()> {
-        write_json_atomic(&self.dir.exit_json(), record)?;
+    pub fn exit(&mut self, record: &ExitRecord) {
+        let path = self.dir.exit_json();
+        self.land(EXIT_JSON, || write_json_atomic(&path, record));
         self.poke();
-        Ok(())
     }
 
-    pub fn cleanup(&self, record: &CleanupRecord) -> io::Result<()> {
-        write_json_atomic(&self.dir.cleanup_json(), record)?;
+    pub fn cleanup(&mut self, record: &CleanupRecord) {
+        let path = self.dir.cleanup_json();
+        self.land(CLEANUP_JSON, || write_json_atomic(&path, record));
         self.poke();
-        Ok(())
+    }
+
+    fn land(&mut self, name: &str, write: impl FnMut() -> io::Result<()>) {
+        land(
+            write,
+            &mut self.reserve,
+            &self.log,
+            name,
+            std::thread::sleep,
+        );
     }
 
     fn poke(&self) {
@@ -50,6 +92,52 @@ impl Records {
             poke.send();
         }
     }
+}
+
+/// Tries `write` until it succeeds: on a full disk a chunk of the reserve is given back and
+/// the write tried at once, else it is tried again after `sleep`ing a backoff. Returns the
+/// number of failed tries. Each new kind of failure is noted once (the log itself may be on
+/// the full disk; its notes are lossy).
+fn land(
+    mut write: impl FnMut() -> io::Result<()>,
+    reserve: &mut Reserve,
+    log: &WorkerLog,
+    name: &str,
+    mut sleep: impl FnMut(Duration),
+) -> u32 {
+    let mut failures = 0;
+    let mut released = 0;
+    let mut pause = FIRST_PAUSE;
+    let mut last_error = String::new();
+    loop {
+        let e = match write() {
+            Ok(()) => break,
+            Err(e) => e,
+        };
+        failures += 1;
+        // Nothing is written to the disk between giving space back and using it.
+        if is_out_of_space(&e) && reserve.release_chunk() {
+            released += 1;
+            continue;
+        }
+        let text = e.to_string();
+        if text != last_error {
+            log.note(format!(
+                "cannot write {name}: {text}; trying again until it lands"
+            ));
+            last_error = text;
+        }
+        sleep(pause);
+        pause = (pause * 2).min(LONGEST_PAUSE);
+    }
+    if failures > 0 {
+        log.note(format!(
+            "{name} written after {failures} failed tries ({released} chunks of the reserve \
+             used, {} bytes left)",
+            reserve.held()
+        ));
+    }
+    failures
 }
 
 /// One datagram with the task UUID to the daemon's socket: "re-read this run's files".
@@ -74,5 +162,75 @@ impl Poke {
         // poke instead of blocking.
         let _ = sock.set_nonblocking(true);
         let _ = sock.send_to(self.task.as_bytes(), &self.socket);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reserve::{CHUNK, CHUNKS};
+
+    fn full() -> io::Error {
+        io::Error::from_raw_os_error(libc::ENOSPC)
+    }
+
+    #[test]
+    fn a_full_disk_takes_from_the_reserve_without_waiting() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = WorkerLog::new(tmp.path().join("worker.log"));
+        let mut reserve = Reserve::at(tmp.path().join("worker.reserve"));
+        reserve.fill().unwrap();
+        let mut tries = 0;
+        let mut slept = Vec::new();
+        let failures = land(
+            || {
+                tries += 1;
+                if tries <= 2 {
+                    Err(full())
+                } else {
+                    Ok(())
+                }
+            },
+            &mut reserve,
+            &log,
+            "exit.json",
+            |d| slept.push(d),
+        );
+        assert_eq!(failures, 2);
+        assert!(slept.is_empty(), "the reserve answers at once: {slept:?}");
+        assert_eq!(reserve.held(), CHUNK * (CHUNKS - 2));
+    }
+
+    #[test]
+    fn without_a_reserve_a_write_is_retried_with_a_capped_backoff_until_it_lands() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = WorkerLog::new(tmp.path().join("worker.log"));
+        let mut reserve = Reserve::at(tmp.path().join("worker.reserve"));
+        let mut tries = 0;
+        let mut slept = Vec::new();
+        let failures = land(
+            || {
+                tries += 1;
+                match tries {
+                    1..=3 => Err(full()),
+                    4..=9 => Err(io::Error::from_raw_os_error(libc::EIO)),
+                    _ => Ok(()),
+                }
+            },
+            &mut reserve,
+            &log,
+            "cleanup.json",
+            |d| slept.push(d),
+        );
+        assert_eq!(failures, 9);
+        let ms: Vec<u128> = slept.iter().map(Duration::as_millis).collect();
+        assert_eq!(ms, [100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000]);
+        let notes = std::fs::read_to_string(tmp.path().join("worker.log")).unwrap();
+        assert_eq!(
+            notes.matches("cannot write cleanup.json").count(),
+            2,
+            "each new failure is noted once:\n{notes}"
+        );
+        assert!(notes.contains("cleanup.json written after 9 failed tries"));
     }
 }

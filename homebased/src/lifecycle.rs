@@ -11,6 +11,8 @@
 //!     └─ worker gone: abandoned (no worker.json), else lost like an executing run
 //!                                                                       ▼
 //!        lane freed ◀──clean── cleaning{attempt} ──failed──▶ attention ──released──▶ lane freed
+//!
+//! executing ──worker detached, its container left running──▶ executing (adopted by a new worker)
 //! ```
 //!
 //! [`RunPhase`] is decoded once, in the store (`store::runs`); the scheduler's
@@ -160,6 +162,10 @@ pub enum Observation {
     /// The worker's lock is free: nothing of the worker runs any more. `wrote_worker_json`
     /// tells whether it got far enough to perhaps start the workload.
     WorkerGone { wrote_worker_json: bool },
+    /// The worker's lock is free, but it left a container step's container behind as DESIGN
+    /// says a worker stopped without a stop request does: no `exit.json`, no stop request, a
+    /// saved container id. `adoptions` adopting workers were started for the run before.
+    WorkerDetached { adoptions: u32 },
     /// `cleanup.json` of some attempt.
     CleanupRecorded(CleanupRecord),
     /// A stop request was accepted for this run.
@@ -193,12 +199,18 @@ pub enum Action {
     EnactStop,
     /// The worker is gone without cleaning up: the daemon cleans as attempt `attempt`.
     CleanUpLost { attempt: u32 },
+    /// Start adopting worker number `adoption` on the run directory: it finds the container
+    /// the vanished worker left, follows it to its end and records its real exit.
+    Adopt { adoption: u32 },
 }
 
 impl Action {
     /// Whether the core performs this after the commit rather than the store within it.
     pub fn is_effect(&self) -> bool {
-        matches!(self, Action::EnactStop | Action::CleanUpLost { .. })
+        matches!(
+            self,
+            Action::EnactStop | Action::CleanUpLost { .. } | Action::Adopt { .. }
+        )
     }
 }
 
@@ -222,6 +234,11 @@ pub struct Context {
 /// How many cleanup attempts a lane gets before it is held in Attention: a run directory
 /// that cannot be cleaned (deleted, unwritable) must not be retried forever.
 pub const MAX_CLEANUP_ATTEMPTS: u32 = 5;
+
+/// How many adopting workers a run's container gets: each one that vanishes too (or finds
+/// nothing to follow) is followed by another, until this many were started; then the run is
+/// lost and the daemon removes its container.
+pub const MAX_ADOPTIONS: u32 = 3;
 
 /// The one lifecycle rule. `None`: the observation changes nothing in this phase (a late or
 /// duplicate hint, a stale cleanup record, a release of a run not in Attention).
@@ -313,6 +330,28 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
                 }],
             )
         }
+        // No stop was requested and the container may run: a new worker adopts it and the
+        // run keeps its phase (a launch is confirmed once the adopting worker records its
+        // followers, or ends with the container's exit).
+        (
+            RunPhase::Executing { .. } | RunPhase::Launching { stop: None, .. },
+            WorkerDetached { adoptions },
+        ) if adoptions < MAX_ADOPTIONS => to(
+            Some(phase.clone()),
+            vec![Adopt {
+                adoption: adoptions + 1,
+            }],
+        ),
+        // Anywhere else (a stop requested, adoptions run out, the run already ended) a
+        // detached worker is a gone one that got far enough to start its workload: the daemon
+        // cleans up and removes the container.
+        (_, WorkerDetached { .. }) => next(
+            phase,
+            WorkerGone {
+                wrote_worker_json: true,
+            },
+            ctx,
+        ),
         (RunPhase::Executing { .. } | RunPhase::Stopping { .. }, WorkerGone { .. }) => clean_lost(
             1,
             vec![RecordEnd {

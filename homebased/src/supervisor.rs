@@ -9,7 +9,7 @@ use crate::core::CoreHandle;
 use homebased_shared::home::Home;
 use homebased_shared::ids::TaskId;
 use homebased_shared::process;
-use homebased_shared::rundir::{write_json_atomic, RunDir, RunSpec};
+use homebased_shared::rundir::{write_json_atomic, AdoptionRequest, RunDir, RunSpec};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::fs::{DirBuilder, File, OpenOptions};
@@ -65,6 +65,27 @@ pub fn create_run_dir(home: &Home, spec: &RunSpec) -> io::Result<RunDir> {
 /// Locks `runner.lock`, starts the worker in a new session holding it, and releases the
 /// daemon's copy so that only the worker's life holds the lock.
 pub fn start_worker(dir: &RunDir) -> io::Result<Child> {
+    spawn_worker(dir, &[])
+}
+
+/// Records that adopting worker number `adoption` is about to start (`adoption.json`).
+pub fn request_adoption(dir: &RunDir, adoption: u32) -> io::Result<()> {
+    let request = AdoptionRequest {
+        adoption,
+        requested_at: homebased_shared::time::now_ms(),
+    };
+    write_json_atomic(&dir.adoption_json(), &request)
+}
+
+/// Starts a worker that adopts the container of the run's vanished worker
+/// (`homebased-worker <run-dir> --adopt`), holding a newly taken `runner.lock` exactly like
+/// [`start_worker`].
+pub fn start_adopting_worker(dir: &RunDir, adoption: u32) -> io::Result<Child> {
+    tracing::debug!(run = %dir.root().display(), adoption, "starting an adopting worker");
+    spawn_worker(dir, &["--adopt"])
+}
+
+fn spawn_worker(dir: &RunDir, extra: &[&str]) -> io::Result<Child> {
     let lock = OpenOptions::new()
         .read(true)
         .write(true)
@@ -84,6 +105,7 @@ pub fn start_worker(dir: &RunDir) -> io::Result<Child> {
     cmd.arg(dir.root())
         .arg("--lock-fd")
         .arg(LOCK_FD.to_string())
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err);
@@ -172,6 +194,8 @@ pub fn clean_up_lost(
         .name(format!("cleanup-{task}"))
         .spawn(move || {
             let outcome = lost_cleanup::clean(&dir, task, &config, &protected);
+            // The space a killed worker held for its records is no use to anyone now.
+            let _ = std::fs::remove_file(dir.reserve());
             let record = homebased_shared::rundir::CleanupRecord {
                 attempt,
                 outcome,

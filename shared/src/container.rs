@@ -5,6 +5,8 @@
 //! # Layout
 //! - [`docker`]: the CLI with one run's environment: short bounded commands and followers.
 //! - [`inspect`]: what Docker says: a container's state by id, the containers under a filter.
+//! - [`lookup`]: finding the run's container again for a worker that adopts it: by saved
+//!   id, then by name and label.
 //! - [`removal`]: stop with the run's grace, `rm` without force, absence proven by id, label
 //!   and name within the cleanup bound.
 //!
@@ -13,6 +15,7 @@
 
 pub mod docker;
 pub mod inspect;
+pub mod lookup;
 pub mod removal;
 
 use crate::ids::TaskId;

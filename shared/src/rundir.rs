@@ -23,6 +23,10 @@ pub const YIELD_FILE: &str = "yield";
 pub const STOP_FILE: &str = "stop";
 /// Written by the worker with `docker create --cidfile`.
 pub const CONTAINER_ID: &str = "container.id";
+/// Disk space the worker holds for its records while it lives (removed when it exits).
+pub const RESERVE: &str = "worker.reserve";
+/// Written by the daemon before it starts a worker that adopts the run's container.
+pub const ADOPTION_JSON: &str = "adoption.json";
 
 /// The exit code with which a workload says "checkpoint saved, resume me later".
 pub const EXIT_YIELDED: i32 = 75;
@@ -73,6 +77,12 @@ impl RunDir {
     pub fn container_id(&self) -> PathBuf {
         self.root.join(CONTAINER_ID)
     }
+    pub fn reserve(&self) -> PathBuf {
+        self.root.join(RESERVE)
+    }
+    pub fn adoption_json(&self) -> PathBuf {
+        self.root.join(ADOPTION_JSON)
+    }
 
     pub fn read_run(&self) -> io::Result<RunSpec> {
         read_json(&self.run_json())
@@ -85,6 +95,10 @@ impl RunDir {
     }
     pub fn read_cleanup(&self) -> io::Result<Option<CleanupRecord>> {
         read_json_if_exists(&self.cleanup_json())
+    }
+    /// The last adoption the daemon asked for, if any.
+    pub fn read_adoption(&self) -> io::Result<Option<AdoptionRequest>> {
+        read_json_if_exists(&self.adoption_json())
     }
     /// The durable stop request, if the daemon wrote one.
     pub fn read_stop(&self) -> io::Result<Option<StopRequest>> {
@@ -277,6 +291,15 @@ pub struct CleanupRecord {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StopRequest {
     pub cause: crate::queue::StopCause,
+}
+
+/// `adoption.json`: the daemon started adopting worker number `adoption` (from 1) for a run
+/// whose worker vanished while its container may still run. Written before that worker
+/// starts, so the count survives a worker that dies at once and a daemon restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdoptionRequest {
+    pub adoption: u32,
+    pub requested_at: Millis,
 }
 
 /// Write, fsync, rename over the target, fsync the folder: a reader sees the old file or the

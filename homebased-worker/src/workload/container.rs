@@ -13,7 +13,11 @@
 //! in `output.log` lines keep their order within a stream but not between the two.
 //!
 //! A worker that dies without a stop request takes its followers with it (they die with the
-//! worker) and leaves the container running, to be found by id, cidfile, or name and label.
+//! worker) and leaves the container running. The next worker of the run, started with
+//! `--adopt`, finds it again ([`adopt`]: by the saved id in the cidfile, then by name and
+//! label), follows it like its own (a new `docker wait`, and `docker logs --follow` whose
+//! replay is appended to `output.log` only past what the vanished worker had copied), records
+//! its real exit and removes it.
 
 mod create_args;
 
@@ -29,9 +33,11 @@ use crate::stop::{self, STOP_POLL};
 use homebased_shared::config::CleanupConfig;
 use homebased_shared::container::docker::{Docker, RunError, COMMAND_BOUND};
 use homebased_shared::container::inspect::{self, ContainerState, Seen};
+use homebased_shared::container::lookup::{self, Found};
 use homebased_shared::container::{removal, saved_id};
 use homebased_shared::ids::TaskId;
 use homebased_shared::process;
+use homebased_shared::rundir::write_atomic;
 use homebased_shared::rundir::{ChildRecord, CleanupOutcome, ExitReason, RunDir, RunSpec};
 use homebased_shared::spec::ContainerStep;
 use homebased_shared::time::{now_ms, Millis};
@@ -39,9 +45,10 @@ use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::sys::signal::Signal;
 use serde_json::json;
 use std::fs::{File, OpenOptions};
-use std::io::Read;
+use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::process::Stdio;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Where the job's state directory is mounted, read-write (`HOMEBASED_JOB_DIR`).
@@ -62,6 +69,28 @@ pub struct Container {
     docker: Docker,
     /// The read end of `docker wait`'s stdout: the exit code it prints when the container ends.
     wait_output: File,
+    /// For an adopted container: the thread that appends the replayed logs to `output.log`.
+    copier: Option<JoinHandle<()>>,
+}
+
+/// Where `docker logs --follow` writes.
+#[derive(Debug, Clone, Copy)]
+enum Logs {
+    /// Straight onto `output.log` (appended): a container this worker started.
+    Append,
+    /// Through the worker, which drops the first `skip` bytes of the replay (what a vanished
+    /// worker had already copied) and appends the rest: an adopted container.
+    After { skip: u64 },
+}
+
+/// Why an adopting worker has no container to follow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdoptError {
+    /// Docker knows no container of the run (or could not say within the cleanup bound), or
+    /// it cannot be followed: nothing is recorded, and the daemon takes the run for lost.
+    Gone(String),
+    /// The worker could not prepare the run or its followers.
+    Worker(String),
 }
 
 /// How the following ended, before Docker is asked for the details.
@@ -122,31 +151,155 @@ pub fn start(run: &RunSpec, dir: &RunDir, step: &ContainerStep) -> Result<Runnin
         Err(e) => return Err(abandon(Some(&id), e.to_string())),
     }
 
-    let (child, group, wait_output) = match follow_container(&docker, &id, dir, started_at) {
+    let followers = match follow_container(&docker, &id, dir, started_at, Logs::Append) {
         Ok(followers) => followers,
         Err(message) => return Err(abandon(Some(&id), message)),
     };
-    Ok(Running {
-        child,
-        group,
-        container: Some(Container {
-            task: run.task,
-            name,
-            id,
-            docker,
-            wait_output,
-        }),
-    })
+    Ok(followers.running(run.task, name, id, docker))
+}
+
+/// Finds the container a vanished worker of this run left and follows it from where that
+/// worker was. `previous` is the vanished worker's child record, if it wrote one: its start
+/// is kept (the suspect window), and its followers are let die before `output.log` is
+/// measured.
+pub fn adopt(
+    run: &RunSpec,
+    dir: &RunDir,
+    previous: Option<&ChildRecord>,
+) -> Result<Running, AdoptError> {
+    super::host::prepare_folders(run, dir).map_err(AdoptError::Worker)?;
+    let dir = &std::path::absolute(dir.root())
+        .map(RunDir::new)
+        .map_err(|e| AdoptError::Worker(format!("{}: {e}", dir.root().display())))?;
+    let log = WorkerLog::new(dir.worker_log());
+    let docker = Docker::for_run(run.task);
+    let name = container_name(run.task);
+    let found = find_within(&docker, dir, run, &log)?;
+    let Found { id, state, by } = found;
+    log.note(format!(
+        "adopting container {name} ({id}), found by {by}: {}",
+        state.status
+    ));
+    if state.status == "created" {
+        // Never started: following it would wait forever, and starting it is not adopting.
+        return Err(AdoptError::Gone(format!(
+            "container {name} ({id}) was created but never started"
+        )));
+    }
+    if homebased_shared::container::saved_id(dir, "").as_deref() != Some(id.as_str()) {
+        // Found by name and label: save its id, for the removal and for a later adopter.
+        if let Err(e) = write_atomic(&dir.container_id(), format!("{id}\n").as_bytes()) {
+            log.note(format!("cannot save the container id: {e}"));
+        }
+    }
+    let started_at = previous.map_or_else(now_ms, |c| c.started_at);
+    if let Some(previous) = previous {
+        let gone = wait_followers_gone(previous, run.cleanup.kill_grace);
+        if !gone {
+            log.note(format!(
+                "the vanished worker's docker followers (group {}) are still there; \
+                 adopting all the same",
+                previous.pgid
+            ));
+        }
+    }
+    let skip = std::fs::metadata(dir.output_log()).map_or(0, |m| m.len());
+    let followers = follow_container(&docker, &id, dir, started_at, Logs::After { skip })
+        .map_err(AdoptError::Worker)?;
+    Ok(followers.running(run.task, name, id, docker))
+}
+
+/// The vanished worker's followers die with it (`PR_SET_PDEATHSIG`), a moment after its lock
+/// was freed: until they are gone the old `docker logs` may still append to `output.log`.
+fn wait_followers_gone(previous: &ChildRecord, bound: Duration) -> bool {
+    let deadline = Instant::now() + bound;
+    loop {
+        let alive = process::group_members(previous.pgid).map(|members| {
+            members
+                .iter()
+                .any(|p| !p.is_zombie() && p.start_ticks >= previous.process.start_ticks)
+        });
+        if !alive.unwrap_or(true) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The lookup, asked again within the cleanup bound while Docker cannot answer.
+fn find_within(
+    docker: &Docker,
+    dir: &RunDir,
+    run: &RunSpec,
+    log: &WorkerLog,
+) -> Result<Found, AdoptError> {
+    let deadline = Instant::now() + run.cleanup.bound;
+    let mut last_failure = String::new();
+    loop {
+        match lookup::find(docker, dir, run.task) {
+            Seen::Present(found) => return Ok(found),
+            Seen::Absent => {
+                return Err(AdoptError::Gone(format!(
+                    "no container of the run by saved id, or by name {} and label {}",
+                    container_name(run.task),
+                    homebased_shared::container::task_label(run.task)
+                )))
+            }
+            Seen::Unknown(e) if Instant::now() >= deadline => {
+                return Err(AdoptError::Gone(format!(
+                    "Docker could not say where the run's container is within {:?}: {e}",
+                    run.cleanup.bound
+                )))
+            }
+            Seen::Unknown(e) => {
+                if e != last_failure {
+                    log.note(format!("cannot look for the run's container yet: {e}"));
+                    last_failure = e;
+                }
+                std::thread::sleep(INSPECT_POLL);
+            }
+        }
+    }
+}
+
+/// The followers of a container, before they are wrapped as the running workload.
+struct Followers {
+    child: ChildRecord,
+    group: ProcessGroup,
+    wait_output: File,
+    copier: Option<JoinHandle<()>>,
+}
+
+impl Followers {
+    fn running(self, task: TaskId, name: String, id: String, docker: Docker) -> Running {
+        Running {
+            child: self.child,
+            group: self.group,
+            container: Some(Container {
+                task,
+                name,
+                id,
+                docker,
+                wait_output: self.wait_output,
+                copier: self.copier,
+            }),
+        }
+    }
 }
 
 /// Spawns `docker wait` (leading a new process group) and `docker logs --follow` (joining
-/// it), and returns the record of the leader, the group and the leader's stdout.
+/// it), and returns the record of the leader, the group, the leader's stdout and the copier
+/// of the logs when they pass through the worker.
 fn follow_container(
     docker: &Docker,
     id: &str,
     dir: &RunDir,
     started_at: Millis,
-) -> Result<(ChildRecord, ProcessGroup, File), String> {
+    logs_to: Logs,
+) -> Result<Followers, String> {
     let append = |path: &std::path::Path| {
         OpenOptions::new()
             .create(true)
@@ -175,8 +328,18 @@ fn follow_container(
     };
 
     let output = append(&dir.output_log());
+    let mut copier = None;
     // One open file description for both streams, so their writes interleave in order.
     let streams = output.and_then(|out| {
+        let out = match logs_to {
+            Logs::Append => out,
+            Logs::After { skip } => {
+                let (from, to) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
+                    .map_err(|e| format!("cannot make a pipe for docker logs: {e}"))?;
+                copier = Some(copy_logs(File::from(from), out, skip)?);
+                File::from(to)
+            }
+        };
         let err = out
             .try_clone()
             .map_err(|e| format!("cannot share {}: {e}", dir.output_log().display()))?;
@@ -205,15 +368,16 @@ fn follow_container(
     drop(logs);
 
     match process::identity(leader) {
-        Ok(identity) => Ok((
-            ChildRecord {
+        Ok(identity) => Ok(Followers {
+            child: ChildRecord {
                 process: identity,
                 pgid: group.id(),
                 started_at,
             },
             group,
             wait_output,
-        )),
+            copier,
+        }),
         Err(e) => {
             kill_and_collect(&[leader, logs_pid], Some(group));
             Err(format!(
@@ -221,6 +385,30 @@ fn follow_container(
             ))
         }
     }
+}
+
+/// Appends what `from` gives to `to`, past its first `skip` bytes, until `from` ends (every
+/// writer, `docker logs`, is gone). A thread, so that the logs flow whatever the worker waits
+/// on; a write that fails (a full disk) loses that much output, never the run.
+fn copy_logs(mut from: File, mut to: File, mut skip: u64) -> Result<JoinHandle<()>, String> {
+    let copy = move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match from.read(&mut buf) {
+                Ok(0) => return,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return,
+            };
+            let dropped = usize::try_from(skip).unwrap_or(usize::MAX).min(n);
+            skip -= dropped as u64;
+            let _ = to.write_all(&buf[dropped..n]);
+        }
+    };
+    std::thread::Builder::new()
+        .name("docker-logs".into())
+        .spawn(copy)
+        .map_err(|e| format!("cannot start copying the container's logs: {e}"))
 }
 
 /// Untracked followers must not run: kill them and collect them before reporting.
@@ -264,6 +452,9 @@ impl Container {
                 "docker followers of {} still running after the container ended",
                 self.name
             ));
+        } else if let Some(copier) = self.copier.take() {
+            // `docker logs` is gone, so the pipe has ended: the copy is whole.
+            let _ = copier.join();
         }
         let state = match inspect::state(&self.docker, &self.id) {
             Seen::Present(state) => Some(state),

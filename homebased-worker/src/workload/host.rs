@@ -5,6 +5,7 @@ use super::{Running, StartError};
 use crate::process_group::ProcessGroup;
 use homebased_shared::process;
 use homebased_shared::rundir::{is_run_variable, ChildRecord, RunDir, RunSpec};
+use homebased_shared::spec::Step;
 use homebased_shared::time::now_ms;
 use nix::sys::prctl;
 use nix::sys::signal::Signal;
@@ -125,14 +126,32 @@ pub fn environment(
     env
 }
 
-/// The job directory (private to the user: it holds checkpoints) and the control folder the
-/// daemon writes `yield` and `stop` into.
+/// The job directory (it holds checkpoints) and the control folder the daemon writes `yield`
+/// and `stop` into.
+///
+/// For a host step the job directory is private to the user (0700). A container step may run
+/// as any user (its numeric `user`, or the image's own, which only the image knows), so its
+/// job directory is open to every user (0777) inside a parent kept private (0700,
+/// `<home>/jobs/<job>`): no other user of the host can reach it through that parent, while the
+/// container reaches it through its bind mount at `/homebased/job`, where the parents do not
+/// count. Files the container makes there belong to the container's user.
 pub(super) fn prepare_folders(run: &RunSpec, dir: &RunDir) -> Result<(), String> {
+    let mode = match run.step {
+        Step::Container(_) => 0o777,
+        Step::Task { .. } => 0o700,
+    };
+    let private_parent = || match run.job_dir.parent() {
+        Some(parent) if mode != 0o700 => {
+            std::fs::set_permissions(parent, Permissions::from_mode(0o700))
+        }
+        _ => Ok(()),
+    };
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(&run.job_dir)
-        .and_then(|()| std::fs::set_permissions(&run.job_dir, Permissions::from_mode(0o700)))
+        .and_then(|()| private_parent())
+        .and_then(|()| std::fs::set_permissions(&run.job_dir, Permissions::from_mode(mode)))
         .map_err(|e| format!("cannot prepare {}: {e}", run.job_dir.display()))?;
     let control = dir.control_dir();
     std::fs::create_dir_all(&control)
@@ -144,7 +163,6 @@ mod tests {
     use super::*;
     use homebased_shared::config::CleanupConfig;
     use homebased_shared::ids::{JobId, TaskId};
-    use homebased_shared::spec::Step;
     use std::collections::BTreeMap;
 
     fn run(device: Option<u32>) -> RunSpec {

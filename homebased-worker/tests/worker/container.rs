@@ -416,3 +416,164 @@ fn a_killed_worker_leaves_no_docker_process_behind() {
     // Without a stop request the container is left running for a later worker to adopt.
     assert_eq!(c.containers().len(), 1);
 }
+
+/// Starts `c`'s worker, waits for `started` in the output, kills the worker with SIGKILL and
+/// checks that its container runs on.
+fn detach(c: &ContainerRun) {
+    let mut worker = c.run.start();
+    c.run.child();
+    c.wait_for_output("started");
+    kill(Pid::from_raw(worker.pid()), Signal::SIGKILL).unwrap();
+    worker.wait();
+    let state = docker(&["inspect", "--format", "{{.State.Status}}", &c.saved_id()]).unwrap();
+    assert_eq!(
+        state.trim(),
+        "running",
+        "the container runs on without its worker"
+    );
+}
+
+fn adopting_worker(c: &ContainerRun) -> crate::support::Worker {
+    let mut cmd = c.run.command();
+    cmd.arg("--adopt");
+    crate::support::Worker(cmd.spawn().unwrap())
+}
+
+fn job_dir(c: &ContainerRun) -> PathBuf {
+    PathBuf::from(c.run.spec["job_dir"].as_str().unwrap())
+}
+
+#[test]
+fn an_adopting_worker_follows_a_left_container_to_its_real_exit_and_removes_it() {
+    let Some(image) = image() else { return };
+    let c = ContainerRun::shell(
+        &image,
+        "echo started; while [ ! -e /homebased/job/go ]; do sleep 0.05; done; \
+         echo finishing; exit 3",
+    );
+    detach(&c);
+    let first = c.run.child();
+
+    let mut adopter = adopting_worker(&c);
+    let child = eventually("the adopting worker's own followers", || {
+        let record = c.run.dir.read_worker().ok().flatten()?;
+        let child = record.child?;
+        (record.worker.pid == adopter.pid() as u32 && child.process != first.process)
+            .then_some(child)
+    });
+    assert_eq!(
+        child.started_at, first.started_at,
+        "the workload's start is kept"
+    );
+    fs::write(job_dir(&c).join("go"), b"").unwrap();
+    assert!(adopter.wait().success(), "{}", c.run.diagnose());
+
+    assert_eq!(
+        c.run.exit().reason,
+        ExitReason::Exit { code: 3 },
+        "{}",
+        c.run.diagnose()
+    );
+    assert_eq!(
+        c.run.output(),
+        "started\nfinishing\n",
+        "the replayed logs continue output.log where it was"
+    );
+    assert_eq!(c.container_record()["exit_code"], json!(3));
+    assert_eq!(c.run.cleanup().outcome, CleanupOutcome::Clean);
+    c.assert_removed();
+}
+
+#[test]
+fn a_container_that_ended_unfollowed_is_found_by_name_and_label_and_its_exit_recorded() {
+    let Some(image) = image() else { return };
+    let c = ContainerRun::shell(
+        &image,
+        "echo started; while [ ! -e /homebased/job/go ]; do sleep 0.05; done; exit 0",
+    );
+    detach(&c);
+    let id = c.saved_id();
+    fs::write(job_dir(&c).join("go"), b"").unwrap();
+    eventually("the container to end with nobody following", || {
+        let state = docker(&["inspect", "--format", "{{.State.Status}}", &id]).unwrap();
+        (state.trim() == "exited").then_some(())
+    });
+    // No saved id: the name and the label find it.
+    fs::remove_file(c.run.dir.container_id()).unwrap();
+
+    assert!(adopting_worker(&c).wait().success(), "{}", c.run.diagnose());
+    assert_eq!(c.run.exit().reason, ExitReason::Exit { code: 0 });
+    assert!(c.run.worker_log().contains("found by name and label"));
+    assert_eq!(c.saved_id(), id, "the id is saved again");
+    assert_eq!(c.run.output(), "started\n");
+    assert_eq!(c.run.cleanup().outcome, CleanupOutcome::Clean);
+    c.assert_removed();
+}
+
+#[test]
+fn an_adopting_worker_honours_a_stop_request_and_records_cancelled() {
+    let Some(image) = image() else { return };
+    let c = ContainerRun::shell(&image, "echo started; sleep 30");
+    detach(&c);
+    let mut adopter = adopting_worker(&c);
+    eventually("the adopting worker's followers", || {
+        let record = c.run.dir.read_worker().ok().flatten()?;
+        (record.worker.pid == adopter.pid() as u32).then_some(())
+    });
+    c.run.request_stop();
+    assert!(adopter.wait().success(), "{}", c.run.diagnose());
+    assert_eq!(c.run.exit().reason, ExitReason::Cancelled);
+    assert_eq!(c.container_record()["exit_code"], json!(128 + 15));
+    assert_eq!(c.run.cleanup().outcome, CleanupOutcome::Clean);
+    c.assert_removed();
+}
+
+#[test]
+fn an_adopting_worker_that_finds_no_container_writes_no_record() {
+    let Some(image) = image() else { return };
+    let c = ContainerRun::shell(&image, "echo started; sleep 30");
+    detach(&c);
+    docker(&["rm", "--force", &c.saved_id()]).unwrap();
+
+    let status = adopting_worker(&c).wait();
+    assert!(!status.success(), "{status}");
+    assert!(!c.run.dir.exit_json().exists(), "{}", c.run.diagnose());
+    assert!(!c.run.dir.cleanup_json().exists());
+    assert!(
+        c.run.worker_log().contains("nothing to adopt"),
+        "{}",
+        c.run.diagnose()
+    );
+}
+
+#[test]
+fn a_container_running_as_another_user_writes_its_checkpoint_into_the_job_dir() {
+    let Some(image) = image() else { return };
+    let c = ContainerRun::new(
+        &image,
+        json!({
+            "user": "4321:4321",
+            "args": ["sh", "-c", "echo saved > /homebased/job/checkpoint"],
+        }),
+    );
+    c.run.run_to_end();
+    assert_eq!(
+        c.run.exit().reason,
+        ExitReason::Exit { code: 0 },
+        "{}",
+        c.run.diagnose()
+    );
+    let dir = job_dir(&c);
+    assert_eq!(
+        fs::read_to_string(dir.join("checkpoint")).unwrap(),
+        "saved\n"
+    );
+    let mode = |p: &std::path::Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o777);
+    assert_eq!(
+        mode(dir.parent().unwrap()),
+        0o700,
+        "its parent stays private"
+    );
+    c.assert_removed();
+}

@@ -7,5 +7,6 @@ mod container;
 mod ends;
 mod environment;
 mod lock;
+mod storage;
 mod support;
 mod sweep;

@@ -70,7 +70,8 @@ impl Run {
         self.write_spec();
     }
 
-    fn write_spec(&self) {
+    /// Writes `run.json` again (onto a filesystem mounted over the run directory, say).
+    pub fn write_spec(&self) {
         let text = serde_json::to_vec_pretty(&self.spec).unwrap();
         std::fs::write(self.dir.run_json(), text).unwrap();
     }

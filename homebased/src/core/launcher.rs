@@ -25,6 +25,16 @@ pub trait Launcher: Send {
     /// Asks the worker to stop its workload now (the stop request file is already written).
     fn signal_stop(&mut self, dir: &RunDir);
 
+    /// Starts a worker that adopts the container a vanished worker left in `dir` (the
+    /// `adoption`th for the run), and watches it like any worker.
+    fn adopt(
+        &mut self,
+        core: CoreHandle,
+        dir: &RunDir,
+        task: TaskId,
+        adoption: u32,
+    ) -> io::Result<()>;
+
     /// Cleans up after a lost worker off the core thread, writes `cleanup.json` as attempt
     /// `attempt`, and tells the core.
     fn clean_up_lost(
@@ -50,6 +60,18 @@ impl Launcher for Supervisor {
 
     fn reattach(&mut self, core: CoreHandle, dir: &RunDir, task: TaskId) {
         supervisor::watch(core, dir.clone(), task, None);
+    }
+
+    fn adopt(
+        &mut self,
+        core: CoreHandle,
+        dir: &RunDir,
+        task: TaskId,
+        adoption: u32,
+    ) -> io::Result<()> {
+        let child = supervisor::start_adopting_worker(dir, adoption)?;
+        supervisor::watch(core, dir.clone(), task, Some(child));
+        Ok(())
     }
 
     fn worker_alive(&self, dir: &RunDir) -> bool {

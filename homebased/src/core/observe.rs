@@ -81,6 +81,7 @@ impl Core {
             match action {
                 Action::EnactStop => self.enact_stop(moved.run.task),
                 Action::CleanUpLost { attempt } => self.clean_up_lost(moved.run.task, *attempt),
+                Action::Adopt { adoption } => self.adopt(moved.run.task, *adoption),
                 _ => {}
             }
         }
@@ -97,6 +98,58 @@ impl Core {
         self.launcher
             .clean_up_lost(handle, &dir, task, attempt, cleanup, protected);
     }
+
+    /// The worker detached from the run's container: start adopting worker `adoption` on the
+    /// run directory. Its count is written first (`adoption.json`), so that adoptions stay
+    /// bounded across workers that vanish at once and across a daemon restart. A worker that
+    /// cannot be started makes the run lost, as it would have been without adoption.
+    fn adopt(&mut self, task: TaskId, adoption: u32) {
+        let dir = self.run_dir(task);
+        if let Err(e) = crate::supervisor::request_adoption(&dir, adoption) {
+            // The adopting worker is started all the same: its records wait for space.
+            tracing::warn!(%task, adoption, error = %e, "cannot write adoption.json");
+        }
+        let handle = self.handle();
+        match self.launcher.adopt(handle, &dir, task, adoption) {
+            Ok(()) => {
+                tracing::info!(%task, adoption, "adopting the container of a vanished worker")
+            }
+            Err(e) => {
+                tracing::error!(%task, error = %e, "cannot start an adopting worker; the run is lost");
+                let lost = runs::get(self.store.db(), task).and_then(|run| match run {
+                    Some(run) => self.advance(
+                        &run,
+                        [Observation::WorkerGone {
+                            wrote_worker_json: true,
+                        }],
+                    ),
+                    None => Ok(()),
+                });
+                if let Err(e) = lost {
+                    tracing::error!(%task, error = %e, "cannot record a lost run; retrying");
+                    self.unsettled.insert(task, true);
+                }
+            }
+        }
+    }
+}
+
+/// Whether a vanished worker left a container that may still run, to be adopted: a container
+/// step with a saved container id, no `exit.json` and no stop request. `Some(n)`: `n`
+/// adopting workers were started before.
+fn detached(dir: &RunDir, exited: bool) -> Option<u32> {
+    let container_step = matches!(
+        dir.read_run().map(|run| run.step),
+        Ok(homebased_shared::spec::Step::Container(_))
+    );
+    if exited || !container_step || !dir.container_id().exists() || dir.stop_file().exists() {
+        return None;
+    }
+    let adoptions = dir.read_adoption().unwrap_or_else(|e| {
+        tracing::warn!(task = %dir.root().display(), error = %e, "unreadable adoption.json");
+        None
+    });
+    Some(adoptions.map_or(0, |a| a.adoption))
 }
 
 /// What the run directory shows, in the order the lifecycle needs it: the confirmation, the
@@ -115,6 +168,7 @@ fn read_observations(dir: &RunDir, worker_gone: bool) -> Vec<Observation> {
         tracing::warn!(%task, error = %e, "unreadable cleanup.json");
         None
     });
+    let exited = exit.is_some();
     let mut observations = Vec::new();
     if let Some(child) = worker.as_ref().and_then(|w| w.child.as_ref()) {
         observations.push(Observation::Confirmed {
@@ -131,6 +185,10 @@ fn read_observations(dir: &RunDir, worker_gone: bool) -> Vec<Observation> {
         observations.push(Observation::CleanupRecorded(record));
     }
     if worker_gone {
+        if let Some(adoptions) = detached(dir, exited) {
+            observations.push(Observation::WorkerDetached { adoptions });
+            return observations;
+        }
         observations.push(Observation::WorkerGone {
             wrote_worker_json: worker.is_some() || dir.worker_json().exists(),
         });
@@ -259,7 +317,7 @@ fn commit(
                     attentions::close(db, *id, ctx.now)?;
                 }
             }
-            Action::EnactStop | Action::CleanUpLost { .. } => {}
+            Action::EnactStop | Action::CleanUpLost { .. } | Action::Adopt { .. } => {}
         }
     }
     runs::set_phase(db, run.task, phase)

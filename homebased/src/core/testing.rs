@@ -19,6 +19,7 @@ pub enum Asked {
     Reattach(TaskId),
     SignalStop(TaskId),
     CleanUpLost { task: TaskId, attempt: u32 },
+    Adopt { task: TaskId, adoption: u32 },
 }
 
 /// What the fake launcher saw, and which workers it pretends are alive.
@@ -29,6 +30,8 @@ pub struct Workers {
     pub alive: HashSet<TaskId>,
     /// Make the next start fail, as a missing worker binary would.
     pub fail_start: bool,
+    /// Make the next adoption fail to start its worker.
+    pub fail_adopt: bool,
 }
 
 #[derive(Clone, Default)]
@@ -64,6 +67,23 @@ impl Launcher for FakeLauncher {
                 return Err(std::io::Error::other("no such worker binary"));
             }
             w.asked.push(Asked::Start(task));
+            w.alive.insert(task);
+            Ok(())
+        })
+    }
+
+    fn adopt(
+        &mut self,
+        _core: CoreHandle,
+        _dir: &RunDir,
+        task: TaskId,
+        adoption: u32,
+    ) -> std::io::Result<()> {
+        self.with(|w| {
+            if std::mem::take(&mut w.fail_adopt) {
+                return Err(std::io::Error::other("no such worker binary"));
+            }
+            w.asked.push(Asked::Adopt { task, adoption });
             w.alive.insert(task);
             Ok(())
         })

@@ -5,7 +5,7 @@
 
 use super::testing::{open_core, Asked, FakeLauncher};
 use super::Core;
-use crate::lifecycle::{RunPhase, MAX_CLEANUP_ATTEMPTS};
+use crate::lifecycle::{RunPhase, MAX_ADOPTIONS, MAX_CLEANUP_ATTEMPTS};
 use crate::store::{jobs, runs};
 use homebased_shared::error::ErrorCode;
 use homebased_shared::ids::{AttentionId, JobId, OperationId, TaskId, ThreadId};
@@ -48,6 +48,18 @@ impl Fixture {
 
     /// Submits a job of `steps` shell steps at `priority`, then lets a pass run.
     fn submit(&mut self, priority: Priority, preempt: Value, steps: usize) -> JobId {
+        let step = json!({"type": "task", "command": ["/bin/sh", "-c", "true"]});
+        self.submit_steps(priority, preempt, vec![step; steps])
+    }
+
+    /// Submits a job of one container step, then lets a pass run.
+    fn submit_container(&mut self) -> JobId {
+        let image = format!("sha256:{}", "0".repeat(64));
+        let step = json!({"type": "container", "image": image, "memory": "64m"});
+        self.submit_steps(Priority::Medium, restart(), vec![step])
+    }
+
+    fn submit_steps(&mut self, priority: Priority, preempt: Value, steps: Vec<Value>) -> JobId {
         let id = JobId::new();
         let spec = json!({
             "api_version": 1,
@@ -56,7 +68,7 @@ impl Fixture {
             "cwd": "/",
             "priority": priority,
             "preempt": preempt,
-            "steps": vec![json!({"type": "task", "command": ["/bin/sh", "-c", "true"]}); steps],
+            "steps": steps,
         });
         self.core
             .submit(SubmitRequest {
@@ -449,6 +461,145 @@ fn a_lost_worker_is_cleaned_by_the_daemon_and_a_failed_cleanup_holds_the_lane_un
     assert_eq!(again.unwrap_err().code, ErrorCode::AttentionNotFound);
     f.pass();
     assert!(f.active(waiting).phase.is_some(), "the lane serves again");
+}
+
+/// A confirmed container run whose worker then vanishes without a stop request, leaving its
+/// container (the worker saved its id).
+fn detach(f: &mut Fixture, task: TaskId) {
+    std::fs::write(f.dir(task).container_id(), "0123abcd\n").unwrap();
+    f.worker_gone(task);
+}
+
+#[test]
+fn a_worker_that_detaches_from_its_container_is_replaced_by_an_adopting_worker() {
+    let mut f = Fixture::new();
+    let job = f.submit_container();
+    let task = f.active(job).task;
+    f.confirm(task);
+    detach(&mut f, task);
+
+    assert_eq!(
+        f.workers.asked().last(),
+        Some(&Asked::Adopt { task, adoption: 1 })
+    );
+    let run = f.active(job);
+    assert!(
+        matches!(run.phase, Some(RunPhase::Executing { .. })),
+        "{run:?}"
+    );
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(f.job(job).status, JobStatus::Active);
+    assert!(f.events(job).is_empty(), "an adoption is no event");
+    let request = f.dir(task).read_adoption().unwrap().unwrap();
+    assert_eq!(
+        request.adoption, 1,
+        "the count is written before the worker starts"
+    );
+
+    // The adopting worker follows the container to its real end.
+    f.exit(task, ExitReason::Exit { code: 3 });
+    let run = f.active(job);
+    assert_eq!(run.status, RunStatus::Failed);
+    assert_eq!(run.process, Some(json!({"kind": "exit", "code": 3})));
+    assert_eq!(f.job(job).status, JobStatus::Failed);
+    assert_eq!(f.events(job), ["JOB_FAILED"]);
+    f.cleanup(task, 1, CleanupOutcome::Clean);
+    f.worker_gone(task);
+    assert!(
+        f.runs(job).iter().all(|r| r.phase.is_none()),
+        "the lane is free"
+    );
+}
+
+#[test]
+fn a_launch_whose_worker_vanished_after_starting_its_container_is_adopted_then_confirmed() {
+    let mut f = Fixture::new();
+    let job = f.submit_container();
+    let task = f.active(job).task;
+    // worker.json without the child: the worker died between docker start and its record.
+    f.worker_json(task, false);
+    detach(&mut f, task);
+    assert_eq!(
+        f.workers.asked().last(),
+        Some(&Asked::Adopt { task, adoption: 1 })
+    );
+    assert!(matches!(
+        f.active(job).phase,
+        Some(RunPhase::Launching { .. })
+    ));
+    f.confirm(task);
+    assert!(matches!(
+        f.active(job).phase,
+        Some(RunPhase::Executing { .. })
+    ));
+    f.exit(task, ExitReason::Exit { code: 0 });
+    assert_eq!(f.job(job).status, JobStatus::Succeeded);
+    assert_eq!(f.runs(job).len(), 1, "the step ran once");
+}
+
+#[test]
+fn adoptions_are_bounded_and_an_adopting_worker_that_cannot_start_makes_the_run_lost() {
+    let mut f = Fixture::new();
+    let job = f.submit_container();
+    let task = f.active(job).task;
+    f.confirm(task);
+    for adoption in 1..=MAX_ADOPTIONS {
+        detach(&mut f, task);
+        assert_eq!(
+            f.workers.asked().last(),
+            Some(&Asked::Adopt { task, adoption })
+        );
+    }
+    f.worker_gone(task);
+    assert_eq!(
+        f.workers.asked().last(),
+        Some(&Asked::CleanUpLost { task, attempt: 2 })
+    );
+    assert_eq!(f.active(job).status, RunStatus::Lost);
+    assert_eq!(f.job(job).status, JobStatus::Failed);
+
+    let mut f = Fixture::new();
+    let job = f.submit_container();
+    let task = f.active(job).task;
+    f.confirm(task);
+    f.workers.0.lock().unwrap().fail_adopt = true;
+    detach(&mut f, task);
+    assert_eq!(
+        f.workers.asked().last(),
+        Some(&Asked::CleanUpLost { task, attempt: 2 })
+    );
+    assert_eq!(f.active(job).status, RunStatus::Lost);
+}
+
+#[test]
+fn a_container_whose_run_was_asked_to_stop_or_a_host_step_is_never_adopted() {
+    let mut f = Fixture::new();
+    let job = f.submit_container();
+    let task = f.active(job).task;
+    f.confirm(task);
+    f.core
+        .cancel(
+            job,
+            CancelRequest {
+                operation_id: OperationId::new(),
+            },
+        )
+        .unwrap();
+    detach(&mut f, task);
+    assert_eq!(
+        f.workers.asked().last(),
+        Some(&Asked::CleanUpLost { task, attempt: 2 })
+    );
+
+    let mut f = Fixture::new();
+    let job = f.submit(Priority::Medium, restart(), 1);
+    let task = f.active(job).task;
+    f.confirm(task);
+    detach(&mut f, task);
+    assert_eq!(
+        f.workers.asked().last(),
+        Some(&Asked::CleanUpLost { task, attempt: 2 })
+    );
 }
 
 #[test]

@@ -86,6 +86,10 @@ fn every_observation() -> Vec<Observation> {
         Observation::WorkerGone {
             wrote_worker_json: false,
         },
+        Observation::WorkerDetached { adoptions: 0 },
+        Observation::WorkerDetached {
+            adoptions: MAX_ADOPTIONS,
+        },
         Observation::CleanupRecorded(record(1, CleanupOutcome::Clean)),
         Observation::CleanupRecorded(record(1, failed())),
         Observation::StopCommitted(stop(StopCause::UserCancel, 4_000, None)),
@@ -143,6 +147,10 @@ fn every_phase_against_every_observation() {
             ),
             moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
             moved(None, vec![Abandon]),
+            // A launch that left a container: adopted, still to be confirmed.
+            moved(Some(launching(None)), vec![Adopt { adoption: 1 }]),
+            // Adoptions ran out: lost like a launch that wrote worker.json.
+            moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
             None,
             None,
             moved(Some(launching(Some(cancel))), vec![RecordStop(cancel)]),
@@ -153,6 +161,10 @@ fn every_phase_against_every_observation() {
             None,
             moved(Some(cleaning(1)), vec![ended(exit0.clone())]),
             moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
+            moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
+            // The container runs on: a new worker adopts it, the run keeps executing.
+            moved(Some(executing()), vec![Adopt { adoption: 1 }]),
+            // Adoptions ran out: lost, as without adoption.
             moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
             None,
             None,
@@ -169,6 +181,9 @@ fn every_phase_against_every_observation() {
         vec![
             None,
             moved(Some(cleaning(1)), vec![ended(exit0.clone())]),
+            moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
+            moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
+            // A stop was requested: never adopted, the daemon removes the container.
             moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
             moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
             None,
@@ -192,6 +207,8 @@ fn every_phase_against_every_observation() {
             None,
             moved(Some(cleaning(2)), vec![CleanUpLost { attempt: 2 }]),
             moved(Some(cleaning(2)), vec![CleanUpLost { attempt: 2 }]),
+            moved(Some(cleaning(2)), vec![CleanUpLost { attempt: 2 }]),
+            moved(Some(cleaning(2)), vec![CleanUpLost { attempt: 2 }]),
             moved(None, vec![RecordCleanup(record(1, CleanupOutcome::Clean))]),
             moved(
                 Some(attention(record(1, failed()))),
@@ -209,10 +226,18 @@ fn every_phase_against_every_observation() {
             None,
             None,
             None,
+            None,
+            None,
             moved(None, vec![CloseAttention]),
         ],
     ];
+    assert_eq!(expected.len(), phases.len());
     for (phase, row) in phases.iter().zip(expected) {
+        assert_eq!(
+            row.len(),
+            every_observation().len(),
+            "{phase:?}: a row per observation"
+        );
         for (observation, want) in every_observation().into_iter().zip(row) {
             let got = next(phase, observation.clone(), ctx());
             assert_eq!(got, want, "{phase:?} + {observation:?}");
@@ -338,7 +363,57 @@ fn stopping_projects_to_stopping_for_the_scheduler_and_the_views() {
 }
 
 #[test]
+fn a_detached_container_is_adopted_a_bounded_number_of_times_then_the_run_is_lost() {
+    let mut adoptions = 0;
+    loop {
+        let t = next(
+            &executing(),
+            Observation::WorkerDetached { adoptions },
+            ctx(),
+        )
+        .unwrap();
+        match t.actions[..] {
+            [Action::Adopt { adoption }] => {
+                assert_eq!(adoption, adoptions + 1);
+                assert_eq!(t.phase, Some(executing()), "the run keeps executing");
+                adoptions = adoption;
+            }
+            [Action::RecordEnd {
+                end: RunEnd::Lost, ..
+            }, Action::CleanUpLost { attempt: 2 }] => break,
+            ref other => panic!("unexpected {other:?}"),
+        }
+        assert!(adoptions <= MAX_ADOPTIONS, "adopted without bound");
+    }
+    assert_eq!(adoptions, MAX_ADOPTIONS);
+}
+
+#[test]
+fn a_launch_with_a_committed_stop_is_never_adopted() {
+    let cancel = stop(StopCause::UserCancel, 1_200, None);
+    let gone = next(
+        &launching(Some(cancel)),
+        Observation::WorkerGone {
+            wrote_worker_json: true,
+        },
+        ctx(),
+    );
+    let detached = next(
+        &launching(Some(cancel)),
+        Observation::WorkerDetached { adoptions: 0 },
+        ctx(),
+    );
+    assert_eq!(detached, gone);
+    assert!(!detached
+        .unwrap()
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::Adopt { .. })));
+}
+
+#[test]
 fn effects_are_told_apart_from_store_changes() {
+    assert!(Action::Adopt { adoption: 1 }.is_effect());
     assert!(Action::EnactStop.is_effect());
     assert!(Action::CleanUpLost { attempt: 2 }.is_effect());
     assert!(!Action::Abandon.is_effect());

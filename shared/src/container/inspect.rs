@@ -53,7 +53,24 @@ pub fn state(docker: &Docker, container: &str) -> Seen<ContainerState> {
 /// Full ids of every container, running or not, that matches `filter` (`label=..`,
 /// `name=..`). An empty list is a fact only because the command succeeded.
 pub fn listed(docker: &Docker, filter: &str) -> Result<Vec<String>, String> {
-    let args = ["ps", "--all", "--quiet", "--no-trunc", "--filter", filter];
+    listed_matching(docker, &[filter])
+}
+
+/// Full ids of every container that matches all of `filters` (Docker joins filters on
+/// different keys with "and").
+pub fn listed_matching(
+    docker: &Docker,
+    filters: &[impl AsRef<str>],
+) -> Result<Vec<String>, String> {
+    let mut args = vec!["ps", "--all", "--quiet", "--no-trunc"];
+    for filter in filters {
+        args.extend(["--filter", filter.as_ref()]);
+    }
+    let filter = filters
+        .iter()
+        .map(AsRef::as_ref)
+        .collect::<Vec<_>>()
+        .join(" --filter ");
     match docker.run(&args, COMMAND_BOUND) {
         Ok(reply) if reply.success => Ok(reply
             .stdout
