@@ -27,8 +27,7 @@ mod tests;
 
 pub use fake::{FakeClock, FakeEvent, FakeProcess, FakeTable, FakeTrigger};
 pub use proc_table::ProcTable;
-pub use scan::Claim;
-pub use table::{Marker, ProcessInfo, ProcessTable, ReadError};
+pub use table::{Link, Marker, ProcessInfo, ProcessTable, ReadError};
 
 use crate::config::CleanupConfig;
 use crate::ids::TaskId;
@@ -37,7 +36,7 @@ use crate::rundir::{
     CleanupOutcome, ProcessIdentity, ProtectedProcess, RemainingProcess, RemainingReason,
 };
 use nix::sys::signal::Signal;
-use scan::{Delivery, Rules, Scan, Target};
+use scan::{Claim, Delivery, Rules, Scan, Target};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 

@@ -430,6 +430,7 @@ fn a_marked_process_whose_leader_thread_exited_is_still_found_and_killed() {
     assert!(!process::has_ended(&stat), "its process lives on");
     let info = ProcTable::new().info(id.pid).unwrap();
     assert!(!info.zombie && !info.exiting, "{info:?}");
+    assert!(!ProcTable::new().link(id.pid).unwrap().ended);
 
     let swept =
         sweep(task, Some(id.start_ticks), Vec::new()).run(&ProcTable::new(), &mut SystemClock);

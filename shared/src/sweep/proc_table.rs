@@ -1,6 +1,6 @@
 //! The real process table: `/proc` for reading, pidfds for signalling.
 
-use super::table::{ProcessInfo, ProcessTable, ReadError};
+use super::table::{Link, ProcessInfo, ProcessTable, ReadError};
 use crate::process;
 use nix::sys::signal::Signal;
 use std::io;
@@ -110,6 +110,15 @@ impl ProcessTable for ProcTable {
         process::read_stat(pid)
             .map(|s| s.start_ticks)
             .map_err(ReadError::from_io)
+    }
+
+    fn link(&self, pid: u32) -> Result<Link, ReadError> {
+        let stat = process::read_stat(pid).map_err(ReadError::from_io)?;
+        Ok(Link {
+            identity: stat.identity(),
+            ppid: stat.ppid,
+            ended: process::has_ended(&stat),
+        })
     }
 
     fn environ(&self, pid: u32) -> Result<Vec<u8>, ReadError> {

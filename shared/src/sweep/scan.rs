@@ -43,7 +43,7 @@ impl Rules<'_> {
 
 /// Why a target is the run's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Claim {
+pub(super) enum Claim {
     /// Its environment holds the run's marker.
     Marked,
     /// Its environment is readable and lacks the marker, but its parent links reach the
@@ -110,14 +110,14 @@ fn ancestry<T: ProcessTable>(table: &T, root: ProcessIdentity, info: &ProcessInf
         if parent <= 1 {
             return Ancestry::Unrelated;
         }
-        let link = match table.info(parent) {
+        let link = match table.link(parent) {
             Ok(link) => link,
             Err(ReadError::Gone) => return Ancestry::Moving,
             // Another user's process that hides even its stat: the chain cannot be followed.
             Err(ReadError::Unreadable(_)) => return Ancestry::Unrelated,
         };
         // A parent that has ended (a zombie) has already handed its children on.
-        if link.zombie || link.identity.start_ticks > child_start {
+        if link.ended || link.identity.start_ticks > child_start {
             return Ancestry::Moving;
         }
         (parent, child_start) = (link.ppid, link.identity.start_ticks);
@@ -126,8 +126,8 @@ fn ancestry<T: ProcessTable>(table: &T, root: ProcessIdentity, info: &ProcessInf
 }
 
 fn root_holds<T: ProcessTable>(table: &T, root: ProcessIdentity) -> Ancestry {
-    match table.info(root.pid) {
-        Ok(info) if info.identity == root && !info.zombie => Ancestry::Descendant,
+    match table.link(root.pid) {
+        Ok(link) if link.identity == root && !link.ended => Ancestry::Descendant,
         // The root ended: what it left behind is re-parented elsewhere and out of reach.
         _ => Ancestry::Unrelated,
     }

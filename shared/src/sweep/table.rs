@@ -30,6 +30,15 @@ pub struct ProcessInfo {
     pub exiting: bool,
 }
 
+/// What the lineage net reads of a parent: who it is, its own parent, and whether it has ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Link {
+    pub identity: ProcessIdentity,
+    pub ppid: u32,
+    /// A zombie with no live thread left: it has handed its children on.
+    pub ended: bool,
+}
+
 /// Why something about a process could not be read or done.
 #[derive(Debug)]
 pub enum ReadError {
@@ -82,6 +91,15 @@ pub trait ProcessTable {
     /// started before the workload. A table may answer it more cheaply than [`Self::info`].
     fn start_ticks(&self, pid: u32) -> Result<u64, ReadError> {
         self.info(pid).map(|i| i.identity.start_ticks)
+    }
+    /// Only what a parent link needs. A table may answer it more cheaply than [`Self::info`]
+    /// (the `stat` line alone).
+    fn link(&self, pid: u32) -> Result<Link, ReadError> {
+        self.info(pid).map(|i| Link {
+            identity: i.identity,
+            ppid: i.ppid,
+            ended: i.zombie,
+        })
     }
     /// The raw environment (`NUL`-separated `NAME=value` entries), of a live thread when the
     /// leader has exited.
