@@ -204,6 +204,69 @@ mod tests {
         (child, id)
     }
 
+    /// `shared/tests/programs/probe.c` compiled into `dir`.
+    fn probe(dir: &std::path::Path) -> std::path::PathBuf {
+        let source = dir.join("probe.c");
+        std::fs::write(
+            &source,
+            include_str!("../../../shared/tests/programs/probe.c"),
+        )
+        .unwrap();
+        let binary = dir.join("probe");
+        let status = Command::new("cc")
+            .args(["-pthread", "-o"])
+            .arg(&binary)
+            .arg(&source)
+            .status()
+            .expect("cc compiles the probe");
+        assert!(status.success(), "cc: {status}");
+        binary
+    }
+
+    #[test]
+    fn a_group_whose_leader_thread_exited_while_another_runs_is_not_taken_for_empty() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pidfile = tmp.path().join("leader.pid");
+        let mut workload = Command::new(probe(tmp.path()))
+            .arg("leader-exits")
+            .arg(&pidfile)
+            .stdin(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let id = process::identity(workload.id()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !pidfile.exists() {
+            assert!(Instant::now() < deadline, "the probe never got ready");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(process::read_stat(id.pid).unwrap().is_zombie());
+        let child = ChildRecord {
+            process: id,
+            pgid: id.pid,
+            started_at: 0,
+        };
+        let config = CleanupConfig {
+            term_grace: Duration::from_millis(300),
+            kill_grace: Duration::from_secs(2),
+            rescan: Duration::from_millis(20),
+            bound: Duration::from_secs(10),
+        };
+
+        let outcome = empty_group(&child, &config, &[]);
+
+        assert_eq!(outcome, CleanupOutcome::Clean);
+        let ended = workload.try_wait().unwrap();
+        if ended.is_none() {
+            let _ = workload.kill();
+            let _ = workload.wait();
+        }
+        assert!(
+            ended.is_some_and(|status| !status.success()),
+            "the process lived on: taken for a zombie"
+        );
+    }
+
     #[test]
     fn a_lost_workers_group_and_escaped_marked_processes_are_stopped_but_protected_ones_kept() {
         let tmp = tempfile::tempdir().unwrap();
