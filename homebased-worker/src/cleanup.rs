@@ -1,15 +1,18 @@
 //! Everything that must be gone after the workload ended, before the resource serves again
 //! (SPEC section 6), summed up as the `cleanup.json` outcome: first the process group (and
 //! the orphans that came back to this subreaper), then, once the group is confirmed empty,
-//! the marker sweep for whatever escaped it.
+//! the sweep for whatever escaped it: by the run's marker, and by the lineage net (every
+//! descendant of this worker, which is the workload's subreaper, even one that cleared or
+//! rewrote its environment).
 
 use crate::group_cleanup;
 use crate::log::WorkerLog;
 use crate::reap::Reaper;
 use crate::signals::Signals;
 use crate::workload::Running;
+use homebased_shared::process;
 use homebased_shared::rundir::{CleanupOutcome, RunSpec};
-use homebased_shared::sweep::{Clock, ProcTable, Sweep};
+use homebased_shared::sweep::{self, Clock, ProcTable, Sweep};
 use std::time::{Duration, Instant};
 
 /// `workload` is `None` when no workload was ever spawned: nothing can carry the marker.
@@ -30,18 +33,34 @@ pub fn clean_up(
         // The group's failure is the outcome; the sweep runs only after a confirmed group.
         return group;
     }
+    // The lineage root is this worker: orphans of the workload are re-parented to it.
+    let lineage = match process::identity(std::process::id()) {
+        Ok(worker) => Some(worker),
+        Err(e) => {
+            log.note(format!(
+                "sweep: cannot read the worker's own identity ({e}); the marker alone decides"
+            ));
+            None
+        }
+    };
     let sweep = Sweep {
         task: run.task,
         workload_start: Some(workload.child.process.start_ticks),
         config: run.cleanup,
-        // The daemon; the worker's own pid is added by the table.
-        protected: run.protected_pids.clone(),
+        // The daemon; the worker itself is always protected by the sweep.
+        protected: sweep::protected_identities(&run.protected_pids),
+        lineage,
     };
     let mut clock = ReapingClock { reaper, signals };
     let swept = sweep.run(&ProcTable::new(), &mut clock);
     for sent in &swept.signalled {
+        let why = if swept.descendants.contains(&sent.process) {
+            "which descends from this worker without the run marker"
+        } else {
+            "which carries the run marker"
+        };
         log.note(format!(
-            "sweep: {} sent to pid {} (start {}), which carries the run marker",
+            "sweep: {} sent to pid {} (start {}), {why}",
             sent.signal, sent.process.pid, sent.process.start_ticks
         ));
     }

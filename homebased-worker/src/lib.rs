@@ -15,7 +15,8 @@
 //!   docker driver of [`homebased_shared::container`]).
 //! - [`process_group`]: the workload's process group: signal it, test it for emptiness.
 //! - [`stop`]: stop requests (signal or `control/stop`) and stopping the workload on one.
-//! - [`cleanup`]: everything after the workload ended (the group, then the marker sweep),
+//! - [`cleanup`]: everything after the workload ended (the group, then the sweep by marker
+//!   and by ancestry, this worker being the lineage root),
 //!   giving the `cleanup.json` outcome.
 //! - [`group_cleanup`]: emptying the process group (TERM, grace, KILL, grace, as
 //!   [`homebased_shared::process::terminate_group`] orders them); the stop uses it too.

@@ -55,7 +55,9 @@ pub fn pending(signals: &Signals, dir: &RunDir) -> Option<StopSource> {
 }
 
 /// Follows the workload until it ends. On a stop request it is stopped and the end is
-/// `cancelled`; an end seen before any request is recorded as it really was.
+/// `cancelled`, unless the workload answered the stop signal by exiting 0: a genuine exit 0 is
+/// finished work and is recorded as it was (SPEC section 4), so the job is never repeated. An
+/// end seen before any request is recorded as it really was.
 pub fn follow(
     group: ProcessGroup,
     reaper: &mut Reaper,
@@ -79,9 +81,17 @@ pub fn follow(
                 return reason.clone();
             }
             stop(group, reaper, signals, config, log);
-            return ExitReason::Cancelled;
+            return stopped(reaper.workload_ended());
         }
         signals.sleep(STOP_POLL);
+    }
+}
+
+/// The end of a workload that was stopped: `cancelled`, unless it exited 0 on the signal.
+fn stopped(ended: Option<&ExitReason>) -> ExitReason {
+    match ended {
+        Some(ExitReason::Exit { code: 0 }) => ExitReason::Exit { code: 0 },
+        _ => ExitReason::Cancelled,
     }
 }
 
@@ -116,5 +126,30 @@ fn stop(
         ));
     } else {
         log.note("workload not reaped after SIGKILL; recording the stop anyway");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stopped_workload_is_cancelled_unless_it_exited_zero() {
+        let zero = ExitReason::Exit { code: 0 };
+        assert_eq!(stopped(Some(&zero)), zero);
+        assert_eq!(
+            stopped(Some(&ExitReason::Exit { code: 1 })),
+            ExitReason::Cancelled
+        );
+        assert_eq!(
+            stopped(Some(&ExitReason::Exit { code: 75 })),
+            ExitReason::Cancelled,
+            "75 without a yield is not a preemption the run asked for"
+        );
+        assert_eq!(
+            stopped(Some(&ExitReason::Signal { signal: 15 })),
+            ExitReason::Cancelled
+        );
+        assert_eq!(stopped(None), ExitReason::Cancelled);
     }
 }

@@ -47,6 +47,18 @@ pub struct DaemonFacts {
     pub web: Option<String>,
 }
 
+impl DaemonFacts {
+    /// The daemon as a run's sweep must never signal it: by identity, so that a process that
+    /// later takes its pid is not spared; by pid alone where the start cannot be read.
+    pub fn protected(&self) -> homebased_shared::rundir::ProtectedProcess {
+        use homebased_shared::rundir::ProtectedProcess;
+        match homebased_shared::process::identity(self.pid) {
+            Ok(identity) => ProtectedProcess::Identity(identity),
+            Err(_) => ProtectedProcess::Pid(self.pid),
+        }
+    }
+}
+
 pub struct Core {
     store: Store,
     home: Home,

@@ -1,7 +1,8 @@
 //! Process identity from `/proc`: a pid alone can be reused, so every process is named by
 //! `(pid, kernel start ticks)` and re-read right before anything acts on it. Used by the
 //! worker for its workload and by the daemon for a lost worker's leftovers. Ending a group
-//! (TERM, grace, KILL) is [`terminate_group`].
+//! (TERM, grace, KILL) is [`terminate_group`]. A zombie thread-group leader whose other
+//! threads still run is alive ([`has_ended`], [`live_thread`]).
 
 mod teardown;
 
@@ -113,6 +114,38 @@ pub fn identity(pid: u32) -> io::Result<ProcessIdentity> {
 /// A different process under the same pid is not it.
 pub fn is_same_process(id: ProcessIdentity) -> bool {
     matches!(read_stat(id.pid), Ok(s) if s.start_ticks == id.start_ticks)
+}
+
+/// A live thread of process `pid` other than its leader, read from `/proc/<pid>/task/`. A
+/// thread-group leader that exited while other threads of its process run reads as a zombie
+/// (`Z`) in its own stat, yet the process lives on in those threads: it still holds memory,
+/// an environment and work. `None` once no other thread lives (or the task list is gone with
+/// the process).
+pub fn live_thread(pid: u32) -> Option<ProcStat> {
+    let tasks = Path::new("/proc").join(pid.to_string()).join("task");
+    for entry in std::fs::read_dir(&tasks).ok()?.flatten() {
+        let Some(tid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if tid == pid {
+            continue;
+        }
+        match read_stat_at(&tasks, tid) {
+            Ok(thread) if !thread.is_zombie() && thread.state != 'X' => return Some(thread),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// True once the process has ended: a zombie with no live thread left. A zombie leader whose
+/// other threads still run has not ended and is never passed over as a zombie.
+pub fn has_ended(stat: &ProcStat) -> bool {
+    stat.is_zombie() && live_thread(stat.pid).is_none()
 }
 
 /// Every pid under `/proc` at the moment of listing.

@@ -128,8 +128,9 @@ pub struct RunSpec {
     pub job_dir: PathBuf,
     /// Where the worker pokes the daemon after it writes a record (a datagram socket).
     pub poke_socket: PathBuf,
-    /// Processes the sweep must never signal (the daemon).
-    pub protected_pids: Vec<u32>,
+    /// Processes the sweep must never signal (the daemon), by identity. A `run.json` written
+    /// before identities were recorded names bare pids; those still parse.
+    pub protected_pids: Vec<ProtectedProcess>,
     pub cleanup: crate::config::CleanupConfig,
 }
 
@@ -188,6 +189,17 @@ pub struct ProcessIdentity {
     pub pid: u32,
     /// Kernel start time in clock ticks since boot (`/proc/<pid>/stat` field 22).
     pub start_ticks: u64,
+}
+
+/// A process the sweep must never signal, as `run.json` names it: by identity
+/// (`{"pid":N,"start_ticks":T}`), or, in a `run.json` of an older daemon or where the start
+/// could not be read, by a bare pid, which the reader resolves to the identity of whatever
+/// holds that pid when it looks (the old behaviour, matching by number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ProtectedProcess {
+    Identity(ProcessIdentity),
+    Pid(u32),
 }
 
 /// `worker.json`: the worker's own identity, then its child's once spawned.
@@ -378,6 +390,21 @@ mod tests {
         assert_eq!(v, serde_json::json!({"kind":"cancelled"}));
         let v = serde_json::to_value(CleanupOutcome::Clean).unwrap();
         assert_eq!(v, serde_json::json!({"result":"clean"}));
+    }
+
+    #[test]
+    fn protected_processes_are_identities_and_old_bare_pids_still_parse() {
+        let identity = ProtectedProcess::Identity(ProcessIdentity {
+            pid: 42,
+            start_ticks: 777,
+        });
+        let v = serde_json::to_value([identity]).unwrap();
+        assert_eq!(v, serde_json::json!([{"pid": 42, "start_ticks": 777}]));
+        let old: Vec<ProtectedProcess> = serde_json::from_str("[42]").unwrap();
+        assert_eq!(old, vec![ProtectedProcess::Pid(42)]);
+        let mixed: Vec<ProtectedProcess> =
+            serde_json::from_str(r#"[7, {"pid": 42, "start_ticks": 777}]"#).unwrap();
+        assert_eq!(mixed, vec![ProtectedProcess::Pid(7), identity]);
     }
 
     #[test]

@@ -1,14 +1,22 @@
-//! The marker sweep (SPEC section 6, steps 2 to 4): after a run's process group is empty,
-//! find every process that carries the run's marker `HOMEBASED_TASK_ID=<task>` and stop it,
-//! within a bound. Used by the worker after its workload, and by the daemon for a lost worker.
+//! The sweep (SPEC section 6, steps 2 to 4): after a run's process group is empty, find every
+//! process that is the run's and stop it, within a bound. Used by the worker after its
+//! workload, and by the daemon for a lost worker.
 //!
-//! The loop: scan; TERM every marked target; rescan every `rescan`; KILL a target still
-//! marked `term_grace` after its TERM; give up at `bound`. The table is empty only after two
-//! consecutive settled scans (no process vanished, started exiting or changed identity while
-//! its environment was read) found no target and no suspect, so a process forked by one that
-//! exited while a scan read it is caught by a later scan.
-//! Every signal goes through a pin and a fresh identity and marker check; protected pids are
-//! never signalled and never counted; suspects are never signalled.
+//! A process is the run's by its marker (`HOMEBASED_TASK_ID=<task>` in its environment) or by
+//! its ancestry (the lineage net: its parent links reach the [`Sweep::lineage`] root, the
+//! worker that is the workload's subreaper), whatever its environment says. Readability
+//! decides what is done with it: a readable environment makes it a target (signalled), an
+//! unreadable one at most a suspect (rule 4: same user, started during the run; never
+//! signalled). A process with neither marker nor ancestry is never touched.
+//!
+//! The loop: scan; TERM every target; rescan every `rescan`; KILL a target still the run's
+//! `term_grace` after its TERM; give up at `bound`. The table is empty only after two
+//! consecutive settled scans (no process vanished, started exiting, changed identity or was
+//! re-parented while it was read) found no target and no suspect, so a process forked by one
+//! that exited while a scan read it is caught by a later scan.
+//! Every signal goes through a pin and a fresh identity, readability and marker-or-ancestry
+//! check; protected processes (by identity) are never signalled and never counted; suspects
+//! are never signalled.
 
 mod fake;
 mod proc_table;
@@ -19,14 +27,17 @@ mod tests;
 
 pub use fake::{FakeClock, FakeEvent, FakeProcess, FakeTable, FakeTrigger};
 pub use proc_table::ProcTable;
-pub use table::{Marker, ProcessInfo, ProcessTable, ReadError};
+pub use table::{Link, Marker, ProcessInfo, ProcessTable, ReadError};
 
 use crate::config::CleanupConfig;
 use crate::ids::TaskId;
-use crate::rundir::{CleanupOutcome, ProcessIdentity, RemainingProcess, RemainingReason};
+use crate::process;
+use crate::rundir::{
+    CleanupOutcome, ProcessIdentity, ProtectedProcess, RemainingProcess, RemainingReason,
+};
 use nix::sys::signal::Signal;
-use scan::{Delivery, Rules, Scan};
-use std::collections::HashMap;
+use scan::{Claim, Delivery, Rules, Scan, Target};
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// Time as the sweep sees it. Injected so that unit tests with a fake table never sleep, and
@@ -60,9 +71,26 @@ pub struct Sweep {
     /// recorded: unreadable processes are then ignored.
     pub workload_start: Option<u64>,
     pub config: CleanupConfig,
-    /// Never signalled, never counted: the daemon, live workers. The sweeper's own pid and
-    /// pid 1 are always added.
-    pub protected: Vec<u32>,
+    /// Never signalled, never counted: the daemon, live workers, by identity (a process that
+    /// took the pid of one that ended is not protected). The sweeper itself and pid 1 always
+    /// are.
+    pub protected: Vec<ProcessIdentity>,
+    /// The lineage root: the process whose descendants (to any depth, by parent links) are the
+    /// run's even without the marker. The worker passes itself (the workload's subreaper, so
+    /// orphans come back under it); `None`: the marker alone decides.
+    pub lineage: Option<ProcessIdentity>,
+}
+
+/// The identities of the processes `run.json` protects. A bare pid (an older `run.json`) is
+/// resolved to whatever holds that pid now, as the old match by number did; a pid that names
+/// no process protects nothing.
+pub fn protected_identities(list: &[ProtectedProcess]) -> Vec<ProcessIdentity> {
+    list.iter()
+        .filter_map(|p| match p {
+            ProtectedProcess::Identity(identity) => Some(*identity),
+            ProtectedProcess::Pid(pid) => process::identity(*pid).ok(),
+        })
+        .collect()
 }
 
 /// A signal the sweep (or the fake table) delivered.
@@ -78,6 +106,9 @@ pub struct Swept {
     pub outcome: CleanupOutcome,
     /// Every signal delivered, in order.
     pub signalled: Vec<Signalled>,
+    /// The targets that were the run's by ancestry alone (no marker), once each, when first
+    /// signalled.
+    pub descendants: Vec<ProcessIdentity>,
     /// Lines worth a log entry: signals withheld or refused, and why.
     pub notes: Vec<String>,
     pub scans: u32,
@@ -102,25 +133,27 @@ struct Stage {
 impl Sweep {
     pub fn run<T: ProcessTable, C: Clock>(&self, table: &T, clock: &mut C) -> Swept {
         let marker = Marker::for_task(self.task);
-        let mut protected = self.protected.clone();
-        protected.push(table.own_pid());
         let rules = Rules {
             marker: &marker,
             since: self.workload_start,
             uid: table.own_uid(),
-            protected,
+            own_pid: table.own_pid(),
+            protected: &self.protected,
+            lineage: self.lineage,
         };
         let mut swept = Swept {
             outcome: CleanupOutcome::Clean,
             signalled: Vec::new(),
+            descendants: Vec::new(),
             notes: Vec::new(),
             scans: 0,
         };
         let deadline = clock.now() + self.config.bound;
         let mut stages: HashMap<ProcessIdentity, Stage> = HashMap::new();
+        let mut descendants: HashSet<ProcessIdentity> = HashSet::new();
         let mut settled_empty = 0u32;
         loop {
-            let found = match scan::scan(table, &rules) {
+            let found = match scan::scan(table, &rules, &descendants) {
                 Ok(found) => found,
                 Err(e) => {
                     swept.outcome = CleanupOutcome::EnumerationFailed {
@@ -130,6 +163,13 @@ impl Sweep {
                 }
             };
             swept.scans += 1;
+            descendants.extend(
+                found
+                    .targets
+                    .iter()
+                    .filter(|t| t.claim == Claim::Descendant)
+                    .map(|t| t.identity),
+            );
             settled_empty = if found.is_empty() && found.settled {
                 settled_empty + 1
             } else {
@@ -149,7 +189,7 @@ impl Sweep {
             }
             let now = clock.now();
             for target in &found.targets {
-                self.advance(table, &marker, *target, now, &mut stages, &mut swept);
+                self.advance(table, &rules, *target, now, &mut stages, &mut swept);
             }
             if now >= deadline {
                 // One settled empty scan already: a second, at once, may still confirm it.
@@ -167,8 +207,11 @@ impl Sweep {
     fn advance<T: ProcessTable>(
         &self,
         table: &T,
-        marker: &Marker,
-        target: ProcessIdentity,
+        rules: &Rules<'_>,
+        Target {
+            identity: target,
+            claim,
+        }: Target,
         now: Instant,
         stages: &mut HashMap<ProcessIdentity, Stage>,
         swept: &mut Swept,
@@ -184,15 +227,31 @@ impl Sweep {
             Some(_) => return,
         };
         let name = format!(
-            "pid {} (start {}) with the marker",
-            target.pid, target.start_ticks
+            "pid {} (start {}) {}",
+            target.pid,
+            target.start_ticks,
+            match claim {
+                Claim::Marked => "with the marker",
+                Claim::Descendant => "of the run by its ancestry, without the marker",
+            }
         );
-        match scan::signal_target(table, target, marker, signal) {
+        match scan::signal_target(
+            table,
+            Target {
+                identity: target,
+                claim,
+            },
+            rules,
+            signal,
+        ) {
             Delivery::Sent => {
                 swept.signalled.push(Signalled {
                     process: target,
                     signal,
                 });
+                if claim == Claim::Descendant && !swept.descendants.contains(&target) {
+                    swept.descendants.push(target);
+                }
                 let stage = stages.entry(target).or_insert(Stage {
                     termed_at: now,
                     killed: false,
@@ -217,7 +276,10 @@ impl Sweep {
             })
         };
         if !last.targets.is_empty() {
-            let remaining = listed(last.targets, RemainingReason::Marked)
+            // `marked` stands for both claims: the record has no reason of its own for a
+            // descendant without the marker.
+            let targets = last.targets.iter().map(|t| t.identity).collect();
+            let remaining = listed(targets, RemainingReason::Marked)
                 .chain(listed(last.suspects, RemainingReason::Suspect))
                 .collect();
             return CleanupOutcome::TargetsSurvived { remaining };

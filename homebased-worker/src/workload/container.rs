@@ -579,7 +579,13 @@ impl Container {
 
     fn reason(&self, end: End, state: Option<&ContainerState>) -> ExitReason {
         match end {
-            End::Stopped => ExitReason::Cancelled,
+            // A container whose process handled the stop signal and exited 0 finished its
+            // work: a genuine exit 0 is recorded as one (SPEC section 4), anything else as the
+            // stop it was.
+            End::Stopped => match state.filter(|s| !s.running).and_then(|s| s.exit_code) {
+                Some(0) => ExitReason::Exit { code: 0 },
+                _ => ExitReason::Cancelled,
+            },
             End::Exited(code) => {
                 let inspected = state.filter(|s| !s.running).and_then(|s| s.exit_code);
                 match inspected.or(code) {

@@ -239,6 +239,28 @@ fn the_stop_file_stops_the_container_and_records_cancelled() {
 }
 
 #[test]
+fn a_container_that_exits_zero_on_the_stop_signal_is_recorded_as_exit_zero() {
+    let Some(image) = image() else { return };
+    let c = ContainerRun::shell(
+        &image,
+        "trap 'echo saved; exit 0' TERM; echo started; while :; do sleep 0.1; done",
+    );
+    let mut worker = c.run.start();
+    c.wait_for_output("started");
+    c.run.request_stop();
+    assert!(worker.wait().success(), "{}", c.run.diagnose());
+    assert_eq!(
+        c.run.exit().reason,
+        ExitReason::Exit { code: 0 },
+        "{}",
+        c.run.diagnose()
+    );
+    assert_eq!(c.container_record()["exit_code"], json!(0));
+    assert_eq!(c.run.cleanup().outcome, CleanupOutcome::Clean);
+    c.assert_removed();
+}
+
+#[test]
 fn sigterm_to_the_worker_stops_a_container_that_ignores_term_with_kill() {
     let Some(image) = image() else { return };
     let c = ContainerRun::shell(
@@ -375,6 +397,56 @@ fn a_removal_docker_refuses_is_container_unconfirmed() {
         c.containers(),
         vec![c.saved_id()],
         "the container is still there"
+    );
+}
+
+#[test]
+fn a_hung_removal_is_bounded_as_a_whole_not_per_command() {
+    let Some(image) = image() else { return };
+    // A `docker` ahead of the real one whose `rm` hangs far beyond the cleanup bound (and
+    // below the 60 s bound of one command).
+    let real = Command::new("sh")
+        .args(["-c", "command -v docker"])
+        .output()
+        .unwrap();
+    let real = String::from_utf8(real.stdout).unwrap().trim().to_string();
+    let fake = tempfile::tempdir().unwrap();
+    let script = format!(
+        "#!/bin/sh\n\
+         if [ \"$1\" = rm ]; then exec sleep 45; fi\n\
+         exec '{real}' \"$@\"\n"
+    );
+    let program = fake.path().join("docker");
+    fs::write(&program, script).unwrap();
+    fs::set_permissions(&program, Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        fake.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+
+    let mut c = ContainerRun::shell(&image, "echo done");
+    c.run.set(
+        "cleanup",
+        json!({"term_grace": "1s", "kill_grace": "2s", "rescan": "20ms", "bound": "3s"}),
+    );
+    let mut worker = c.run.command();
+    worker.env("PATH", path);
+    let started = std::time::Instant::now();
+    assert!(worker.status().unwrap().success(), "{}", c.run.diagnose());
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "the removal took {took:?}, past its 3 s bound\n{}",
+        c.run.diagnose()
+    );
+    assert!(
+        matches!(
+            c.run.cleanup().outcome,
+            CleanupOutcome::ContainerUnconfirmed { .. }
+        ),
+        "{}",
+        c.run.diagnose()
     );
 }
 

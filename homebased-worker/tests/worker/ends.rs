@@ -110,6 +110,46 @@ fn a_stop_gives_the_whole_group_the_grace() {
     assert_group_gone(child.pgid);
 }
 
+/// A workload that answers the stop signal by finishing cleanly has done its work: its exit 0
+/// is recorded as it was, not as `cancelled`.
+#[test]
+fn a_workload_that_exits_zero_on_term_is_recorded_as_exit_zero() {
+    let run =
+        Run::shell("trap 'echo saved; exit 0' TERM; echo ready; while :; do sleep 0.05; done");
+    let mut worker = run.start();
+    crate::support::eventually("the trap to be set", || {
+        run.output().contains("ready").then_some(())
+    });
+    run.request_stop();
+    assert!(worker.wait().success(), "{}", run.diagnose());
+    assert_eq!(
+        run.exit().reason,
+        ExitReason::Exit { code: 0 },
+        "{}",
+        run.diagnose()
+    );
+    assert!(run.output().contains("saved"), "{}", run.diagnose());
+    assert_eq!(run.cleanup().outcome, CleanupOutcome::Clean);
+}
+
+/// Any other answer to the stop signal is the stop it was.
+#[test]
+fn a_workload_that_exits_nonzero_on_term_is_recorded_as_cancelled() {
+    let run = Run::shell("trap 'exit 3' TERM; echo ready; while :; do sleep 0.05; done");
+    let mut worker = run.start();
+    crate::support::eventually("the trap to be set", || {
+        run.output().contains("ready").then_some(())
+    });
+    run.request_stop();
+    assert!(worker.wait().success(), "{}", run.diagnose());
+    assert_eq!(
+        run.exit().reason,
+        ExitReason::Cancelled,
+        "{}",
+        run.diagnose()
+    );
+}
+
 /// Nothing of the workload's group is left once the worker exited: neither a live member nor
 /// an unreaped zombie (one handed to init may never be reaped).
 fn assert_group_gone(pgid: u32) {

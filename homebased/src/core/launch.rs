@@ -102,7 +102,7 @@ impl Core {
             home: self.home.root().to_path_buf(),
             job_dir: self.home.job_state_dir(r.job.id),
             poke_socket: self.home.poke_socket(),
-            protected_pids: vec![self.facts.pid],
+            protected_pids: vec![self.facts.protected()],
             cleanup: self.config.resource.cleanup,
         };
         let dir = supervisor::create_run_dir(&self.home, &run).map_err(|e| {

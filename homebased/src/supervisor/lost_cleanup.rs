@@ -1,39 +1,62 @@
 //! Cleanup after a worker that vanished before it wrote `cleanup.json`: the daemon removes a
 //! container step's container with the worker's own driver ([`homebased_shared::container`]:
 //! found by saved id, label and name, stopped with the run's grace, removed without force,
-//! proven gone within the cleanup bound, else `container_unconfirmed`), empties the workload's process group itself (signalling each
-//! member only after re-checking its identity, and never a protected pid), then runs the same
-//! marker sweep as the worker.
+//! proven gone within the cleanup bound, else `container_unconfirmed`), empties the workload's
+//! process group itself (signalling each member only after re-checking its identity, and never
+//! a protected process), then runs the same sweep as the worker.
+//!
+//! The lineage net's limit here: the worker, the root of the run's lineage, is gone, and the
+//! orphans it would have collected were re-parented past it (to init, or to a subreaper above
+//! the daemon such as a systemd user manager), where no parent link leads back to the run.
+//! What the daemon can still use is the marker, and the recorded workload
+//! (`worker.json`'s child, by identity) as the lineage root while it still lives: its
+//! descendants, whose links still reach it, are the run's whatever their environment says.
+//! A descendant that cleared or rewrote its environment and whose chain to the workload is
+//! broken is beyond this cleanup (the documented limit).
 
 use homebased_shared::config::CleanupConfig;
 use homebased_shared::container::{self, docker::Docker, removal};
 use homebased_shared::ids::TaskId;
 use homebased_shared::process::{self, ProcStat, Teardown};
 use homebased_shared::rundir::{
-    ChildRecord, CleanupOutcome, RemainingProcess, RemainingReason, RunDir,
+    ChildRecord, CleanupOutcome, ProcessIdentity, RemainingProcess, RemainingReason, RunDir,
 };
 use homebased_shared::sweep::{ProcTable, Sweep, SystemClock};
 use nix::sys::signal::kill;
 use nix::unistd::Pid;
 use std::time::Instant;
 
-/// Live (non-zombie) members of the workload's group that started no earlier than the
-/// workload itself: an older process in that group cannot be the run's.
-fn members(pgid: u32, since_ticks: u64, protected: &[u32]) -> std::io::Result<Vec<ProcStat>> {
+/// Live members of the workload's group (a zombie leader whose threads still run is live)
+/// that started no earlier than the workload itself: an older process in that group cannot be
+/// the run's.
+fn members(
+    pgid: u32,
+    since_ticks: u64,
+    protected: &[ProcessIdentity],
+) -> std::io::Result<Vec<ProcStat>> {
     Ok(process::group_members(pgid)?
         .into_iter()
-        .filter(|p| !p.is_zombie() && p.start_ticks >= since_ticks && !protected.contains(&p.pid))
+        .filter(|p| {
+            !process::has_ended(p)
+                && p.start_ticks >= since_ticks
+                && !protected.contains(&p.identity())
+        })
         .collect())
 }
 
-/// The group first; once it is confirmed empty, the marker sweep. `protected` is the
-/// caller's list (live workers); the daemon's own pid is added by the sweep's table.
+/// The group first; once it is confirmed empty, the sweep. `protected` is the caller's list of
+/// live processes (the daemon, live workers), taken by identity as they are now; the daemon
+/// itself is always protected by the sweep's table.
 pub fn clean(
     dir: &RunDir,
     task: TaskId,
     config: &CleanupConfig,
     protected: &[u32],
 ) -> CleanupOutcome {
+    let protected: Vec<ProcessIdentity> = protected
+        .iter()
+        .filter_map(|pid| process::identity(*pid).ok())
+        .collect();
     let child = match dir.read_worker() {
         Ok(Some(record)) => record.child,
         Ok(None) => None,
@@ -55,19 +78,21 @@ pub fn clean(
         }
     }
     if let Some(child) = &child {
-        let group = empty_group(child, config, protected);
+        let group = empty_group(child, config, &protected);
         if !group.is_clean() {
             return group;
         }
     }
     // Without a recorded child the workload may still have started (the worker can die
     // between the spawn and worker.json): its marker is the only way to find it, and with no
-    // recorded start, unreadable processes are ignored.
+    // recorded start, unreadable processes are ignored. The worker, the lineage root, is gone;
+    // the recorded workload, while it lives, still leads to its descendants.
     let sweep = Sweep {
         task,
-        workload_start: child.map(|c| c.process.start_ticks),
+        workload_start: child.as_ref().map(|c| c.process.start_ticks),
         config: *config,
-        protected: protected.to_vec(),
+        protected,
+        lineage: child.map(|c| c.process),
     };
     let swept = sweep.run(&ProcTable::new(), &mut SystemClock);
     for sent in &swept.signalled {
@@ -76,7 +101,8 @@ pub fn clean(
             pid = sent.process.pid,
             start_ticks = sent.process.start_ticks,
             signal = %sent.signal,
-            "sweep signalled a process with the run marker"
+            by_ancestry = swept.descendants.contains(&sent.process),
+            "sweep signalled a process of the run"
         );
     }
     for note in &swept.notes {
@@ -94,7 +120,11 @@ fn remove_container(dir: &RunDir, task: TaskId, config: &CleanupConfig) -> Clean
 }
 
 /// SPEC section 6, step 1, for a workload whose worker is gone.
-fn empty_group(child: &ChildRecord, config: &CleanupConfig, protected: &[u32]) -> CleanupOutcome {
+fn empty_group(
+    child: &ChildRecord,
+    config: &CleanupConfig,
+    protected: &[ProcessIdentity],
+) -> CleanupOutcome {
     let (pgid, since) = (child.pgid, child.process.start_ticks);
     // The group's number is the workload's pid. A pid stays taken while any member of a group
     // of that number lives, so another process holding that pid now means the run's group
@@ -172,6 +202,69 @@ mod tests {
             .unwrap();
         let id = process::identity(child.id()).unwrap();
         (child, id)
+    }
+
+    /// `shared/tests/programs/probe.c` compiled into `dir`.
+    fn probe(dir: &std::path::Path) -> std::path::PathBuf {
+        let source = dir.join("probe.c");
+        std::fs::write(
+            &source,
+            include_str!("../../../shared/tests/programs/probe.c"),
+        )
+        .unwrap();
+        let binary = dir.join("probe");
+        let status = Command::new("cc")
+            .args(["-pthread", "-o"])
+            .arg(&binary)
+            .arg(&source)
+            .status()
+            .expect("cc compiles the probe");
+        assert!(status.success(), "cc: {status}");
+        binary
+    }
+
+    #[test]
+    fn a_group_whose_leader_thread_exited_while_another_runs_is_not_taken_for_empty() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pidfile = tmp.path().join("leader.pid");
+        let mut workload = Command::new(probe(tmp.path()))
+            .arg("leader-exits")
+            .arg(&pidfile)
+            .stdin(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let id = process::identity(workload.id()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !pidfile.exists() {
+            assert!(Instant::now() < deadline, "the probe never got ready");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(process::read_stat(id.pid).unwrap().is_zombie());
+        let child = ChildRecord {
+            process: id,
+            pgid: id.pid,
+            started_at: 0,
+        };
+        let config = CleanupConfig {
+            term_grace: Duration::from_millis(300),
+            kill_grace: Duration::from_secs(2),
+            rescan: Duration::from_millis(20),
+            bound: Duration::from_secs(10),
+        };
+
+        let outcome = empty_group(&child, &config, &[]);
+
+        assert_eq!(outcome, CleanupOutcome::Clean);
+        let ended = workload.try_wait().unwrap();
+        if ended.is_none() {
+            let _ = workload.kill();
+            let _ = workload.wait();
+        }
+        assert!(
+            ended.is_some_and(|status| !status.success()),
+            "the process lived on: taken for a zombie"
+        );
     }
 
     #[test]

@@ -2,9 +2,13 @@
 //! without force (a container still running is stopped first, with the run's grace), then a
 //! lookup that finds nothing by id, by label and by name. A removal that cannot be confirmed
 //! within the cleanup bound is `container_unconfirmed`, which puts the lane into Attention.
+//!
+//! The bound is one deadline for the whole removal, not a bound per command: every docker
+//! command of it (lookups, stop, rm) gets only the time left before that deadline, so a hung
+//! engine cannot stretch the removal to a command bound per round.
 
 use super::docker::{Docker, COMMAND_BOUND};
-use super::inspect::{self, Seen};
+use super::inspect::{self, ContainerState, Seen};
 use super::{container_name, task_label};
 use crate::config::CleanupConfig;
 use crate::ids::TaskId;
@@ -26,9 +30,11 @@ pub fn remove(
     note: &dyn Fn(&str),
 ) -> CleanupOutcome {
     let name = container_name(task);
-    let deadline = Instant::now() + config.bound;
+    let within = Within(Instant::now() + config.bound);
+    // What the last round found that was not only the deadline running out.
+    let mut last_why = String::new();
     loop {
-        let why = match present(docker, task, id) {
+        let why = match present(docker, task, id, within) {
             Ok(found) if found.is_empty() => {
                 note(&format!(
                     "container {name} is gone: no container by id, label or name"
@@ -38,7 +44,7 @@ pub fn remove(
             Ok(found) => {
                 let failures: Vec<String> = found
                     .iter()
-                    .filter_map(|id| remove_one(docker, id, config, note).err())
+                    .filter_map(|id| remove_one(docker, id, config, within, note).err())
                     .collect();
                 format!(
                     "still present: {}{}",
@@ -52,7 +58,11 @@ pub fn remove(
             }
             Err(e) => e,
         };
-        if Instant::now() >= deadline {
+        if last_why.is_empty() || !why.contains(OUT_OF_TIME) {
+            last_why = why;
+        }
+        let why = &last_why;
+        if within.left().is_none() {
             let message = format!(
                 "removal of container {name} ({}) not confirmed within {:?}: {why}",
                 id.unwrap_or("id unknown"),
@@ -61,16 +71,42 @@ pub fn remove(
             note(&message);
             return CleanupOutcome::ContainerUnconfirmed { message };
         }
-        std::thread::sleep(RETRY.min(deadline.saturating_duration_since(Instant::now())));
+        std::thread::sleep(RETRY.min(within.left().unwrap_or_default()));
+    }
+}
+
+/// What a command that was not run for want of time says.
+const OUT_OF_TIME: &str = "no time left within the removal's bound";
+
+/// The removal's one deadline.
+#[derive(Debug, Clone, Copy)]
+struct Within(Instant);
+
+impl Within {
+    /// The time left, `None` once the deadline has passed.
+    fn left(self) -> Option<Duration> {
+        Some(self.0.saturating_duration_since(Instant::now())).filter(|d| !d.is_zero())
+    }
+
+    /// The bound of one command that would take up to `usual`: never past the deadline.
+    fn bound(self, usual: Duration, verb: &str) -> Result<Duration, String> {
+        self.left()
+            .map(|left| left.min(usual))
+            .ok_or_else(|| format!("docker {verb}: {OUT_OF_TIME}"))
     }
 }
 
 /// Ids of the run's containers that Docker still knows. `Err` when Docker could not answer
-/// one of the three lookups: then nothing is proven.
-fn present(docker: &Docker, task: TaskId, id: Option<&str>) -> Result<BTreeSet<String>, String> {
+/// one of the three lookups (or no time was left to ask): then nothing is proven.
+fn present(
+    docker: &Docker,
+    task: TaskId,
+    id: Option<&str>,
+    within: Within,
+) -> Result<BTreeSet<String>, String> {
     let mut found = BTreeSet::new();
     if let Some(id) = id {
-        match inspect::state(docker, id) {
+        match state(docker, id, within) {
             Seen::Present(_) => {
                 found.insert(id.to_string());
             }
@@ -81,27 +117,78 @@ fn present(docker: &Docker, task: TaskId, id: Option<&str>) -> Result<BTreeSet<S
     let by_label = format!("label={}", task_label(task));
     let by_name = format!("name=^{}$", container_name(task));
     for filter in [by_label, by_name] {
-        found.extend(inspect::listed(docker, &filter)?);
+        found.extend(listed(docker, &filter, within)?);
     }
     Ok(found)
+}
+
+/// [`inspect::state`], within the removal's deadline.
+fn state(docker: &Docker, id: &str, within: Within) -> Seen<ContainerState> {
+    let args = [
+        "inspect",
+        "--type",
+        "container",
+        "--format",
+        "{{json .State}}",
+        id,
+    ];
+    let bound = match within.bound(COMMAND_BOUND, "inspect") {
+        Ok(bound) => bound,
+        Err(e) => return Seen::Unknown(e),
+    };
+    match docker.run(&args, bound) {
+        Ok(reply) if reply.success => match inspect::parse_state(&reply.stdout) {
+            Some(state) => Seen::Present(state),
+            None => Seen::Unknown(format!(
+                "docker inspect gave an unreadable state: {:?}",
+                reply.stdout.trim()
+            )),
+        },
+        Ok(reply) if inspect::says_absent(&reply.stderr) => Seen::Absent,
+        Ok(reply) => Seen::Unknown(format!("docker inspect: {}", reply.complaint())),
+        Err(e) => Seen::Unknown(e.to_string()),
+    }
+}
+
+/// [`inspect::listed`], within the removal's deadline.
+fn listed(docker: &Docker, filter: &str, within: Within) -> Result<Vec<String>, String> {
+    let args = ["ps", "--all", "--quiet", "--no-trunc", "--filter", filter];
+    let bound = within.bound(COMMAND_BOUND, "ps")?;
+    match docker.run(&args, bound) {
+        Ok(reply) if reply.success => Ok(reply
+            .stdout
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect()),
+        Ok(reply) => Err(format!(
+            "docker ps --filter {filter}: {}",
+            reply.complaint()
+        )),
+        Err(e) => Err(format!("docker ps --filter {filter}: {e}")),
+    }
 }
 
 fn remove_one(
     docker: &Docker,
     id: &str,
     config: &CleanupConfig,
+    within: Within,
     note: &dyn Fn(&str),
 ) -> Result<(), String> {
-    if let Seen::Present(state) = inspect::state(docker, id) {
+    if let Seen::Present(state) = state(docker, id, within) {
         if state.running {
             note(&format!(
                 "container {id} is still running at removal; stopping it"
             ));
-            stop(docker, id, config).map_err(|e| format!("docker stop {id}: {e}"))?;
+            let bound = within.bound(stop_bound(config), "stop")?;
+            run_stop(docker, id, config, bound).map_err(|e| format!("docker stop {id}: {e}"))?;
         }
     }
     note(&format!("removing container {id}"));
-    match docker.run(&rm_args(id), COMMAND_BOUND) {
+    let bound = within.bound(COMMAND_BOUND, "rm")?;
+    match docker.run(&rm_args(id), bound) {
         Ok(reply) if reply.success || inspect::says_absent(&reply.stderr) => Ok(()),
         Ok(reply) => Err(format!("docker rm {id}: {}", reply.complaint())),
         Err(e) => Err(format!("docker rm {id}: {e}")),
@@ -112,9 +199,22 @@ fn remove_one(
 /// otherwise), waits the grace, then KILLs. Bounded by the grace, the kill grace and the
 /// usual command bound.
 pub fn stop(docker: &Docker, id: &str, config: &CleanupConfig) -> Result<(), String> {
+    run_stop(docker, id, config, stop_bound(config))
+}
+
+/// The grace, the kill grace and the usual command bound.
+fn stop_bound(config: &CleanupConfig) -> Duration {
+    Duration::from_secs(grace_seconds(config.term_grace)) + config.kill_grace + COMMAND_BOUND
+}
+
+fn run_stop(
+    docker: &Docker,
+    id: &str,
+    config: &CleanupConfig,
+    bound: Duration,
+) -> Result<(), String> {
     let secs = grace_seconds(config.term_grace).to_string();
-    let bound = Duration::from_secs(grace_seconds(config.term_grace)) + config.kill_grace;
-    match docker.run(&stop_args(&secs, id), bound + COMMAND_BOUND) {
+    match docker.run(&stop_args(&secs, id), bound) {
         Ok(reply) if reply.success => Ok(()),
         Ok(reply) => Err(reply.complaint()),
         Err(e) => Err(e.to_string()),
@@ -148,6 +248,21 @@ mod tests {
         assert_eq!(grace_seconds(Duration::from_millis(1500)), 2);
         assert_eq!(grace_seconds(Duration::from_millis(1)), 1);
         assert_eq!(grace_seconds(Duration::ZERO), 0);
+    }
+
+    #[test]
+    fn no_command_outlives_the_removals_one_deadline() {
+        let within = Within(Instant::now() + Duration::from_secs(2));
+        let bound = within.bound(COMMAND_BOUND, "rm").unwrap();
+        assert!(bound <= Duration::from_secs(2), "{bound:?}");
+        assert_eq!(
+            within.bound(Duration::from_millis(10), "ps").unwrap(),
+            Duration::from_millis(10),
+            "a shorter usual bound is kept"
+        );
+        let spent = Within(Instant::now());
+        assert!(spent.left().is_none());
+        assert!(spent.bound(COMMAND_BOUND, "rm").is_err());
     }
 
     #[test]

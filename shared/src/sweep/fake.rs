@@ -1,7 +1,8 @@
 //! An in-memory process table and clock, so that the sweep's rules can be tested without
 //! real processes or real time: marked and unmarked processes, unreadable environments,
-//! other users, start times, zombies, processes that ignore TERM, a listing that fails, and
-//! events (exits, forks, pid reuse) fired at exact points of a scan or a signal.
+//! other users, start times, parent links, zombies, processes that ignore TERM, a listing that
+//! fails, and events (exits, forks, pid reuse, re-parenting) fired at exact points of a scan or
+//! a signal.
 
 use super::table::{Marker, ProcessInfo, ProcessTable, ReadError};
 use super::{Clock, Signalled};
@@ -17,6 +18,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FakeProcess {
     pub start_ticks: u64,
+    /// The parent's pid; 1 (init) unless set with [`FakeProcess::child_of`].
+    pub ppid: u32,
     pub uid: u32,
     /// `None`: reading the environment is refused (`EACCES`).
     pub environ: Option<Vec<u8>>,
@@ -33,6 +36,7 @@ impl FakeProcess {
     pub fn new(start_ticks: u64, uid: u32) -> FakeProcess {
         FakeProcess {
             start_ticks,
+            ppid: 1,
             uid,
             environ: Some(Vec::new()),
             ignores_term: false,
@@ -50,6 +54,19 @@ impl FakeProcess {
         FakeProcess {
             environ: Some(environ),
             ..FakeProcess::new(start_ticks, uid)
+        }
+    }
+
+    pub fn child_of(self, ppid: u32) -> FakeProcess {
+        FakeProcess { ppid, ..self }
+    }
+
+    /// A readable environment without the marker, as `env -i` or a `setproctitle`-style
+    /// rewrite leaves it.
+    pub fn with_environ(self, environ: &[u8]) -> FakeProcess {
+        FakeProcess {
+            environ: Some(environ.to_vec()),
+            ..self
         }
     }
 
@@ -96,6 +113,8 @@ pub enum FakeEvent {
     Exit(u32),
     /// A process appears under this pid (a fork, or a reuse of a freed pid).
     Spawn(u32, FakeProcess),
+    /// The process's parent changes (its parent exited and it was re-parented).
+    Reparent { pid: u32, ppid: u32 },
     /// Every listing fails from now on.
     FailListing(String),
 }
@@ -137,6 +156,11 @@ impl State {
                 }
                 FakeEvent::Spawn(pid, process) => {
                     self.processes.insert(pid, process);
+                }
+                FakeEvent::Reparent { pid, ppid } => {
+                    if let Some(p) = self.processes.get_mut(&pid) {
+                        p.ppid = ppid;
+                    }
                 }
                 FakeEvent::FailListing(message) => self.listing_error = Some(message),
             }
@@ -243,6 +267,7 @@ impl ProcessTable for FakeTable {
                 pid,
                 start_ticks: p.start_ticks,
             },
+            ppid: p.ppid,
             uid: p.uid,
             zombie: p.zombie,
             kernel_thread: p.kernel_thread,

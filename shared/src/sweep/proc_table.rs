@@ -1,6 +1,6 @@
 //! The real process table: `/proc` for reading, pidfds for signalling.
 
-use super::table::{ProcessInfo, ProcessTable, ReadError};
+use super::table::{Link, ProcessInfo, ProcessTable, ReadError};
 use crate::process;
 use nix::sys::signal::Signal;
 use std::io;
@@ -42,6 +42,24 @@ pub(super) fn parse_uid(status: &str) -> Option<u32> {
         .and_then(|real| real.parse().ok())
 }
 
+fn read_status(path: &std::path::Path) -> Result<String, ReadError> {
+    std::fs::read_to_string(path).map_err(ReadError::from_io)
+}
+
+/// The environment as a live thread of a zombie leader reads it; `None` when the leader is not
+/// a zombie or no other thread lives.
+fn live_thread_environ(pid: u32) -> Option<Vec<u8>> {
+    let leader = process::read_stat(pid).ok()?;
+    if !leader.is_zombie() {
+        return None;
+    }
+    let thread = process::live_thread(pid)?;
+    let path = proc_file(pid, "task")
+        .join(thread.pid.to_string())
+        .join("environ");
+    std::fs::read(path).ok()
+}
+
 impl ProcessTable for ProcTable {
     type Pin = OwnedFd;
 
@@ -59,21 +77,32 @@ impl ProcessTable for ProcTable {
 
     fn info(&self, pid: u32) -> Result<ProcessInfo, ReadError> {
         let stat = process::read_stat(pid).map_err(ReadError::from_io)?;
-        let path = proc_file(pid, "status");
-        let status = std::fs::read_to_string(&path).map_err(ReadError::from_io)?;
+        let mut status = read_status(&proc_file(pid, "status"))?;
+        // A leader that exited while other threads run: the process lives on in them, so its
+        // state, flags and memory are a live thread's; its identity stays the leader's.
+        let mut live = stat;
+        if stat.is_zombie() {
+            if let Some(thread) = process::live_thread(pid) {
+                let tasks = proc_file(pid, "task").join(thread.pid.to_string());
+                if let Ok(text) = read_status(&tasks.join("status")) {
+                    (live, status) = (thread, text);
+                }
+            }
+        }
         let uid = parse_uid(&status).ok_or_else(|| {
             ReadError::Unreadable(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("{}: no Uid line", path.display()),
+                format!("/proc/{pid}/status: no Uid line"),
             ))
         })?;
         Ok(ProcessInfo {
             identity: stat.identity(),
+            ppid: stat.ppid,
             uid,
-            zombie: stat.is_zombie(),
+            zombie: live.is_zombie(),
             kernel_thread: stat.is_kernel_thread(),
             // A user process without a VmSize line has already released its memory.
-            exiting: stat.is_exiting() || !status.contains("\nVmSize:"),
+            exiting: live.is_exiting() || !status.contains("\nVmSize:"),
         })
     }
 
@@ -83,8 +112,26 @@ impl ProcessTable for ProcTable {
             .map_err(ReadError::from_io)
     }
 
+    fn link(&self, pid: u32) -> Result<Link, ReadError> {
+        let stat = process::read_stat(pid).map_err(ReadError::from_io)?;
+        Ok(Link {
+            identity: stat.identity(),
+            ppid: stat.ppid,
+            ended: process::has_ended(&stat),
+        })
+    }
+
     fn environ(&self, pid: u32) -> Result<Vec<u8>, ReadError> {
-        std::fs::read(proc_file(pid, "environ")).map_err(ReadError::from_io)
+        match std::fs::read(proc_file(pid, "environ")) {
+            Ok(bytes) if !bytes.is_empty() => Ok(bytes),
+            // A leader that exited has no memory of its own (its environment answers `ESRCH`,
+            // or reads empty), while the threads that still run share the process's memory
+            // and its environment.
+            read => match live_thread_environ(pid) {
+                Some(bytes) => Ok(bytes),
+                None => read.map_err(ReadError::from_io),
+            },
+        }
     }
 
     fn pin(&self, pid: u32) -> Result<OwnedFd, ReadError> {

@@ -1,9 +1,12 @@
 //! One pass over the process table, and one signal to one target. Both apply the rules of
-//! SPEC section 6 to whatever table they are given.
+//! SPEC section 6 to whatever table they are given: a process is the run's by its marker or
+//! by its ancestry (the lineage net); readability of its environment decides between
+//! signalling it and suspecting it.
 
 use super::table::{Marker, ProcessInfo, ProcessTable, ReadError};
 use crate::rundir::ProcessIdentity;
 use nix::sys::signal::Signal;
+use std::collections::HashSet;
 use std::io;
 
 /// What decides, for one sweep, which processes matter.
@@ -14,13 +17,19 @@ pub(super) struct Rules<'a> {
     pub since: Option<u64>,
     /// The sweeper's uid: only its processes can be suspects.
     pub uid: u32,
-    /// Never signalled, never counted: the caller's list, the sweeper itself and pid 1.
-    pub protected: Vec<u32>,
+    /// The sweeper: never signalled, never counted (its pid cannot be reused while it runs).
+    pub own_pid: u32,
+    /// Never signalled, never counted, matched by identity: a process that took the pid of a
+    /// protected one that ended is not protected.
+    pub protected: &'a [ProcessIdentity],
+    /// The process whose descendants (and itself) are the run's: the worker, the workload's
+    /// subreaper. `None`: the marker alone decides.
+    pub lineage: Option<ProcessIdentity>,
 }
 
 impl Rules<'_> {
-    fn is_protected(&self, pid: u32) -> bool {
-        pid <= 1 || self.protected.contains(&pid)
+    fn is_protected(&self, identity: ProcessIdentity) -> bool {
+        identity.pid <= 1 || identity.pid == self.own_pid || self.protected.contains(&identity)
     }
 
     /// Same user, started at or after the workload: unreadable, it may be the run's.
@@ -32,16 +41,33 @@ impl Rules<'_> {
     }
 }
 
+/// Why a target is the run's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Claim {
+    /// Its environment holds the run's marker.
+    Marked,
+    /// Its environment is readable and lacks the marker, but its parent links reach the
+    /// lineage root: it cleared or rewrote its environment.
+    Descendant,
+}
+
+/// A process the sweep signals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Target {
+    pub identity: ProcessIdentity,
+    pub claim: Claim,
+}
+
 /// The result of one scan.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct Scan {
-    /// Processes whose environment holds the marker.
-    pub targets: Vec<ProcessIdentity>,
+    /// Processes that are the run's by marker or ancestry, with a readable environment.
+    pub targets: Vec<Target>,
     /// Processes that may be the run's but whose environment cannot be read.
     pub suspects: Vec<ProcessIdentity>,
     /// No process vanished, started exiting or changed identity while it was read (between
-    /// its two identity reads). Such a process may have been misread as unmarked just as
-    /// it forked, so an empty scan is believed only when settled.
+    /// its two identity reads, its ancestry included). Such a process may have been misread
+    /// as not the run's just as it forked, so an empty scan is believed only when settled.
     pub settled: bool,
 }
 
@@ -51,20 +77,84 @@ impl Scan {
     }
 }
 
-pub(super) fn scan<T: ProcessTable>(table: &T, rules: &Rules<'_>) -> io::Result<Scan> {
+/// What the parent links of one process say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ancestry {
+    /// The links reach the lineage root, which still holds its pid.
+    Descendant,
+    Unrelated,
+    /// A link moved while it was followed (a parent exited, or its pid names a younger
+    /// process): the process is being re-parented, and a later scan reads it again.
+    Moving,
+}
+
+/// Follows the parent links of `info` up to the root. A link is trusted only if the parent
+/// started no later than the child (a younger process under the parent's pid means the parent
+/// ended and the pid was reused), and the root only if it still is the same live process after
+/// the walk (so the last link really named it). A descendant of the worker stays one: orphans
+/// are re-parented to the nearest subreaper, which is the worker or one of its descendants.
+fn ancestry<T: ProcessTable>(table: &T, root: ProcessIdentity, info: &ProcessInfo) -> Ancestry {
+    if info.identity == root {
+        return root_holds(table, root);
+    }
+    let (mut parent, mut child_start) = (info.ppid, info.identity.start_ticks);
+    // No chain is longer than the kernel's largest pid_max (2^22); this only bounds a table
+    // whose links form a loop.
+    for _ in 0..1u32 << 22 {
+        if parent == root.pid {
+            if root.start_ticks > child_start {
+                return Ancestry::Moving;
+            }
+            return root_holds(table, root);
+        }
+        if parent <= 1 {
+            return Ancestry::Unrelated;
+        }
+        let link = match table.link(parent) {
+            Ok(link) => link,
+            Err(ReadError::Gone) => return Ancestry::Moving,
+            // Another user's process that hides even its stat: the chain cannot be followed.
+            Err(ReadError::Unreadable(_)) => return Ancestry::Unrelated,
+        };
+        // A parent that has ended (a zombie) has already handed its children on.
+        if link.ended || link.identity.start_ticks > child_start {
+            return Ancestry::Moving;
+        }
+        (parent, child_start) = (link.ppid, link.identity.start_ticks);
+    }
+    Ancestry::Unrelated
+}
+
+fn root_holds<T: ProcessTable>(table: &T, root: ProcessIdentity) -> Ancestry {
+    match table.link(root.pid) {
+        Ok(link) if link.identity == root && !link.ended => Ancestry::Descendant,
+        // The root ended: what it left behind is re-parented elsewhere and out of reach.
+        _ => Ancestry::Unrelated,
+    }
+}
+
+/// `known`: the processes earlier scans of this sweep found to be the run's descendants. A
+/// descendant stays the run's by identity whatever becomes of its parent links: once the
+/// daemon's root (the workload) ends, its descendants are re-parented out of reach.
+pub(super) fn scan<T: ProcessTable>(
+    table: &T,
+    rules: &Rules<'_>,
+    known: &HashSet<ProcessIdentity>,
+) -> io::Result<Scan> {
     let mut scan = Scan {
         settled: true,
         ..Scan::default()
     };
     for pid in table.pids()? {
-        if rules.is_protected(pid) {
+        if pid <= 1 || pid == rules.own_pid {
             continue;
         }
         // A process that started before the workload cannot be one the run started: the
         // environment is fixed at exec, so it could only carry the marker by exec-ing with an
         // environment the run handed to it, which is work handed to a server and beyond what
-        // cleanup can attribute (the documented limit). Passing over it with one `stat` read
-        // keeps a sweep's cost to the processes born during the run, not the whole machine.
+        // cleanup can attribute (the documented limit); nor can it descend from the workload.
+        // Passing over it with one `stat` read keeps a sweep's cost to the processes born
+        // during the run, not the whole machine.
         if let Some(since) = rules.since {
             match table.start_ticks(pid) {
                 Ok(ticks) if ticks < since => continue,
@@ -80,15 +170,26 @@ pub(super) fn scan<T: ProcessTable>(table: &T, rules: &Rules<'_>) -> io::Result<
             // keep every scan unsettled.
             Err(ReadError::Gone) => continue,
             // Only another user's process hides its stat and status (`hidepid`): it can
-            // neither be read for a marker nor be a suspect.
+            // neither be read for a marker, nor followed up its parents, nor be a suspect.
             Err(ReadError::Unreadable(_)) => continue,
         };
-        if first.zombie || first.kernel_thread {
+        if first.zombie || first.kernel_thread || rules.is_protected(first.identity) {
             continue;
         }
         let environ = table.environ(pid);
-        // The environment belongs to `first` only if it is still there, unchanged and not
-        // exiting, after the read.
+        // Only an unmarked, readable process needs its parent links.
+        let lineage = match (&environ, rules.lineage) {
+            (Ok(bytes), Some(root)) if !rules.marker.is_in(bytes) => {
+                Some(if known.contains(&first.identity) {
+                    Ancestry::Descendant
+                } else {
+                    ancestry(table, root, &first)
+                })
+            }
+            _ => None,
+        };
+        // The environment (and the links) belong to `first` only if it is still there,
+        // unchanged and not exiting, after the read.
         let exiting = match table.info(pid) {
             Ok(second) if second.identity == first.identity && !second.zombie => second.exiting,
             _ => {
@@ -96,18 +197,29 @@ pub(super) fn scan<T: ProcessTable>(table: &T, rules: &Rules<'_>) -> io::Result<
                 continue;
             }
         };
-        match environ {
-            Ok(bytes) if rules.marker.is_in(&bytes) => scan.targets.push(first.identity),
-            Ok(_) => {}
+        let target = |claim| Target {
+            identity: first.identity,
+            claim,
+        };
+        match (environ, lineage) {
+            (Ok(bytes), _) if rules.marker.is_in(&bytes) => {
+                scan.targets.push(target(Claim::Marked));
+            }
+            (Ok(_), Some(Ancestry::Descendant)) => scan.targets.push(target(Claim::Descendant)),
+            (Ok(_), Some(Ancestry::Moving)) => scan.settled = false,
+            (Ok(_), _) => {}
             // Still there but without memory: it is exiting, and may have just forked. An
             // exiting process's environment can also read as refused (the kernel hands its
             // /proc files to root once its memory is gone): not a suspect either.
-            Err(ReadError::Gone) => scan.settled = false,
-            Err(ReadError::Unreadable(_)) if exiting => scan.settled = false,
-            Err(ReadError::Unreadable(_)) if rules.is_suspect(&first) => {
+            (Err(ReadError::Gone), _) => scan.settled = false,
+            (Err(ReadError::Unreadable(_)), _) if exiting => scan.settled = false,
+            // Marker or ancestry, an unreadable environment authorises no signal. Whether it
+            // is a suspect is rule 4's alone (same user, started during the run): another
+            // user's unreadable descendant is ignored, as the runbook says.
+            (Err(ReadError::Unreadable(_)), _) if rules.is_suspect(&first) => {
                 scan.suspects.push(first.identity);
             }
-            Err(ReadError::Unreadable(_)) => {}
+            (Err(ReadError::Unreadable(_)), _) => {}
         }
     }
     Ok(scan)
@@ -119,19 +231,25 @@ pub(super) enum Delivery {
     Sent,
     /// The target ended before the signal.
     Gone,
-    /// The pid no longer names the target with its marker: nothing was sent.
+    /// The pid no longer names the target, or the target is no longer the run's: nothing
+    /// was sent.
     NotTheTarget(&'static str),
     /// The target is there but could not be checked or signalled.
     Failed(String),
 }
 
-/// Signals `target` only if, after pinning its pid, it is still the same process and still
-/// carries the marker. A pid reused since the scan, or a process that dropped its marker, is
-/// never hit.
+/// Signals `target` only if, after pinning its pid, it is still the same process, its
+/// environment is still readable, and it is still the run's: by its marker, or by its
+/// ancestry (a descendant found by the scan stays one by identity: it was forked inside the
+/// lineage, whoever its parent is now). A pid reused since the scan, or a process that became
+/// unreadable, is never hit.
 pub(super) fn signal_target<T: ProcessTable>(
     table: &T,
-    target: ProcessIdentity,
-    marker: &Marker,
+    Target {
+        identity: target,
+        claim,
+    }: Target,
+    rules: &Rules<'_>,
     signal: Signal,
 ) -> Delivery {
     let pin = match table.pin(target.pid) {
@@ -141,19 +259,30 @@ pub(super) fn signal_target<T: ProcessTable>(
     };
     // The target was alive before the pin; alive with the same start after it, it held the
     // pid throughout, so the pin holds the target.
-    if let Some(refused) = still_the_target(table, target) {
-        return refused;
-    }
+    let info = match still_the_target(table, target) {
+        Ok(info) => info,
+        Err(refused) => return refused,
+    };
     match table.environ(target.pid) {
-        Ok(bytes) if marker.is_in(&bytes) => {}
-        Ok(_) => return Delivery::NotTheTarget("its environment no longer holds the marker"),
+        Ok(bytes) if rules.marker.is_in(&bytes) => {}
+        Ok(_) => {
+            let descends = claim == Claim::Descendant
+                || rules
+                    .lineage
+                    .is_some_and(|root| ancestry(table, root, &info) == Ancestry::Descendant);
+            if !descends {
+                return Delivery::NotTheTarget(
+                    "it holds neither the marker nor the run's ancestry any more",
+                );
+            }
+        }
         Err(ReadError::Gone) => return Delivery::Gone,
         Err(ReadError::Unreadable(_)) => {
             return Delivery::NotTheTarget("its environment is no longer readable")
         }
     }
     // The environment just read was the target's, not a successor's.
-    if let Some(refused) = still_the_target(table, target) {
+    if let Err(refused) = still_the_target(table, target) {
         return refused;
     }
     match table.send(&pin, signal) {
@@ -163,13 +292,16 @@ pub(super) fn signal_target<T: ProcessTable>(
     }
 }
 
-fn still_the_target<T: ProcessTable>(table: &T, target: ProcessIdentity) -> Option<Delivery> {
+fn still_the_target<T: ProcessTable>(
+    table: &T,
+    target: ProcessIdentity,
+) -> Result<ProcessInfo, Delivery> {
     match table.info(target.pid) {
-        Ok(info) if info.identity == target && !info.zombie => None,
-        Ok(info) if info.identity == target => Some(Delivery::Gone),
-        Ok(_) => Some(Delivery::NotTheTarget("its pid now names another process")),
-        Err(ReadError::Gone) => Some(Delivery::Gone),
-        Err(ReadError::Unreadable(e)) => Some(Delivery::Failed(format!(
+        Ok(info) if info.identity == target && !info.zombie => Ok(info),
+        Ok(info) if info.identity == target => Err(Delivery::Gone),
+        Ok(_) => Err(Delivery::NotTheTarget("its pid now names another process")),
+        Err(ReadError::Gone) => Err(Delivery::Gone),
+        Err(ReadError::Unreadable(e)) => Err(Delivery::Failed(format!(
             "cannot re-read its identity: {e}"
         ))),
     }

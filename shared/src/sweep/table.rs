@@ -11,11 +11,15 @@ use std::io;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProcessInfo {
     pub identity: ProcessIdentity,
+    /// The parent's pid (`/proc/<pid>/stat` field 4, the real parent's thread group): the
+    /// link the lineage net follows. An orphan's parent is its subreaper, or 1.
+    pub ppid: u32,
     /// The real uid (`/proc/<pid>/status`, `Uid:` first field), not the directory owner: a
     /// non-dumpable process's directory belongs to root, its status still names its user.
     pub uid: u32,
     /// A zombie has no environment and holds nothing but its pid; it is never a target or a
-    /// suspect.
+    /// suspect. A thread-group leader that exited while other threads of its process run is
+    /// not one: the process lives on, and is read through a live thread.
     pub zombie: bool,
     /// A kernel thread has no environment (reading it answers `ESRCH`) and runs no user work;
     /// it is never a target or a suspect.
@@ -24,6 +28,15 @@ pub struct ProcessInfo {
     /// refused although it is neither hidden nor a suspect, so such a read unsettles the
     /// scan instead.
     pub exiting: bool,
+}
+
+/// What the lineage net reads of a parent: who it is, its own parent, and whether it has ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Link {
+    pub identity: ProcessIdentity,
+    pub ppid: u32,
+    /// A zombie with no live thread left: it has handed its children on.
+    pub ended: bool,
 }
 
 /// Why something about a process could not be read or done.
@@ -79,7 +92,17 @@ pub trait ProcessTable {
     fn start_ticks(&self, pid: u32) -> Result<u64, ReadError> {
         self.info(pid).map(|i| i.identity.start_ticks)
     }
-    /// The raw environment (`NUL`-separated `NAME=value` entries).
+    /// Only what a parent link needs. A table may answer it more cheaply than [`Self::info`]
+    /// (the `stat` line alone).
+    fn link(&self, pid: u32) -> Result<Link, ReadError> {
+        self.info(pid).map(|i| Link {
+            identity: i.identity,
+            ppid: i.ppid,
+            ended: i.zombie,
+        })
+    }
+    /// The raw environment (`NUL`-separated `NAME=value` entries), of a live thread when the
+    /// leader has exited.
     fn environ(&self, pid: u32) -> Result<Vec<u8>, ReadError>;
     /// Pins whatever process holds `pid` now. The caller proves it is the one it means by
     /// reading its identity after pinning.

@@ -11,6 +11,8 @@ const OTHER_UID: u32 = 2000;
 const WORKLOAD_START: u64 = 5000;
 const DURING: u64 = 6000;
 const BEFORE: u64 = 4000;
+/// The sweeper's (the worker's) start ticks: it is the lineage root.
+const WORKER_START: u64 = 4500;
 
 fn config() -> CleanupConfig {
     CleanupConfig::default()
@@ -33,6 +35,10 @@ impl Case {
                 workload_start: Some(WORKLOAD_START),
                 config: config(),
                 protected: Vec::new(),
+                lineage: Some(ProcessIdentity {
+                    pid: OWN_PID,
+                    start_ticks: WORKER_START,
+                }),
             },
         }
     }
@@ -41,11 +47,22 @@ impl Case {
         FakeProcess::marked(start_ticks, UID, self.task)
     }
 
+    /// The worker itself, in the table as the lineage root.
+    fn with_worker(self) -> Case {
+        self.table
+            .insert(OWN_PID, FakeProcess::new(WORKER_START, UID).child_of(50));
+        self
+    }
+
     fn run(&self) -> (Swept, FakeClock) {
         let mut clock = FakeClock::new();
         let swept = self.sweep.run(&self.table, &mut clock);
         (swept, clock)
     }
+}
+
+fn identity(pid: u32, start_ticks: u64) -> ProcessIdentity {
+    ProcessIdentity { pid, start_ticks }
 }
 
 fn term(pid: u32, start_ticks: u64) -> Signalled {
@@ -419,13 +436,13 @@ fn a_listing_error_mid_sweep_is_a_failure_not_an_empty_table() {
 #[test]
 fn protected_pids_are_never_signalled_or_counted() {
     let mut case = Case::new();
-    case.sweep.protected = vec![400];
+    case.sweep.protected = vec![identity(400, DURING)];
     for pid in [1, OWN_PID, 400] {
         case.table.insert(pid, case.marked(DURING));
     }
     case.table
         .insert(401, FakeProcess::new(DURING, UID).unreadable());
-    case.sweep.protected.push(401);
+    case.sweep.protected.push(identity(401, DURING));
     let (swept, _) = case.run();
     assert_eq!(swept.outcome, CleanupOutcome::Clean);
     assert_eq!(swept.scans, 2);
@@ -444,4 +461,343 @@ fn zombies_and_kernel_threads_are_neither_targets_nor_suspects() {
     assert_eq!(swept.outcome, CleanupOutcome::Clean);
     assert_eq!(swept.scans, 2);
     assert!(case.table.sent().is_empty());
+}
+
+#[test]
+fn a_protected_pid_now_held_by_another_process_is_not_protected() {
+    let mut case = Case::new();
+    // The daemon (400, BEFORE) ended and a marked process of the run took its pid.
+    case.sweep.protected = vec![identity(400, BEFORE)];
+    case.table.insert(400, case.marked(DURING));
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert_eq!(swept.signalled, vec![term(400, DURING)]);
+}
+
+// ------------------------------------------------------------------------------------------
+// The lineage net: the run's by ancestry
+// ------------------------------------------------------------------------------------------
+
+/// What `env -i` leaves: a readable environment without the marker.
+const CLEARED: &[u8] = b"";
+/// What a `setproctitle`-style rewrite leaves where the environment was.
+const REWRITTEN: &[u8] = b"python3 worker.py --title\0\0\0\0";
+
+#[test]
+fn a_descendant_that_cleared_its_environment_is_stopped() {
+    let case = Case::new().with_worker();
+    case.table.insert(
+        200,
+        FakeProcess::new(DURING, UID)
+            .with_environ(CLEARED)
+            .child_of(OWN_PID)
+            .ignoring_term(),
+    );
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert_eq!(
+        swept.signalled,
+        vec![term(200, DURING), signalled(200, DURING, Signal::SIGKILL)]
+    );
+    assert_eq!(swept.descendants, vec![identity(200, DURING)]);
+    assert!(!case.table.is_alive(200));
+}
+
+#[test]
+fn descendants_at_any_depth_are_stopped_whatever_their_environment_says() {
+    let case = Case::new().with_worker();
+    // worker <- 200 (rewritten) <- 300 (cleared) <- 400 (another run's marker: not ours by
+    // marker, ours by ancestry)
+    let other_run = FakeProcess::marked(DURING + 3, UID, TaskId::new());
+    case.table.insert(
+        200,
+        FakeProcess::new(DURING, UID)
+            .with_environ(REWRITTEN)
+            .child_of(OWN_PID),
+    );
+    case.table.insert(
+        300,
+        FakeProcess::new(DURING + 1, UID)
+            .with_environ(CLEARED)
+            .child_of(200),
+    );
+    case.table.insert(400, other_run.child_of(300));
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert_eq!(
+        swept.signalled,
+        vec![
+            term(200, DURING),
+            term(300, DURING + 1),
+            term(400, DURING + 3)
+        ]
+    );
+    assert_eq!(swept.descendants.len(), 3);
+}
+
+#[test]
+fn an_unrelated_same_user_process_started_during_the_run_is_never_touched() {
+    let case = Case::new().with_worker();
+    // A login shell of the same user and what it started during the run: readable, no
+    // marker, not under the worker.
+    case.table
+        .insert(500, FakeProcess::new(DURING, UID).child_of(1));
+    case.table.insert(
+        501,
+        FakeProcess::new(DURING + 1, UID)
+            .with_environ(CLEARED)
+            .child_of(500),
+    );
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert_eq!(swept.scans, 2);
+    assert!(case.table.sent().is_empty());
+    assert!(case.table.is_alive(500) && case.table.is_alive(501));
+}
+
+#[test]
+fn a_descendant_whose_environment_is_unreadable_is_a_suspect_never_signalled() {
+    let case = Case::new().with_worker();
+    case.table.insert(
+        200,
+        FakeProcess::new(DURING, UID).unreadable().child_of(OWN_PID),
+    );
+    let (swept, _) = case.run();
+    assert_eq!(
+        swept.outcome,
+        CleanupOutcome::UnreadableSuspects {
+            remaining: vec![remaining(200, DURING, RemainingReason::Suspect)]
+        }
+    );
+    assert!(case.table.sent().is_empty());
+    assert!(case.table.is_alive(200));
+}
+
+#[test]
+fn an_unreadable_descendant_of_another_user_is_ignored() {
+    // The runbook: unreadable processes under another user are ignored, descendants too.
+    let case = Case::new().with_worker();
+    case.table.insert(
+        200,
+        FakeProcess::new(DURING, OTHER_UID)
+            .unreadable()
+            .child_of(OWN_PID),
+    );
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert!(case.table.sent().is_empty());
+}
+
+#[test]
+fn a_readable_descendant_of_another_user_is_stopped() {
+    let case = Case::new().with_worker();
+    case.table
+        .insert(200, FakeProcess::new(DURING, OTHER_UID).child_of(OWN_PID));
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert_eq!(swept.signalled, vec![term(200, DURING)]);
+}
+
+#[test]
+fn a_parent_pid_reused_by_a_younger_process_is_not_followed() {
+    let case = Case::new().with_worker();
+    // 300's parent (pid 200) ended; a younger descendant of the worker took pid 200 before
+    // 300 was seen re-parented to init. The link is stale: 300 is not the run's.
+    case.table.insert(
+        200,
+        FakeProcess::new(DURING + 5, UID)
+            .with_environ(CLEARED)
+            .child_of(OWN_PID),
+    );
+    case.table.insert(
+        300,
+        FakeProcess::new(DURING, UID)
+            .with_environ(CLEARED)
+            .child_of(200),
+    );
+    case.table.on(
+        FakeTrigger::Listing(2),
+        vec![FakeEvent::Reparent { pid: 300, ppid: 1 }],
+    );
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert_eq!(swept.signalled, vec![term(200, DURING + 5)]);
+    assert!(case.table.is_alive(300), "the stale link named no ancestor");
+}
+
+#[test]
+fn an_orphan_re_parented_while_its_ancestry_is_read_is_caught_by_a_later_scan() {
+    let case = Case::new().with_worker();
+    // worker <- 200 <- 300; 200 exits while 300's environment is read, and 300 comes back to
+    // the worker (its subreaper).
+    case.table.insert(
+        200,
+        FakeProcess::new(DURING, UID)
+            .with_environ(CLEARED)
+            .child_of(OWN_PID),
+    );
+    case.table.insert(
+        300,
+        FakeProcess::new(DURING + 1, UID)
+            .with_environ(CLEARED)
+            .child_of(200),
+    );
+    // Pid 200 is listed first and is signalled only after the scan; make it vanish in the
+    // middle of 300's read instead.
+    case.table.on(
+        FakeTrigger::EnvironRead(300),
+        vec![
+            FakeEvent::Exit(200),
+            FakeEvent::Reparent {
+                pid: 300,
+                ppid: OWN_PID,
+            },
+        ],
+    );
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert!(swept.signalled.contains(&term(300, DURING + 1)));
+    assert!(!case.table.is_alive(300));
+}
+
+#[test]
+fn a_descendants_pid_reused_before_the_signal_is_never_hit() {
+    let case = Case::new().with_worker();
+    case.table.insert(
+        200,
+        FakeProcess::new(DURING, UID)
+            .with_environ(CLEARED)
+            .child_of(OWN_PID),
+    );
+    // Reused by an unrelated process between the scan and the pin.
+    case.table.on(
+        FakeTrigger::BeforePin(200),
+        vec![
+            FakeEvent::Exit(200),
+            FakeEvent::Spawn(200, FakeProcess::new(DURING + 1, UID).with_environ(CLEARED)),
+        ],
+    );
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert!(case.table.sent().is_empty());
+    assert!(case.table.is_alive(200), "the successor is untouched");
+}
+
+#[test]
+fn a_descendant_re_parented_out_of_the_lineage_is_still_the_runs_by_identity() {
+    let case = Case::new().with_worker();
+    case.table.insert(
+        200,
+        FakeProcess::new(DURING, UID)
+            .with_environ(CLEARED)
+            .child_of(OWN_PID)
+            .ignoring_term(),
+    );
+    // Once found, it was forked inside the lineage: its parent links no longer matter.
+    case.table.on(
+        FakeTrigger::BeforePin(200),
+        vec![FakeEvent::Reparent { pid: 200, ppid: 1 }],
+    );
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert_eq!(
+        swept.signalled,
+        vec![term(200, DURING), signalled(200, DURING, Signal::SIGKILL)]
+    );
+}
+
+#[test]
+fn a_descendant_that_became_unreadable_before_the_signal_is_not_signalled() {
+    let case = Case::new().with_worker();
+    case.table.insert(
+        200,
+        FakeProcess::new(DURING, UID)
+            .with_environ(CLEARED)
+            .child_of(OWN_PID),
+    );
+    case.table.on(
+        FakeTrigger::BeforePin(200),
+        vec![FakeEvent::Spawn(
+            200,
+            FakeProcess::new(DURING, UID).unreadable().child_of(OWN_PID),
+        )],
+    );
+    let (swept, _) = case.run();
+    assert!(case.table.sent().is_empty());
+    assert!(swept.notes.iter().any(|n| n.contains("no longer readable")));
+    assert_eq!(
+        swept.outcome,
+        CleanupOutcome::UnreadableSuspects {
+            remaining: vec![remaining(200, DURING, RemainingReason::Suspect)]
+        }
+    );
+}
+
+#[test]
+fn without_a_lineage_root_an_unmarked_descendant_is_not_touched() {
+    let mut case = Case::new().with_worker();
+    case.sweep.lineage = None;
+    case.table.insert(
+        200,
+        FakeProcess::new(DURING, UID)
+            .with_environ(CLEARED)
+            .child_of(OWN_PID),
+    );
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert!(case.table.sent().is_empty());
+}
+
+#[test]
+fn once_the_lineage_root_has_ended_only_the_marker_counts() {
+    // The daemon's sweep for a lost worker: its root is the recorded workload, gone now
+    // (pid 250 is held by a younger process); what it left is found by the marker alone.
+    let mut case = Case::new();
+    case.sweep.lineage = Some(identity(250, WORKLOAD_START));
+    case.table
+        .insert(250, FakeProcess::new(DURING, UID).with_environ(CLEARED));
+    case.table.insert(
+        300,
+        FakeProcess::new(DURING + 1, UID)
+            .with_environ(CLEARED)
+            .child_of(250),
+    );
+    case.table.insert(301, case.marked(DURING + 2));
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert_eq!(swept.signalled, vec![term(301, DURING + 2)]);
+}
+
+#[test]
+fn a_live_lineage_root_that_rewrote_its_environment_is_itself_the_runs() {
+    // The daemon's root is the workload; alive after its worker was lost, it is the run's.
+    let mut case = Case::new();
+    case.sweep.lineage = Some(identity(250, WORKLOAD_START));
+    case.table.insert(
+        250,
+        FakeProcess::new(WORKLOAD_START, UID).with_environ(REWRITTEN),
+    );
+    case.table.insert(
+        300,
+        FakeProcess::new(DURING, UID)
+            .with_environ(CLEARED)
+            .child_of(250)
+            .ignoring_term(),
+    );
+    // The root dies of its TERM; its child goes to init, out of the lineage, and is still
+    // killed after the grace: it was found as the run's.
+    case.table.on(
+        FakeTrigger::BeforePin(300),
+        vec![FakeEvent::Reparent { pid: 300, ppid: 1 }],
+    );
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert_eq!(
+        swept.signalled,
+        vec![
+            term(250, WORKLOAD_START),
+            term(300, DURING),
+            signalled(300, DURING, Signal::SIGKILL)
+        ]
+    );
 }
