@@ -600,38 +600,6 @@ fn an_unreadable_same_user_process_holds_its_lane_in_attention_until_that_exact_
     assert!(resource(&lab.h, "gpu0")["run"].is_null());
 }
 
-/// The documented limit: a process that cleared its environment carries no marker, so
-/// cleanup neither finds nor touches it, and the run's cleanup is clean.
-#[test]
-fn a_process_that_cleared_its_environment_is_not_touched_by_cleanup() {
-    let mut lab = Lab::new(1, "[resource.cleanup]\nterm_grace = \"1s\"\n", None);
-    lab.spawn_daemon();
-    let pidfile = lab.stray("cleared.pid");
-    let inner = format!("{RECORD_PID}; exec env -i /bin/sleep 1000");
-    let job = lab.h.submit(&sh_spec(
-        &lab.h,
-        "leaves-a-process-without-environment",
-        &escape_script(&inner, "sleep", "true"),
-        &[&pidfile],
-    ));
-
-    wait_job(&lab.h, &job, "succeeded");
-    wait_idle(&lab.h, "gpu0");
-    let cleared = lab.recorded(&pidfile);
-    let environ = std::fs::read(format!("/proc/{}/environ", cleared.pid)).unwrap_or_default();
-    assert!(
-        environ.is_empty(),
-        "the process was meant to have no environment: {}",
-        String::from_utf8_lossy(&environ)
-    );
-    let done = show(&lab.h, &job);
-    assert_eq!(run_of(&done, 0)["cleanup"]["result"], "clean", "{done:#}");
-    assert!(
-        cleared.alive(),
-        "cleanup touched {cleared:?}, which has no marker"
-    );
-}
-
 /// Cleanup after one lane's run never signals the daemon, nor the worker or workload of a
 /// run on another lane that started after it.
 #[test]
