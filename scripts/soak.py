@@ -15,6 +15,7 @@ Settings (environment):
   SOAK_KILL_EVERY  seconds between kill -9 of the daemon (0: never) [4]
   SOAK_DEADLINE    seconds the whole run may take before it fails   [1800]
   SOAK_REPORT=1    write the figures into docs/BENCHMARKS.md
+  SOAK_KEEP=1      keep the temporary home for a look afterwards
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import json
 import os
 import random
 import re
+import shutil
 import sys
 import threading
 import time
@@ -382,6 +384,8 @@ def main() -> int:
     finally:
         soak.stop.set()
         soak.h.stop(cancel=False)
+        if os.environ.get("SOAK_KEEP") != "1":
+            shutil.rmtree(soak.h.work, ignore_errors=True)
     block = report(figures, soak.violations)
     print(block)
     if os.environ.get("SOAK_REPORT") == "1":
