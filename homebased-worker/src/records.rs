@@ -35,12 +35,15 @@ impl Records {
 
     pub fn exit(&self, record: &ExitRecord) -> io::Result<()> {
         write_json_atomic(&self.dir.exit_json(), record)?;
+        fail::fail_point!("worker.exit-written", |_| std::process::abort());
         self.poke();
         Ok(())
     }
 
     pub fn cleanup(&self, record: &CleanupRecord) -> io::Result<()> {
+        fail::fail_point!("worker.cleanup-before-record", |_| std::process::abort());
         write_json_atomic(&self.dir.cleanup_json(), record)?;
+        fail::fail_point!("worker.cleanup-written", |_| std::process::abort());
         self.poke();
         Ok(())
     }
