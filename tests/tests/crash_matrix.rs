@@ -115,8 +115,9 @@ fn crash_while_launching(point: Point) {
     let first = lab.spec("two steps", 2, None);
     let second = lab.spec("one step", 1, None);
     let (t1, t2) = (first.thread(), second.thread());
-    let a = lab.h.submit(&first);
+    let a = lab.submit_racing(&first);
     lab.crashed_then_restart(point.name);
+    lab.resubmit(&first, &a);
     let b = lab.h.submit(&second);
     lab.check(&[(&a, &t1, "succeeded"), (&b, &t2, "succeeded")]);
 }
@@ -185,23 +186,9 @@ fn a_crash_after_a_preemption_is_committed_still_yields_and_resumes() {
             wait_phase(&lab.h, &a, "executing");
             // The urgent job's pass commits the yield, and the daemon dies enacting it,
             // perhaps before the submit is answered.
-            let b = new_uuid();
-            let file = lab.h.spec_file(&urgent);
-            let submit = [
-                "--json",
-                "resource",
-                "job",
-                "submit",
-                "--spec",
-                file.to_str().unwrap(),
-                "--job-id",
-                &b,
-            ];
-            let _ = lab.h.cli(&submit);
+            let b = lab.submit_racing(&urgent);
             lab.crashed_then_restart(STOP_COMMITTED.name);
-            // Retried after the lost answer: the same job, submitted once.
-            let again = lab.h.json(&submit[1..]);
-            assert_eq!(again["job"], b.as_str(), "{again}");
+            lab.resubmit(&urgent, &b);
             common::jobs::wait_job(&lab.h, &b, "succeeded");
             open_gate(&gate);
             lab.check(&[(&a, &t1, "succeeded"), (&b, &t2, "succeeded")]);
@@ -241,6 +228,32 @@ fn a_crash_after_an_exit_is_committed_and_before_its_effects_loses_nothing() {
             assert!(log.contains("run ended"), "the crash came after the exit's commit: {log}");
             lab.serve();
             lab.check(&[(&a, &t1, "succeeded"), (&b, &t2, "succeeded")]);
+        },
+    );
+}
+
+#[test]
+fn a_crash_after_a_lost_worker_is_committed_and_before_the_daemon_cleans_up_still_cleans() {
+    row(
+        OBSERVE_COMMITTED,
+        "a worker dies after exit.json, leaving a marked process: the commit that hands its cleanup to the daemon",
+        "the daemon's own cleanup runs after the restart",
+        || {
+            let mut lab = Lab::new();
+            // The stand-in never pokes: its lock's release is the run's only observation, so
+            // the first commit is the one whose effect is the daemon's cleanup.
+            lab.first_worker_is_a_stand_in(None);
+            lab.serve_with(&format!("{}=return", OBSERVE_COMMITTED.name));
+            let first = lab.spec("lost", 1, None);
+            let second = lab.spec("next", 1, None);
+            let (t1, t2) = (first.thread(), second.thread());
+            let a = lab.h.submit(&first);
+            let b = lab.h.submit(&second);
+            lab.crashed_then_restart(OBSERVE_COMMITTED.name);
+            lab.check(&[(&a, &t1, "succeeded"), (&b, &t2, "succeeded")]);
+            let shown = show(&lab.h, &a);
+            let attempt = shown["runs"][0]["cleanup"]["attempt"].as_u64().unwrap_or(0);
+            assert!(attempt >= 2, "the daemon cleaned up: {shown:#}");
         },
     );
 }
@@ -302,11 +315,14 @@ fn a_worker_crash_after_cleanup_json_frees_the_lane() {
 fn crash_while_delivering(point: Point, first_arrivals: &[u64]) {
     let mut lab = Lab::new();
     lab.serve_with(&format!("{}=return", point.name));
-    let first = lab.spec("first", 1, None);
+    // Both are submitted before the first event can exist: the daemon dies delivering it.
+    let gate = lab.h.tmp().join("gate");
+    let first = lab.spec("first", 1, Some(&gate));
     let second = lab.spec("second", 1, None);
     let (t1, t2) = (first.thread(), second.thread());
     let a = lab.h.submit(&first);
     let b = lab.h.submit(&second);
+    open_gate(&gate);
     lab.crashed_then_restart(point.name);
     lab.check(&[(&a, &t1, "succeeded"), (&b, &t2, "succeeded")]);
     assert_eq!(crash::inbox(&lab.h, &t1, &a), first_arrivals);
@@ -342,18 +358,9 @@ fn a_crash_after_a_release_is_committed_frees_the_lane_once() {
             let mut lab = Lab::new();
             // The first worker is a stand-in: it records a successful exit and a failed
             // cleanup (so the lane goes to Attention), then exits; later ones are real.
-            lab.wrap_worker(
-                r#"if mkdir "$LAB/armed" 2>/dev/null; then
-  dir="$1"; now=$(date +%s%3N); ticks=$(cut -d' ' -f22 /proc/$$/stat)
-  job=$(sed -n 's/.*"job": *"\([^"]*\)".*/\1/p' "$dir/run.json")
-  printf 'start %s 0 live=[]\ndone %s 0\n' "$job" "$job" >> "$LAB/starts"
-  printf '{"worker":{"pid":%s,"start_ticks":%s},"child":{"process":{"pid":%s,"start_ticks":%s},"pgid":%s,"started_at":%s}}' $$ "$ticks" $$ "$ticks" $$ "$now" > "$dir/.w" && mv "$dir/.w" "$dir/worker.json"
-  printf '{"reason":{"kind":"exit","code":0},"group":"confirmed_exited","ended_at":%s}' "$now" > "$dir/.e" && mv "$dir/.e" "$dir/exit.json"
-  printf '{"attempt":1,"outcome":{"result":"enumeration_failed","message":"stand-in"},"finished_at":%s}' "$now" > "$dir/.c" && mv "$dir/.c" "$dir/cleanup.json"
-  exit 0
-fi
-exec "$REAL" "$@""#,
-            );
+            lab.first_worker_is_a_stand_in(Some(
+                r#"{"result":"enumeration_failed","message":"stand-in"}"#,
+            ));
             lab.serve_with(&format!("{}=return", RELEASE_COMMITTED.name));
             let first = lab.h.spec("held").command(&["/bin/true"]);
             let second = lab.spec("after the release", 1, None);

@@ -8,7 +8,7 @@
 //! without `FAILPOINTS`.
 
 use crate::common::jobs::{show, state_of, wait_all_idle, wait_job};
-use crate::common::{wait_until, worker_bin, Probe, Spec, TestHome};
+use crate::common::{new_uuid, wait_until, worker_bin, Probe, Spec, TestHome};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -114,6 +114,24 @@ impl Lab {
         );
     }
 
+    /// Submits `spec` with a job id of its own when the daemon may die before it answers
+    /// (the submit's pass reaches the point); [`Lab::resubmit`] retries it after the restart.
+    pub fn submit_racing(&self, spec: &Spec) -> String {
+        let id = new_uuid();
+        let file = self.h.spec_file(spec);
+        let file = file.to_str().unwrap();
+        let _ = self.h.cli(&[
+            "--json", "resource", "job", "submit", "--spec", file, "--job-id", &id,
+        ]);
+        id
+    }
+
+    /// The retry of a submit whose answer may have been lost: the same job, submitted once.
+    pub fn resubmit(&self, spec: &Spec, id: &str) {
+        let again = self.h.submit_json(spec, Some(id));
+        assert_eq!(again["job"], id, "{again}");
+    }
+
     /// A spec of `steps` steps running [`STEP`], the gate `$2` on each (`None`: no gate).
     pub fn spec(&self, name: &str, steps: usize, gate: Option<&Path>) -> Spec {
         let gate = gate.map_or_else(|| "-".to_string(), |g| g.display().to_string());
@@ -153,6 +171,33 @@ impl Lab {
 fi
 exec "$REAL" "$@""#
         ));
+    }
+
+    /// The first worker is a stand-in that records a workload that started and exited 0
+    /// (with its start-log lines) and exits without a poke. With `cleanup` (an outcome as
+    /// JSON) it writes that `cleanup.json`; without, it leaves a marked escaped process and no
+    /// `cleanup.json`, as a worker that died after `exit.json` would. Later workers are real.
+    pub fn first_worker_is_a_stand_in(&mut self, cleanup: Option<&str>) {
+        let ending = match cleanup {
+            Some(outcome) => format!(
+                "printf '{{\"attempt\":1,\"outcome\":{outcome},\"finished_at\":%s}}' \"$now\" \
+                 > \"$dir/.c\" && mv \"$dir/.c\" \"$dir/cleanup.json\""
+            ),
+            None => r#"HOMEBASED_TASK_ID="$task" setsid sleep 299 </dev/null >/dev/null 2>&1 3>&- &
+  echo $! >> "$LAB/sleepers""#
+                .to_string(),
+        };
+        let script = r#"if mkdir "$LAB/armed" 2>/dev/null; then
+  dir="$1"; task=$(basename "$dir"); now=$(date +%s%3N); ticks=$(cut -d' ' -f22 /proc/$$/stat)
+  job=$(sed -n 's/.*"job": *"\([^"]*\)".*/\1/p' "$dir/run.json")
+  printf 'start %s 0 live=[]\ndone %s 0\n' "$job" "$job" >> "$LAB/starts"
+  printf '{"worker":{"pid":%s,"start_ticks":%s},"child":{"process":{"pid":%s,"start_ticks":%s},"pgid":%s,"started_at":%s}}' $$ "$ticks" $$ "$ticks" $$ "$now" > "$dir/.w" && mv "$dir/.w" "$dir/worker.json"
+  printf '{"reason":{"kind":"exit","code":0},"group":"confirmed_exited","ended_at":%s}' "$now" > "$dir/.e" && mv "$dir/.e" "$dir/exit.json"
+  ENDING
+  exit 0
+fi
+exec "$REAL" "$@""#;
+        self.wrap_worker(&script.replace("ENDING", &ending));
     }
 
     /// Waits for the first worker to die at its crash point (an abort: status 128 + SIGABRT).
