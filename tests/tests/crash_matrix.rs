@@ -15,7 +15,7 @@ mod common;
 #[path = "common/crash.rs"]
 mod crash;
 
-use common::jobs::{open_gate, show, wait_phase};
+use common::jobs::{open_gate, show, state_of, wait_job, wait_phase};
 use common::new_uuid;
 use common::queue::move_job;
 use crash::{check_dense, row, Lab, Point};
@@ -189,7 +189,7 @@ fn a_crash_after_a_preemption_is_committed_still_yields_and_resumes() {
             let b = lab.submit_racing(&urgent);
             lab.crashed_then_restart(STOP_COMMITTED.name);
             lab.resubmit(&urgent, &b);
-            common::jobs::wait_job(&lab.h, &b, "succeeded");
+            wait_job(&lab.h, &b, "succeeded");
             open_gate(&gate);
             lab.check(&[(&a, &t1, "succeeded"), (&b, &t2, "succeeded")]);
             let shown = show(&lab.h, &a);
@@ -370,7 +370,7 @@ fn a_crash_after_a_release_is_committed_frees_the_lane_once() {
             let attention = held["run"]["phase"]["id"].as_str().unwrap().to_string();
             let b = lab.h.submit(&second);
             lab.h.settle();
-            assert_eq!(common::jobs::state_of(&show(&lab.h, &b)), "queued");
+            assert_eq!(state_of(&show(&lab.h, &b)), "queued");
             let op = new_uuid();
             let release = ["--json", "resource", "release", "--attention", &attention,
                 "--operation-id", &op];

@@ -108,7 +108,7 @@ impl Lab {
         let status = self.h.kill_serve(nix::sys::signal::Signal::SIGKILL);
         assert_eq!(
             status.signal(),
-            Some(libc_sigabrt()),
+            Some(sigabrt()),
             "the daemon ended otherwise than at the point ({status:?}):\n{}",
             std::fs::read_to_string(self.h.serve_log()).unwrap_or_default()
         );
@@ -210,7 +210,7 @@ exec "$REAL" "$@""#;
         let status = std::fs::read_to_string(&file).unwrap();
         assert_eq!(
             status.trim(),
-            (128 + libc_sigabrt()).to_string(),
+            (128 + sigabrt()).to_string(),
             "the worker ended otherwise than at the point"
         );
     }
@@ -347,7 +347,7 @@ impl Drop for Lab {
     }
 }
 
-fn libc_sigabrt() -> i32 {
+fn sigabrt() -> i32 {
     nix::sys::signal::Signal::SIGABRT as i32
 }
 
