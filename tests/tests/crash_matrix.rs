@@ -333,7 +333,7 @@ fn a_crash_before_the_sink_delivers_the_event_after_the_restart() {
     row(
         DELIVERY_BEFORE_SINK,
         "the first event of two jobs",
-        "",
+        "the event that never reached the sink arrives exactly once",
         || crash_while_delivering(DELIVERY_BEFORE_SINK, &[1]),
     );
 }
