@@ -26,6 +26,7 @@ pub fn clean_up(
     let Some(workload) = workload else {
         return CleanupOutcome::Clean;
     };
+    fail::fail_point!("worker.cleanup-started", |_| std::process::abort());
     let group = group_cleanup::empty_group(workload.group, reaper, signals, &run.cleanup, log);
     // Orphans that ended outside the group came back here too; leave no zombie behind.
     reaper.reap();

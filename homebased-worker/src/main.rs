@@ -10,6 +10,9 @@ fn main() -> ExitCode {
     // Before anything else: from here on a SIGTERM is a stop request, never an instant death
     // that would leave the run directory without its records.
     let signals = Signals::install();
+    // Named crash points (docs/RELIABILITY.md): configured from FAILPOINTS, inert without it.
+    #[cfg(feature = "failpoints")]
+    let _crash_points = fail::FailScenario::setup();
     match cli::parse(std::env::args_os().skip(1)) {
         Ok(Invocation::Help) => {
             // Never println!: it panics when stdout is a full disk or a closed pipe.

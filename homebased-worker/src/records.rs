@@ -68,12 +68,15 @@ impl Records {
     pub fn exit(&mut self, record: &ExitRecord) {
         let path = self.dir.exit_json();
         self.land(EXIT_JSON, || write_json_atomic(&path, record));
+        fail::fail_point!("worker.exit-written", |_| std::process::abort());
         self.poke();
     }
 
     pub fn cleanup(&mut self, record: &CleanupRecord) {
+        fail::fail_point!("worker.cleanup-before-record", |_| std::process::abort());
         let path = self.dir.cleanup_json();
         self.land(CLEANUP_JSON, || write_json_atomic(&path, record));
+        fail::fail_point!("worker.cleanup-written", |_| std::process::abort());
         self.poke();
     }
 

@@ -111,6 +111,7 @@ async fn attempt(shared: Arc<Shared>, event: crate::store::events::Pending) {
         Ok(done) => done,
         Err(e) => (Outcome::Failed(format!("delivery task failed: {e}")), None),
     };
+    fail::fail_point!("delivery.before-mark", |_| std::process::abort());
     let recorded = {
         let outcome = outcome.clone();
         shared
@@ -163,6 +164,7 @@ fn deliver_blocking(
         line: &line,
         number: event.attempts + 1,
     };
+    fail::fail_point!("delivery.before-sink", |_| std::process::abort());
     let outcome = match sink::deliver(&shared.sink, &attempt, &mut log) {
         Ok(()) => Outcome::Delivered,
         Err(why) => Outcome::Failed(why),

@@ -66,6 +66,7 @@ impl Core {
             }
         };
         let task = reserved.task;
+        fail::fail_point!("launch.reserved", |_| std::process::abort());
         match self.start(&reserved) {
             Ok(()) => self.launch_backoff.succeeded(),
             Err(e) => {
@@ -111,10 +112,12 @@ impl Core {
                 r.task
             ))
         })?;
+        fail::fail_point!("launch.run-json-written", |_| std::process::abort());
         let handle = self.handle();
         self.launcher
             .start(handle, &dir, r.task)
             .map_err(|e| ApiError::internal(format!("cannot start homebased-worker: {e}")))?;
+        fail::fail_point!("launch.worker-spawned", |_| std::process::abort());
         tracing::info!(
             task = %r.task, job = %r.job.id, resource = %r.resource.name,
             run_number = r.run_number, step = r.job.step, resume = r.job.resume,

@@ -71,6 +71,7 @@ impl Core {
         };
         let machine = self.machine;
         self.store.write(|db| moved.commit(db, machine))?;
+        fail::fail_point!("observe.committed", |_| std::process::abort());
         self.act(&moved);
         Ok(())
     }
@@ -176,6 +177,7 @@ fn read_observations(dir: &RunDir, worker_gone: bool) -> Vec<Observation> {
         });
     }
     if let Some(exit) = exit {
+        fail::fail_point!("observe.exit-read", |_| std::process::abort());
         observations.push(Observation::Exited {
             reason: exit.reason,
             ended_at: exit.ended_at,

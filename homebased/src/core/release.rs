@@ -46,6 +46,7 @@ impl Core {
             })
         })?;
         tracing::info!(attention = %req.attention, resource = %result.resource, "attention released");
+        fail::fail_point!("release.committed", |_| std::process::abort());
         if let Some(moved) = released {
             self.act(&moved);
         }

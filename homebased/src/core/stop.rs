@@ -14,6 +14,7 @@ use homebased_shared::rundir::{write_json_atomic, StopRequest};
 impl Core {
     /// Performs the committed stop of `task`: files first, then the signal.
     pub fn enact_stop(&mut self, task: TaskId) {
+        fail::fail_point!("stop.committed", |_| std::process::abort());
         self.unenacted.remove(&task);
         let run = match runs::get(self.store.db(), task) {
             Ok(Some(run)) => run,

@@ -320,6 +320,7 @@ pub fn place(db: Db, job: &Job, level: Priority, position: u32) -> ApiResult<()>
         .db("park job")?;
     shift(db, job.priority, i64::from(old) + 1, -1)?;
     shift(db, level, i64::from(position), 1)?;
+    fail::fail_point!("move.shifted", |_| std::process::abort());
     db.conn
         .execute(
             "UPDATE jobs SET priority = ?2, position = ?3, updated_at = ?4 WHERE id = ?1",
