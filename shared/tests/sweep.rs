@@ -202,7 +202,18 @@ fn without_a_lineage_root_a_process_that_cleared_its_environment_is_not_touched(
     );
     let mut child = marked_shell(task, &script);
     let child_id = identity(child.id());
-    let cleared = identity(pid_from(&cleared_file));
+    let cleared_pid = pid_from(&cleared_file);
+    // Until `env -i` has exec'd `sleep`, the forked shell still carries the marker: sweep only
+    // once the process really has no environment.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read(format!("/proc/{cleared_pid}/environ")).is_ok_and(|e| e.is_empty()) {
+        assert!(
+            Instant::now() < deadline,
+            "{cleared_pid} never cleared its environment"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let cleared = identity(cleared_pid);
 
     let swept = sweep(task, Some(child_id.start_ticks), Vec::new())
         .run(&ProcTable::new(), &mut SystemClock);
