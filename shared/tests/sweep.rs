@@ -19,7 +19,7 @@ use homebased_shared::rundir::{CleanupOutcome, ProcessIdentity};
 use homebased_shared::sweep::{Marker, ProcTable, ProcessTable, Sweep, SystemClock};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -73,19 +73,8 @@ fn as_lineage_root<T>(name: &str, outer: impl FnOnce(&Path) -> T, inner: impl Fn
     assert!(status.success(), "the lineage root: {status}");
 }
 
-/// `programs/probe.c`, compiled into `dir`.
-fn probe(dir: &Path) -> PathBuf {
-    let source = dir.join("probe.c");
-    std::fs::write(&source, include_str!("programs/probe.c")).unwrap();
-    let binary = dir.join("probe");
-    let status = Command::new("cc")
-        .args(["-pthread", "-o"])
-        .arg(&binary)
-        .arg(&source)
-        .status()
-        .expect("cc compiles the probe");
-    assert!(status.success(), "cc: {status}");
-    binary
+fn probe(dir: &std::path::Path) -> std::path::PathBuf {
+    homebased_e2e::compile_probe(dir)
 }
 
 /// A process the test must end itself, whatever happens to the assertions.

@@ -1,6 +1,7 @@
-//! Support shared by the test suites of the workspace (this crate's end-to-end tests and the
-//! worker's integration tests): the Docker test image, imported from busybox-static because
-//! there is no registry.
+//! Support shared by the test suites of the workspace (this crate's end-to-end tests, the
+//! worker's and the shared crate's integration tests, the daemon's unit tests): the Docker
+//! test image, imported from busybox-static because there is no registry, and the probe
+//! program that rewrites its environment as `setproctitle` does.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -97,4 +98,20 @@ pub fn docker(args: &[&str]) -> Result<String, String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ))
     }
+}
+
+/// `probe.c` compiled into `dir`: a process that rewrites its environment block in place, as
+/// `setproctitle` does (Ray, gunicorn, vLLM), and ignores TERM; see the source for its modes.
+pub fn compile_probe(dir: &Path) -> std::path::PathBuf {
+    let source = dir.join("probe.c");
+    fs::write(&source, include_str!("probe.c")).unwrap();
+    let binary = dir.join("probe");
+    let status = Command::new("cc")
+        .args(["-pthread", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .status()
+        .expect("cc compiles the probe");
+    assert!(status.success(), "cc: {status}");
+    binary
 }

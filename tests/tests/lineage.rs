@@ -17,7 +17,7 @@ use common::jobs::{open_gate, runs, sh_spec, show, wait_for_gate, wait_job, wait
 use common::{wait_until, Probe, TestHome};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 /// A process by `(pid, kernel start time)`: a pid alone can be reused, the pair cannot.
@@ -188,19 +188,8 @@ fn an_env_cleared_grandchild_ignoring_term_is_stopped_before_its_lane_serves_aga
     );
 }
 
-/// `shared/tests/programs/probe.c` compiled into `dir`.
-fn probe(dir: &Path) -> PathBuf {
-    let source = dir.join("probe.c");
-    std::fs::write(&source, include_str!("../../shared/tests/programs/probe.c")).unwrap();
-    let binary = dir.join("probe");
-    let status = Command::new("cc")
-        .args(["-pthread", "-o"])
-        .arg(&binary)
-        .arg(&source)
-        .status()
-        .expect("cc compiles the probe");
-    assert!(status.success(), "cc: {status}");
-    binary
+fn probe(dir: &std::path::Path) -> std::path::PathBuf {
+    homebased_e2e::compile_probe(dir)
 }
 
 #[test]

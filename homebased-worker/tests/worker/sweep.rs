@@ -104,24 +104,8 @@ fn a_term_ignoring_setsid_grandchild_is_found_by_its_marker_and_killed() {
     );
 }
 
-/// `shared/tests/programs/probe.c` compiled into `dir`: a process that rewrites its
-/// environment block in place, as `setproctitle` does, and ignores TERM.
-fn probe(dir: &Path) -> PathBuf {
-    let source = dir.join("probe.c");
-    std::fs::write(
-        &source,
-        include_str!("../../../shared/tests/programs/probe.c"),
-    )
-    .unwrap();
-    let binary = dir.join("probe");
-    let status = Command::new("cc")
-        .args(["-pthread", "-o"])
-        .arg(&binary)
-        .arg(&source)
-        .status()
-        .expect("cc compiles the probe");
-    assert!(status.success(), "cc: {status}");
-    binary
+fn probe(dir: &std::path::Path) -> std::path::PathBuf {
+    homebased_e2e::compile_probe(dir)
 }
 
 /// The worker's log says the sweep killed `id` as a descendant without the marker.

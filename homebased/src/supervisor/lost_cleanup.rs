@@ -204,23 +204,8 @@ mod tests {
         (child, id)
     }
 
-    /// `shared/tests/programs/probe.c` compiled into `dir`.
     fn probe(dir: &std::path::Path) -> std::path::PathBuf {
-        let source = dir.join("probe.c");
-        std::fs::write(
-            &source,
-            include_str!("../../../shared/tests/programs/probe.c"),
-        )
-        .unwrap();
-        let binary = dir.join("probe");
-        let status = Command::new("cc")
-            .args(["-pthread", "-o"])
-            .arg(&binary)
-            .arg(&source)
-            .status()
-            .expect("cc compiles the probe");
-        assert!(status.success(), "cc: {status}");
-        binary
+        homebased_e2e::compile_probe(dir)
     }
 
     #[test]
