@@ -62,6 +62,15 @@ pub fn listed_matching(
     docker: &Docker,
     filters: &[impl AsRef<str>],
 ) -> Result<Vec<String>, String> {
+    listed_within(docker, filters, COMMAND_BOUND)
+}
+
+/// [`listed_matching`] with its own bound for the `docker ps` (a caller's deadline).
+pub fn listed_within(
+    docker: &Docker,
+    filters: &[impl AsRef<str>],
+    bound: std::time::Duration,
+) -> Result<Vec<String>, String> {
     let mut args = vec!["ps", "--all", "--quiet", "--no-trunc"];
     for filter in filters {
         args.extend(["--filter", filter.as_ref()]);
@@ -71,7 +80,7 @@ pub fn listed_matching(
         .map(AsRef::as_ref)
         .collect::<Vec<_>>()
         .join(" --filter ");
-    match docker.run(&args, COMMAND_BOUND) {
+    match docker.run(&args, bound) {
         Ok(reply) if reply.success => Ok(reply
             .stdout
             .lines()

@@ -152,22 +152,8 @@ fn state(docker: &Docker, id: &str, within: Within) -> Seen<ContainerState> {
 
 /// [`inspect::listed`], within the removal's deadline.
 fn listed(docker: &Docker, filter: &str, within: Within) -> Result<Vec<String>, String> {
-    let args = ["ps", "--all", "--quiet", "--no-trunc", "--filter", filter];
     let bound = within.bound(COMMAND_BOUND, "ps")?;
-    match docker.run(&args, bound) {
-        Ok(reply) if reply.success => Ok(reply
-            .stdout
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .map(String::from)
-            .collect()),
-        Ok(reply) => Err(format!(
-            "docker ps --filter {filter}: {}",
-            reply.complaint()
-        )),
-        Err(e) => Err(format!("docker ps --filter {filter}: {e}")),
-    }
+    inspect::listed_within(docker, &[filter], bound)
 }
 
 fn remove_one(
