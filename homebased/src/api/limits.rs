@@ -33,6 +33,23 @@ pub fn http1_builder() -> http1::Builder {
     builder
 }
 
+/// Serves `router` on one accepted connection (socket or TCP), on a task of its own, with
+/// the settings of [`http1_builder`]; `listener` names it in the log.
+pub fn spawn_connection<S>(stream: S, router: &axum::Router, listener: &'static str)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let service = hyper_util::service::TowerToHyperService::new(router.clone());
+    tokio::spawn(async move {
+        let conn = http1_builder()
+            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+            .await;
+        if let Err(e) = conn {
+            tracing::debug!(error = %e, listener, "connection ended with an error");
+        }
+    });
+}
+
 /// An error answer with its own status (413, 408, 404, 405) and the code's envelope.
 pub fn refusal(status: StatusCode, error: ApiError) -> Response {
     (status, Json(error.envelope())).into_response()

@@ -4,8 +4,6 @@
 
 use super::limits;
 use axum::Router;
-use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
 /// Accepts connections until `shutdown` resolves; connections already accepted finish.
@@ -27,15 +25,7 @@ pub async fn serve(
                 }
             },
         };
-        let service = TowerToHyperService::new(router.clone());
-        tokio::spawn(async move {
-            let conn = limits::http1_builder()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-            if let Err(e) = conn {
-                tracing::debug!(error = %e, "web connection ended with an error");
-            }
-        });
+        limits::spawn_connection(stream, &router, "web");
     }
 }
 

@@ -7,7 +7,6 @@ use homebased_shared::error::{ApiError, ErrorCode};
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use tokio::net::UnixListener;
@@ -64,15 +63,7 @@ pub async fn serve(
                 continue;
             }
         }
-        let service = TowerToHyperService::new(router.clone());
-        tokio::spawn(async move {
-            let conn = limits::http1_builder()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-            if let Err(e) = conn {
-                tracing::debug!(error = %e, "socket connection ended with an error");
-            }
-        });
+        limits::spawn_connection(stream, &router, "socket");
     }
 }
 
