@@ -4,12 +4,14 @@
 //! - [`args`]: the clap types.
 //! - [`daemon_ctl`]: `daemon start|stop|restart|status`.
 //! - [`render`]: human tables.
+//! - [`service`]: `daemon install|uninstall`, and the lifecycle through the service manager.
 //! - [`files`]: commands that read the state home directly (`task log`, `events`).
 
 pub mod args;
 pub mod daemon_ctl;
 pub mod files;
 pub mod render;
+pub mod service;
 
 use crate::client::Client;
 use args::{Cli, Command, ConfigCommand, DaemonCommand, JobCommand, ResourceCommand, TaskCommand};
@@ -186,6 +188,28 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
                 web_listen,
             })?;
             Ok(None)
+        }
+        Command::Daemon(DaemonCommand::Install {
+            dry_run,
+            web_listen,
+        }) => {
+            load_config(config_source.as_ref())?;
+            let client = Client::socket(home.socket());
+            runtime()?
+                .block_on(service::install(
+                    &home,
+                    config_source.as_ref(),
+                    dry_run,
+                    web_listen,
+                    &client,
+                ))
+                .map(Some)
+        }
+        Command::Daemon(DaemonCommand::Uninstall { yes }) => {
+            let client = Client::socket(home.socket());
+            runtime()?
+                .block_on(service::uninstall(&home, yes, &client))
+                .map(Some)
         }
         Command::Daemon(cmd) => {
             if matches!(cmd, DaemonCommand::Start | DaemonCommand::Restart) {

@@ -67,6 +67,21 @@ pub enum DaemonCommand {
     Restart,
     /// Whether the daemon runs; works with the daemon down.
     Status,
+    /// Run the daemon of this home as a user service (systemd, or launchd on macOS).
+    Install {
+        /// Print the unit and the commands; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// TCP address for the service's web listener.
+        #[arg(long, value_name = "ADDR")]
+        web_listen: Option<String>,
+    },
+    /// Stop and remove the user service. Refuses while jobs are queued or active unless --yes.
+    Uninstall {
+        /// Cancel queued and active jobs first and wait for their cleanup.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Wait until the daemon has run its timers and a scheduling pass after everything
     /// sent before (for tests and scripts that check that something did not happen).
     #[command(hide = true)]
