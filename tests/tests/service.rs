@@ -308,3 +308,65 @@ fn install_never_overwrites_the_unit_of_another_home() {
     h.h.stop_daemon();
     assert_eq!(h.calls(), Vec::<String>::new());
 }
+
+/// `systemd-analyze verify` accepts the generated unit (paths with spaces, a config, a web
+/// listener). CI installs it (`.ci/run`); elsewhere a machine without it skips, saying so.
+#[test]
+fn generated_unit_passes_systemd_analyze_verify() {
+    let Ok(analyze) = which("systemd-analyze") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have systemd-analyze (.ci/run installs systemd)"
+        );
+        eprintln!("systemd-analyze is not installed: skipped");
+        return;
+    };
+    let mut s = ServiceHome::new();
+    let config = s.h.write_file("my config.toml", "");
+    let spaced = s.h.tmp().join("state home");
+    let mut cmd = s.h.command();
+    cmd.arg("--home")
+        .arg(&spaced)
+        .arg("--config")
+        .arg(&config)
+        .args([
+            "--json",
+            "daemon",
+            "install",
+            "--dry-run",
+            "--web-listen",
+            "127.0.0.1:7677",
+        ]);
+    let out = common::run_bounded(cmd, None);
+    assert_eq!(out.code(), 0, "{out:?}");
+    let dry = common::parse_one(&out.stdout);
+    let unit = dry["unit"].as_str().unwrap();
+    assert!(
+        unit_line(unit, "ExecStart=").contains(&format!("--config \"{}\"", config.display())),
+        "{unit}"
+    );
+    let dir = s.h.tmp().join("verify");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("homebased.service");
+    std::fs::write(&file, unit).unwrap();
+    s.h.unset_env("FAKE_SYSTEMD_DIR");
+    let verify = std::process::Command::new(analyze)
+        .arg("verify")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "systemd-analyze verify refused:\n{unit}\n{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+}
+
+fn which(program: &str) -> Result<PathBuf, ()> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+        .ok_or(())
+}

@@ -53,7 +53,6 @@ pub fn systemd_unit(spec: &ServiceSpec) -> String {
          {HOME_MARK}{home}\n\
          [Unit]\n\
          Description=homebased GPU job queue ({desc})\n\
-         Documentation=man:homebased(1)\n\
          \n\
          [Service]\n\
          Type=simple\n\
