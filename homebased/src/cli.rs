@@ -2,12 +2,14 @@
 //! human view, and exit with the status of SPEC section 10.
 //!
 //! - [`args`]: the clap types.
+//! - [`completions`]: `completions bash|zsh|fish` and `man`, generated from [`args`].
 //! - [`daemon_ctl`]: `daemon start|stop|restart|status`.
 //! - [`render`]: human tables.
 //! - [`service`]: `daemon install|uninstall`, and the lifecycle through the service manager.
 //! - [`files`]: commands that read the state home directly (`task log`, `events`).
 
 pub mod args;
+pub mod completions;
 pub mod daemon_ctl;
 pub mod files;
 pub mod render;
@@ -173,10 +175,18 @@ fn runtime() -> ApiResult<tokio::runtime::Runtime> {
 }
 
 fn run(cli: Cli) -> ApiResult<Option<Printed>> {
+    // Generated from the command definitions: they need no home.
+    match cli.command {
+        Command::Completions { shell } => return completions::completions(shell).map(Some),
+        Command::Man => return completions::man().map(Some),
+        _ => {}
+    }
     let home = resolve_home(cli.home.as_deref())?;
     let config_source = ConfigSource::from_process(cli.config.as_deref());
     match cli.command {
         Command::Version => Ok(Some(version())),
+        Command::Completions { shell } => completions::completions(shell).map(Some),
+        Command::Man => completions::man().map(Some),
         Command::Config(ConfigCommand::Validate) => config_validate(config_source).map(Some),
         Command::Resource(ResourceCommand::Schema) => Ok(Some(schema())),
         Command::Daemon(DaemonCommand::Serve { web_listen }) => {

@@ -370,3 +370,23 @@ fn which(program: &str) -> Result<PathBuf, ()> {
         .find(|p| p.is_file())
         .ok_or(())
 }
+
+#[test]
+fn completions_and_man_page_are_generated_from_the_commands() {
+    let h = TestHome::new(Probe::Gpus(1));
+    for shell in ["bash", "zsh", "fish"] {
+        let out = h.cli(&["completions", shell]);
+        assert_eq!(out.code(), 0, "{out:?}");
+        for word in ["daemon", "install", "resource", "submit"] {
+            assert!(
+                out.stdout.contains(word),
+                "{word} in the {shell} completion"
+            );
+        }
+    }
+    let man = h.cli(&["man"]);
+    assert_eq!(man.code(), 0, "{man:?}");
+    assert!(man.stdout.contains(".TH homebased 1"), "{}", man.stdout);
+    assert!(man.stdout.contains("HOMEBASED DAEMON UNINSTALL"));
+    assert!(!h.home().exists(), "neither needs a home");
+}

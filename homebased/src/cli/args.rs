@@ -45,6 +45,21 @@ pub enum Command {
     Config(ConfigCommand),
     /// Version, git revision, API and Fleet protocol versions.
     Version,
+    /// Print a shell completion script.
+    Completions {
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+    /// Print the man page (roff).
+    Man,
+}
+
+/// The shells `completions` writes for.
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 #[derive(Subcommand, Debug)]
