@@ -2,14 +2,18 @@
 //! human view, and exit with the status of SPEC section 10.
 //!
 //! - [`args`]: the clap types.
+//! - [`completions`]: `completions bash|zsh|fish` and `man`, generated from [`args`].
 //! - [`daemon_ctl`]: `daemon start|stop|restart|status`.
 //! - [`render`]: human tables.
+//! - [`service`]: `daemon install|uninstall`, and the lifecycle through the service manager.
 //! - [`files`]: commands that read the state home directly (`task log`, `events`).
 
 pub mod args;
+pub mod completions;
 pub mod daemon_ctl;
 pub mod files;
 pub mod render;
+pub mod service;
 
 use crate::client::Client;
 use args::{Cli, Command, ConfigCommand, DaemonCommand, JobCommand, ResourceCommand, TaskCommand};
@@ -171,10 +175,18 @@ fn runtime() -> ApiResult<tokio::runtime::Runtime> {
 }
 
 fn run(cli: Cli) -> ApiResult<Option<Printed>> {
+    // Generated from the command definitions: they need no home.
+    match cli.command {
+        Command::Completions { shell } => return completions::completions(shell).map(Some),
+        Command::Man => return completions::man().map(Some),
+        _ => {}
+    }
     let home = resolve_home(cli.home.as_deref())?;
     let config_source = ConfigSource::from_process(cli.config.as_deref());
     match cli.command {
         Command::Version => Ok(Some(version())),
+        Command::Completions { shell } => completions::completions(shell).map(Some),
+        Command::Man => completions::man().map(Some),
         Command::Config(ConfigCommand::Validate) => config_validate(config_source).map(Some),
         Command::Resource(ResourceCommand::Schema) => Ok(Some(schema())),
         Command::Daemon(DaemonCommand::Serve { web_listen }) => {
@@ -186,6 +198,28 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
                 web_listen,
             })?;
             Ok(None)
+        }
+        Command::Daemon(DaemonCommand::Install {
+            dry_run,
+            web_listen,
+        }) => {
+            load_config(config_source.as_ref())?;
+            let client = Client::socket(home.socket());
+            runtime()?
+                .block_on(service::install(
+                    &home,
+                    config_source.as_ref(),
+                    dry_run,
+                    web_listen,
+                    &client,
+                ))
+                .map(Some)
+        }
+        Command::Daemon(DaemonCommand::Uninstall { yes }) => {
+            let client = Client::socket(home.socket());
+            runtime()?
+                .block_on(service::uninstall(&home, yes, &client))
+                .map(Some)
         }
         Command::Daemon(cmd) => {
             if matches!(cmd, DaemonCommand::Start | DaemonCommand::Restart) {

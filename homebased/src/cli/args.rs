@@ -45,6 +45,21 @@ pub enum Command {
     Config(ConfigCommand),
     /// Version, git revision, API and Fleet protocol versions.
     Version,
+    /// Print a shell completion script.
+    Completions {
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+    /// Print the man page (roff).
+    Man,
+}
+
+/// The shells `completions` writes for.
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 #[derive(Subcommand, Debug)]
@@ -67,6 +82,21 @@ pub enum DaemonCommand {
     Restart,
     /// Whether the daemon runs; works with the daemon down.
     Status,
+    /// Run the daemon of this home as a user service (systemd, or launchd on macOS).
+    Install {
+        /// Print the unit and the commands; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// TCP address for the service's web listener.
+        #[arg(long, value_name = "ADDR")]
+        web_listen: Option<String>,
+    },
+    /// Stop and remove the user service. Refuses while jobs are queued or active unless --yes.
+    Uninstall {
+        /// Cancel queued and active jobs first and wait for their cleanup.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Wait until the daemon has run its timers and a scheduling pass after everything
     /// sent before (for tests and scripts that check that something did not happen).
     #[command(hide = true)]

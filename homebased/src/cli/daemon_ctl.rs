@@ -37,8 +37,24 @@ pub fn run(
         .map_err(ApiError::internal)?;
     let client = Client::socket(home.socket());
     rt.block_on(async {
+        // While a user service serves this home, its manager starts and stops the daemon.
+        if matches!(
+            cmd,
+            DaemonCommand::Start
+                | DaemonCommand::Stop { .. }
+                | DaemonCommand::Restart
+                | DaemonCommand::Status
+        ) {
+            if let Some(installed) = super::service::Installed::for_home(home)? {
+                return super::service::lifecycle(&cmd, &installed, home, &client).await;
+            }
+        }
         match cmd {
-            DaemonCommand::Serve { .. } => Err(ApiError::internal("serve runs in the foreground")),
+            DaemonCommand::Serve { .. }
+            | DaemonCommand::Install { .. }
+            | DaemonCommand::Uninstall { .. } => {
+                Err(ApiError::internal("not a background lifecycle verb"))
+            }
             DaemonCommand::Status => status(home, &client).await,
             DaemonCommand::Settle => {
                 let settled = client.settle().await?;
@@ -55,7 +71,7 @@ pub fn run(
     })
 }
 
-fn printed(status: DaemonStatus, headline: &str) -> ApiResult<Printed> {
+pub(super) fn printed(status: DaemonStatus, headline: &str) -> ApiResult<Printed> {
     let human = format!(
         "{headline}\nsocket {}  pid {}  home {}  web {}  in flight {}  version {}",
         status.socket,
@@ -69,7 +85,7 @@ fn printed(status: DaemonStatus, headline: &str) -> ApiResult<Printed> {
     Printed::answer(&status, ids, human)
 }
 
-async fn live_status(client: &Client) -> ApiResult<Option<DaemonStatus>> {
+pub(super) async fn live_status(client: &Client) -> ApiResult<Option<DaemonStatus>> {
     match client.status().await {
         Ok(status) => Ok(Some(status)),
         Err(e) if e.code == ErrorCode::DaemonUnavailable => Ok(None),
@@ -78,7 +94,7 @@ async fn live_status(client: &Client) -> ApiResult<Option<DaemonStatus>> {
 }
 
 /// The status read from the database while no daemon answers.
-fn offline_status(home: &Home) -> ApiResult<DaemonStatus> {
+pub(super) fn offline_status(home: &Home) -> ApiResult<DaemonStatus> {
     let (in_flight, machine) = match Store::open_read_only(&home.database())? {
         None => (0, None),
         Some(store) => (
@@ -180,15 +196,7 @@ async fn stop(home: &Home, client: &Client, yes: bool) -> ApiResult<Printed> {
     };
     if status.in_flight > 0 {
         if !yes {
-            return Err(ApiError::new(
-                ErrorCode::JobsInFlight,
-                format!(
-                    "{} jobs are queued or active; let them finish, or pass --yes to cancel them \
-                     and wait for their cleanup",
-                    status.in_flight
-                ),
-            )
-            .with_input(json!({ "in_flight": status.in_flight })));
+            return Err(in_flight_refusal(status.in_flight));
         }
         cancel_all_and_drain(client).await?;
     }
@@ -196,7 +204,19 @@ async fn stop(home: &Home, client: &Client, yes: bool) -> ApiResult<Printed> {
     printed(offline_status(home)?, "daemon stopped")
 }
 
-async fn cancel_all_and_drain(client: &Client) -> ApiResult<()> {
+/// `jobs_in_flight`: what `stop` and `uninstall` answer without `--yes`.
+pub(super) fn in_flight_refusal(in_flight: u64) -> ApiError {
+    ApiError::new(
+        ErrorCode::JobsInFlight,
+        format!(
+            "{in_flight} jobs are queued or active; let them finish, or pass --yes to cancel them \
+             and wait for their cleanup"
+        ),
+    )
+    .with_input(json!({ "in_flight": in_flight }))
+}
+
+pub(super) async fn cancel_all_and_drain(client: &Client) -> ApiResult<()> {
     let list = client.job_list(None).await?.decode()?;
     for job in list.jobs {
         let req = CancelRequest {
@@ -229,7 +249,7 @@ async fn cancel_all_and_drain(client: &Client) -> ApiResult<()> {
 }
 
 /// Asks the daemon to exit and waits until it released the home. Running work goes on.
-async fn stop_daemon(home: &Home, client: &Client) -> ApiResult<()> {
+pub(super) async fn stop_daemon(home: &Home, client: &Client) -> ApiResult<()> {
     match client.shutdown().await {
         Ok(_) => {}
         Err(e) if e.code == ErrorCode::DaemonUnavailable => {}

@@ -1,6 +1,10 @@
 //! Human output: aligned tables and one-line confirmations, for a quick look. Scripts use
 //! `--json`.
 
+mod words;
+
+pub use words::{age, process_result};
+
 use homebased_shared::time::{now_ms, Millis};
 use homebased_shared::wire::{JobList, PhaseView, ResourceList};
 
@@ -32,8 +36,8 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-fn seconds_since(at: Millis) -> i64 {
-    ((now_ms() - at) / 1000).max(0)
+fn since(at: Millis) -> String {
+    age(now_ms() - at)
 }
 
 pub fn resources(list: &ResourceList) -> String {
@@ -52,9 +56,9 @@ pub fn resources(list: &ResourceList) -> String {
                             requested_at,
                             ..
                         } => format!(
-                            "{} / {}s ({})",
+                            "{} / {} ({})",
                             run.task,
-                            seconds_since(*requested_at),
+                            since(*requested_at),
                             cause.as_str()
                         ),
                         PhaseView::Attention { id, failure } => {
@@ -126,6 +130,11 @@ pub fn jobs(list: &JobList) -> String {
     )
 }
 
+/// How long a run ran (or has been running): `-` before it started.
+fn run_time(started: Option<Millis>, ended: Option<Millis>) -> String {
+    started.map_or_else(|| "-".into(), |s| age(ended.unwrap_or_else(now_ms) - s))
+}
+
 pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
     let j = d;
     let mut out = format!(
@@ -140,6 +149,7 @@ pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
         j.target,
         d.thread,
     );
+    out.push_str(&format!("  submitted {} ago", since(j.created_at)));
     if let Some(cause) = d.last_stop_cause {
         out.push_str(&format!("\nlast stop cause {}", cause.as_str()));
     }
@@ -163,7 +173,8 @@ pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
                     r.stop_cause.map_or("-", |c| c.as_str()).to_string(),
                     r.process
                         .as_ref()
-                        .map_or_else(|| "-".into(), |p| p.to_string()),
+                        .map_or_else(|| "-".into(), process_result),
+                    run_time(r.started_at, r.ended_at),
                     cleanup,
                 ]
             })
@@ -171,7 +182,7 @@ pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
         out.push('\n');
         out.push_str(&table(
             &[
-                "TASK", "RUN", "STEP", "STATUS", "STOP", "PROCESS", "CLEANUP",
+                "TASK", "RUN", "STEP", "STATUS", "STOP", "PROCESS", "TIME", "CLEANUP",
             ],
             &rows,
         ));

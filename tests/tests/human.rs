@@ -1,0 +1,106 @@
+//! Human output as a person reads it: process results in words, ages, full UUIDs in aligned
+//! columns (snapshots with the ids and times masked), and `task log --follow` that ends when
+//! the run ends.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::jobs::*;
+use common::wait_until;
+
+/// One line with every full UUID as `<uuid>` and every age (`12s`, `3m12s`, ...) as `<age>`,
+/// blanks collapsed: the words a snapshot keeps, without what changes between runs.
+fn masked(line: &str) -> String {
+    line.split_whitespace()
+        .map(|w| {
+            if w.len() == 36 && uuid::Uuid::parse_str(w).is_ok() {
+                "<uuid>"
+            } else if is_age(w) {
+                "<age>"
+            } else {
+                w
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn is_age(w: &str) -> bool {
+    w.ends_with(['s', 'm', 'h'])
+        && w.starts_with(|c: char| c.is_ascii_digit())
+        && w.chars().all(|c| c.is_ascii_digit() || "smhd".contains(c))
+}
+
+/// Every column of `row` starts where its header does.
+fn assert_aligned(header: &str, row: &str) {
+    let starts: Vec<usize> = header
+        .char_indices()
+        .filter(|&(i, c)| c != ' ' && (i == 0 || header.as_bytes()[i - 1] == b' '))
+        .map(|(i, _)| i)
+        .collect();
+    for &at in &starts {
+        let starts_here = row.as_bytes().get(at).is_some_and(|&b| b != b' ')
+            && (at == 0 || row.as_bytes()[at - 1] == b' ');
+        assert!(starts_here, "column at {at} misaligned:\n{header}\n{row}");
+    }
+}
+
+#[test]
+fn job_show_reads_the_process_result_in_words_in_aligned_columns() {
+    let h = home_with_gpus(1);
+    let job = h.submit(&sh_spec(&h, "fails", "echo bye; exit 3", &[]));
+    wait_until("the job to end", || {
+        TERMINAL.contains(&state_of(&show(&h, &job)))
+    });
+    wait_all_idle(&h);
+    let out = h.cli(&["resource", "job", "show", &job]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    let task = runs(&show(&h, &job))[0]["task"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        out.stdout.contains(&task),
+        "full task UUIDs: {}",
+        out.stdout
+    );
+    let lines: Vec<&str> = out
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("TASK"))
+        .take(2)
+        .collect();
+    assert_eq!(
+        lines.iter().map(|l| masked(l)).collect::<Vec<_>>(),
+        [
+            "TASK RUN STEP STATUS STOP PROCESS TIME CLEANUP",
+            "<uuid> 1 0 failed - exit 3 <age> clean",
+        ],
+        "{}",
+        out.stdout
+    );
+    assert_aligned(lines[0], lines[1]);
+}
+
+#[test]
+fn task_log_follow_ends_when_the_run_ends() {
+    let h = home_with_gpus(1);
+    let gate = h.tmp().join("gate");
+    let job = h.submit(&gated_spec(&h, "follow", "echo first", &gate, "echo last"));
+    wait_phase(&h, &job, "executing");
+    let task = runs(&show(&h, &job))[0]["task"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut follow = h.homebased();
+    follow
+        .args(["task", "log", &task, "--follow"])
+        .stdout(std::process::Stdio::piped());
+    let child = follow.spawn().unwrap();
+    open_gate(&gate);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text, "first\nlast\n");
+}
