@@ -120,6 +120,20 @@ fn pid_from(path: &Path) -> u32 {
     }
 }
 
+/// Waits until `pid` runs `program` (its exec is done).
+fn wait_for_program(pid: u32, program: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let argv0 = cmdline.split(|&b| b == 0).next().unwrap_or_default();
+        if argv0.ends_with(program.as_bytes()) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{pid} never ran {program}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Gone, or a zombie nobody reaped yet: either way it ended.
 fn ended(id: ProcessIdentity) -> bool {
     match process::read_stat(id.pid) {
@@ -237,6 +251,9 @@ fn a_protected_marked_process_is_never_signalled() {
 fn a_protected_pid_is_matched_by_its_start_time_too() {
     let task = TaskId::new();
     let mut marked = marked_shell(task, "exec sleep 100");
+    // While the shell execs `sleep`, its environment can read empty for a moment: sweep once
+    // `sleep` runs, so the marker is certainly there to be seen.
+    wait_for_program(marked.id(), "sleep");
     let marked_id = identity(marked.id());
     // What the list would hold had the protected process ended and this one taken its pid.
     let earlier = ProcessIdentity {
