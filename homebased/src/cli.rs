@@ -4,11 +4,13 @@
 //! - [`args`]: the clap types.
 //! - [`daemon_ctl`]: `daemon start|stop|restart|status`.
 //! - [`render`]: human tables.
+//! - [`fleet`]: `fleet machines|probe|add|remove`.
 //! - [`files`]: commands that read the state home directly (`task log`, `events`).
 
 pub mod args;
 pub mod daemon_ctl;
 pub mod files;
+pub mod fleet;
 pub mod render;
 
 use crate::client::Client;
@@ -201,6 +203,10 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
         Command::Resource(cmd) => {
             let client = Client::socket(home.socket());
             runtime()?.block_on(resource(cmd, &client, cli.json))
+        }
+        Command::Fleet(cmd) => {
+            let client = Client::socket(home.socket());
+            runtime()?.block_on(fleet::run(cmd, &client)).map(Some)
         }
     }
 }

@@ -43,6 +43,9 @@ pub enum Command {
     /// Check the configuration file.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// The Fleet directory: this machine and the peers it can address.
+    #[command(subcommand)]
+    Fleet(super::fleet::FleetCommand),
     /// Version, git revision, API and Fleet protocol versions.
     Version,
 }
