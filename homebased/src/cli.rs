@@ -196,8 +196,22 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
             }
             daemon_ctl::run(cmd, &home, &cli.home, &cli.config).map(Some)
         }
-        Command::Task(TaskCommand::Log { task, tail, follow }) => {
-            files::task_log(&home, &task, tail, follow)
+        Command::Task(TaskCommand::Log {
+            task,
+            tail,
+            follow,
+            machine: None,
+        }) => files::task_log(&home, &task, tail, follow),
+        Command::Task(TaskCommand::Log {
+            task,
+            tail,
+            machine: Some(machine),
+            ..
+        }) => {
+            let client = Client::socket(home.socket());
+            runtime()?
+                .block_on(fleet::task_log(&client, &task, tail, &machine))
+                .map(Some)
         }
         Command::Events(args) => files::events(&home, &args, cli.json),
         Command::Resource(cmd) => {

@@ -196,10 +196,23 @@ impl Fleet {
         }
     }
 
+    /// A request to the peer bound to `machine` found nothing answering: it is `down`, and
+    /// probed before its next use.
+    pub fn unreachable(&self, machine: &str) {
+        let Ok(id) = machine.parse::<MachineId>() else {
+            return;
+        };
+        for peer in self.peers().iter_mut() {
+            if peer.bound == Some(id) && peer.state == PeerState::Up {
+                peer.state = PeerState::Down;
+            }
+        }
+    }
+
     /// Probes one address and folds the answer into its directory entry (binding it in the
     /// store on its first answer). Answers the entry afterwards.
     async fn refresh(&self, address: &str) -> ApiResult<Peer> {
-        let probed = match self.client(address).identity().await {
+        let probed = match self.ask_identity(address).await {
             Ok(identity) => Probed::Answered(identity),
             Err(e) => {
                 tracing::debug!(%address, error = %e.message, "Fleet probe failed");
@@ -237,6 +250,26 @@ impl Fleet {
         Ok(peer)
     }
 
+    /// The identity an address answers. An answer that is not one (garbage, another
+    /// program on that port, a body cut off at the limit) is that machine being unavailable
+    /// as a Fleet peer, not a fault of this daemon.
+    async fn ask_identity(&self, address: &str) -> ApiResult<Identity> {
+        self.client(address).identity().await.map_err(|e| {
+            if e.code == ErrorCode::Internal {
+                ApiError::new(
+                    ErrorCode::MachineUnavailable,
+                    format!(
+                        "{address} answered, but not as a homebased daemon: {}",
+                        e.message
+                    ),
+                )
+                .with_input(serde_json::json!({ "address": address }))
+            } else {
+                e
+            }
+        })
+    }
+
     /// `fleet probe URL|NAME|UUID`: the identity, or why there is none.
     pub async fn probe(&self, key: &str) -> ApiResult<Identity> {
         if !self.enabled() {
@@ -249,7 +282,7 @@ impl Fleet {
             Target::Peer(i) => self.peers()[i].address.clone(),
         };
         // Probe once for the answer itself, then fold the same answer into the directory.
-        let answer = self.client(&address).identity().await;
+        let answer = self.ask_identity(&address).await;
         let peer = self.refresh(&address).await?;
         match (peer.state, answer) {
             (PeerState::IdentityMismatch, _) => Err(mismatch(&peer)),

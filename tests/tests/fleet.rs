@@ -8,6 +8,7 @@ mod common;
 #[path = "common/http.rs"]
 mod http;
 
+use common::jobs::{sh_spec, wait_job};
 use common::{new_uuid, wait_until, TestHome};
 use serde_json::Value;
 use std::time::Duration;
@@ -25,6 +26,15 @@ impl Machine {
     fn new(name: &str) -> Machine {
         Machine {
             h: TestHome::without_resources(),
+            port: http::free_port(),
+            name: name.to_string(),
+        }
+    }
+
+    /// A machine with one (fake) GPU, so that its jobs run.
+    fn with_gpu(name: &str) -> Machine {
+        Machine {
+            h: TestHome::new(common::Probe::Gpus(1)),
             port: http::free_port(),
             name: name.to_string(),
         }
@@ -438,4 +448,70 @@ fn fleet_needs_a_tcp_listener_and_a_long_private_token() {
     let out = h.cli(&["--json", "config", "validate"]);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     assert!(!out.stdout.contains(TOKEN), "{}", out.stdout);
+}
+
+#[test]
+fn a_run_log_is_read_from_the_machine_that_ran_it() {
+    let mut b = Machine::with_gpu("beta");
+    b.start(None, &[]);
+    let mut a = Machine::new("alpha");
+    a.start(None, &[b.address()]);
+    a.wait_peer(&b.address(), "up");
+    let job =
+        b.h.submit(&sh_spec(&b.h, "talk", "echo hello-from-beta", &[]));
+    let shown = wait_job(&b.h, &job, "succeeded");
+    let task = shown["runs"][0]["task"].as_str().unwrap().to_string();
+    let log = a.h.json(&["task", "log", &task, "--machine", "beta"]);
+    assert_eq!(log["task"], task.as_str(), "{log}");
+    assert!(
+        log["log"].as_str().unwrap().contains("hello-from-beta"),
+        "{log}"
+    );
+    let err = a.h.json_err(&["task", "log", &task], 3);
+    assert_eq!(
+        err["code"], "task_not_found",
+        "the run directory is beta's: {err}"
+    );
+}
+
+/// A TCP server on a loopback port that answers every connection with `reply` (or, when
+/// `None`, reads and never answers), until the test ends.
+fn fake_peer(reply: Option<&'static [u8]>) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(1)));
+            let _ = conn.read(&mut buf);
+            match reply {
+                Some(bytes) => {
+                    let _ = conn.write_all(bytes);
+                }
+                None => held.push(conn),
+            }
+        }
+    });
+    address
+}
+
+#[test]
+fn a_peer_answering_garbage_or_nothing_is_unavailable_within_the_bound() {
+    let mut a = Machine::new("alpha");
+    a.start(None, &[]);
+    let garbage = fake_peer(Some(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot json!",
+    ));
+    let silent = fake_peer(None);
+    for address in [&garbage, &silent] {
+        let added = a.h.json(&["fleet", "add", address]);
+        assert_eq!(added["state"], "down", "{address}: {added}");
+        assert!(added["machine"].is_null(), "nothing bound: {added}");
+        let err = a.h.json_err(&["fleet", "probe", address], 1);
+        assert_eq!(err["code"], "machine_unavailable", "{address}: {err}");
+        assert_eq!(err["retryable"], true);
+    }
 }

@@ -168,6 +168,21 @@ impl AppState {
         }
     }
 
+    /// A peer's answer; a peer that could not be reached is probed again before its next use.
+    async fn via<T>(
+        &self,
+        machine: &str,
+        answer: impl std::future::Future<Output = homebased_shared::error::ApiResult<T>>,
+    ) -> homebased_shared::error::ApiResult<T> {
+        let answer = answer.await;
+        if let Err(e) = &answer {
+            if e.code == ErrorCode::MachineUnavailable {
+                self.fleet.unreachable(machine);
+            }
+        }
+        answer
+    }
+
     /// Runs `f` on this machine's core and answers its result as versioned JSON.
     async fn local<T: serde::Serialize + Send + 'static>(
         &self,
@@ -201,14 +216,14 @@ async fn status(State(s): State<AppState>, q: MachineParam) -> ApiResponse {
 async fn resource_list(State(s): State<AppState>, q: MachineParam) -> ApiResponse {
     match s.route(machine(q)?).await? {
         Route::Local => s.local(move |core| core.resource_list()).await,
-        Route::Peer(c, m) => passed_on(c.resource_list(Some(&m)).await?),
+        Route::Peer(c, m) => passed_on(s.via(&m, c.resource_list(Some(&m))).await?),
     }
 }
 
 async fn job_list(State(s): State<AppState>, q: MachineParam) -> ApiResponse {
     match s.route(machine(q)?).await? {
         Route::Local => s.local(move |core| core.job_list()).await,
-        Route::Peer(c, m) => passed_on(c.job_list(Some(&m)).await?),
+        Route::Peer(c, m) => passed_on(s.via(&m, c.job_list(Some(&m))).await?),
     }
 }
 
@@ -221,7 +236,7 @@ async fn job_show(
     let id = job_id(&job)?;
     match s.route(m).await? {
         Route::Local => s.local(move |core| core.job_detail(id)).await,
-        Route::Peer(c, m) => json(c.job_show(id, Some(&m)).await?),
+        Route::Peer(c, m) => json(s.via(&m, c.job_show(id, Some(&m))).await?),
     }
 }
 
@@ -252,7 +267,7 @@ async fn job_move(
     let req: MoveRequest = body(&bytes)?;
     match s.route(m).await? {
         Route::Local => s.local(move |core| core.move_job(id, req)).await,
-        Route::Peer(c, m) => json(c.job_move(id, Some(&m), &req).await?),
+        Route::Peer(c, m) => json(s.via(&m, c.job_move(id, Some(&m), &req)).await?),
     }
 }
 
@@ -270,7 +285,9 @@ async fn job_cancel(
             s.local(move |core| core.cancel(id, req).and_then(sorted_keys))
                 .await
         }
-        Route::Peer(c, m) => json(sorted_keys(c.job_cancel(id, Some(&m), &req).await?)?),
+        Route::Peer(c, m) => json(sorted_keys(
+            s.via(&m, c.job_cancel(id, Some(&m), &req)).await?,
+        )?),
     }
 }
 
@@ -279,7 +296,7 @@ async fn release(State(s): State<AppState>, q: MachineParam, bytes: Bytes) -> Ap
     let req: ReleaseRequest = body(&bytes)?;
     match s.route(m).await? {
         Route::Local => s.local(move |core| core.release(req)).await,
-        Route::Peer(c, m) => json(c.release(Some(&m), &req).await?),
+        Route::Peer(c, m) => json(s.via(&m, c.release(Some(&m), &req)).await?),
     }
 }
 
@@ -307,7 +324,7 @@ async fn task_log(
     })?;
     match s.route(q.machine).await? {
         Route::Local => s.local(move |core| core.task_log(task, q.tail)).await,
-        Route::Peer(c, m) => json(c.task_log(task, q.tail, Some(&m)).await?),
+        Route::Peer(c, m) => json(s.via(&m, c.task_log(task, q.tail, Some(&m))).await?),
     }
 }
 

@@ -172,6 +172,9 @@ pub enum TaskCommand {
         /// Keep printing new output until the run ends.
         #[arg(long)]
         follow: bool,
+        /// Read it from a Fleet machine (through this machine's daemon; without --follow).
+        #[arg(long, value_name = "M", conflicts_with = "follow")]
+        machine: Option<String>,
     },
 }
 

@@ -75,6 +75,26 @@ pub async fn run(cmd: FleetCommand, client: &Client) -> ApiResult<Printed> {
     }
 }
 
+/// `task log T --machine M`: the run's log from the machine whose daemon holds its run
+/// directory, through this machine's daemon.
+pub async fn task_log(
+    client: &Client,
+    task: &str,
+    tail: Option<usize>,
+    machine: &str,
+) -> ApiResult<Printed> {
+    let id: homebased_shared::ids::TaskId = task.parse().map_err(|_| {
+        homebased_shared::error::ApiError::new(
+            homebased_shared::error::ErrorCode::InvalidQueueInput,
+            format!("{task:?} is not a full task UUID"),
+        )
+        .with_input(serde_json::json!({ "task": task }))
+    })?;
+    let log = client.task_log(id, tail, Some(machine)).await?;
+    let human = log.log.strip_suffix('\n').unwrap_or(&log.log).to_string();
+    Printed::answer(&log, vec![], human)
+}
+
 fn state(view: &MachineView) -> &'static str {
     use homebased_shared::wire::PeerState;
     match view.state {
