@@ -6,12 +6,14 @@
 //! - [`daemon_ctl`]: `daemon start|stop|restart|status`.
 //! - [`render`]: human tables.
 //! - [`service`]: `daemon install|uninstall`, and the lifecycle through the service manager.
+//! - [`fleet`]: `fleet machines|probe|add|remove`.
 //! - [`files`]: commands that read the state home directly (`task log`, `events`).
 
 pub mod args;
 pub mod completions;
 pub mod daemon_ctl;
 pub mod files;
+pub mod fleet;
 pub mod render;
 pub mod service;
 
@@ -228,13 +230,31 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
             }
             daemon_ctl::run(cmd, &home, &cli.home, &cli.config).map(Some)
         }
-        Command::Task(TaskCommand::Log { task, tail, follow }) => {
-            files::task_log(&home, &task, tail, follow)
+        Command::Task(TaskCommand::Log {
+            task,
+            tail,
+            follow,
+            machine: None,
+        }) => files::task_log(&home, &task, tail, follow),
+        Command::Task(TaskCommand::Log {
+            task,
+            tail,
+            machine: Some(machine),
+            ..
+        }) => {
+            let client = Client::socket(home.socket());
+            runtime()?
+                .block_on(fleet::task_log(&client, &task, tail, &machine))
+                .map(Some)
         }
         Command::Events(args) => files::events(&home, &args, cli.json),
         Command::Resource(cmd) => {
             let client = Client::socket(home.socket());
             runtime()?.block_on(resource(cmd, &client, cli.json))
+        }
+        Command::Fleet(cmd) => {
+            let client = Client::socket(home.socket());
+            runtime()?.block_on(fleet::run(cmd, &client)).map(Some)
         }
     }
 }

@@ -10,11 +10,12 @@ mod transport;
 pub use transport::Retry;
 
 use homebased_shared::error::{ApiError, ApiResult};
-use homebased_shared::ids::{JobId, TaskId};
+use homebased_shared::ids::{JobId, MachineId, TaskId};
 use homebased_shared::wire::{
-    body_too_large, CancelRequest, CancelResult, DaemonStatus, JobDetail, JobList, MoveRequest,
-    MoveResult, RegisterRequest, ReleaseRequest, ReleaseResult, ResourceList, ResourceView,
-    Settled, ShutdownResult, SubmitRequest, SubmitResult, TaskLog, Versioned, MAX_BODY_BYTES,
+    body_too_large, AddPeerRequest, CancelRequest, CancelResult, DaemonStatus, Identity, JobDetail,
+    JobList, MachineList, MachineView, MoveRequest, MoveResult, PeerRequest, RegisterRequest,
+    ReleaseRequest, ReleaseResult, RemovedPeer, ResourceList, ResourceView, Settled,
+    ShutdownResult, SubmitRequest, SubmitResult, TaskLog, Versioned, MAX_BODY_BYTES,
 };
 use hyper::body::Bytes;
 use hyper::Method;
@@ -28,6 +29,8 @@ pub struct Client {
     endpoint: Endpoint,
     /// Sent as `Authorization: Bearer <token>` on every request (a Fleet peer's token).
     token: Option<String>,
+    /// Sent as `X-Homebased-Origin` when this daemon forwards a request to a peer.
+    origin: Option<MachineId>,
 }
 
 /// An answer still in the bytes it came in, for callers that may not need it decoded: the
@@ -54,6 +57,7 @@ impl Client {
         Client {
             endpoint: Endpoint::Socket(path),
             token: None,
+            origin: None,
         }
     }
 
@@ -62,12 +66,42 @@ impl Client {
         Client {
             endpoint: Endpoint::tcp(address),
             token: None,
+            origin: None,
         }
     }
 
     pub fn with_token(mut self, token: impl Into<String>) -> Client {
         self.token = Some(token.into());
         self
+    }
+
+    /// Marks every request as forwarded by the machine `origin`.
+    pub fn with_origin(mut self, origin: MachineId) -> Client {
+        self.origin = Some(origin);
+        self
+    }
+
+    pub async fn identity(&self) -> ApiResult<Identity> {
+        self.get("/v1/fleet/identity").await
+    }
+
+    pub async fn fleet_machines(&self) -> ApiResult<MachineList> {
+        self.get("/v1/fleet/machines").await
+    }
+
+    /// Resent after a lost connection: adding a known address changes nothing.
+    pub async fn fleet_add(&self, req: &AddPeerRequest) -> ApiResult<MachineView> {
+        self.post("/v1/fleet/machines", req, Retry::Safe).await
+    }
+
+    /// Resent after a lost connection; a second removal answers `machine_not_found`.
+    pub async fn fleet_remove(&self, req: &PeerRequest) -> ApiResult<RemovedPeer> {
+        self.post("/v1/fleet/machines/remove", req, Retry::Once)
+            .await
+    }
+
+    pub async fn fleet_probe(&self, req: &PeerRequest) -> ApiResult<Identity> {
+        self.post("/v1/fleet/probe", req, Retry::Safe).await
     }
 
     pub async fn status(&self) -> ApiResult<DaemonStatus> {

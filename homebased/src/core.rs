@@ -8,6 +8,7 @@
 
 pub mod cancel;
 pub mod classify;
+pub mod fleet;
 pub mod launch;
 pub mod launcher;
 pub mod move_job;
@@ -132,7 +133,9 @@ impl Core {
         launcher: Box<dyn Launcher>,
     ) -> ApiResult<Core> {
         let machine = crate::store::machine::ensure(store.db())?;
-        let machine_name = config.fleet.machine_name.clone().unwrap_or_else(host_name);
+        let machine_name = config.fleet.machine_name.clone().unwrap_or_else(|| {
+            homebased_shared::peer_address::machine_name_from_host(&host_name())
+        });
         let (calls, inbox) = mpsc::channel::<Call>();
         Ok(Core {
             store,
@@ -160,6 +163,11 @@ impl Core {
 
     pub fn machine(&self) -> MachineId {
         self.machine
+    }
+
+    /// This machine's Fleet name (`fleet.machine_name`, else from the host name).
+    pub fn machine_name(&self) -> &str {
+        &self.machine_name
     }
 
     pub fn home(&self) -> &Home {

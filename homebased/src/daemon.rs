@@ -43,6 +43,7 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
     }
     init_logging();
     let web = web_address(opts.web_listen.as_deref(), &opts.config)?;
+    fleet_needs_listener(&opts.config, web)?;
     opts.home.create().map_err(|e| {
         ApiError::internal(format!("cannot create {}: {e}", opts.home.root().display()))
     })?;
@@ -79,6 +80,17 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     tracing::info!("daemon stopped; running work continues on its own");
     result
+}
+
+/// Fleet is reached through the TCP listener: enabled without one is `config_invalid`.
+pub fn fleet_needs_listener(config: &Config, web: Option<SocketAddr>) -> ApiResult<()> {
+    if config.fleet.enabled && web.is_none() {
+        return Err(ApiError::new(
+            ErrorCode::ConfigInvalid,
+            "fleet.enabled needs a TCP listener: set [web] listen (or --web-listen)",
+        ));
+    }
+    Ok(())
 }
 
 /// What a daemon serves on, bound before it starts.
@@ -140,6 +152,7 @@ pub async fn run(
     let home = core.home().clone();
     let config = core.config().clone();
     let web = listeners.web.as_ref().and_then(|l| l.local_addr().ok());
+    fleet_needs_listener(&config, web)?;
     let delivery_wake = core.delivery_wake();
     let crate::core::CoreThread {
         handle,
@@ -156,14 +169,37 @@ pub async fn run(
         }
     };
     let pokes = tokio::spawn(forward_pokes(listeners.pokes, handle.clone()));
+    let fleet = crate::fleet::Fleet::load(
+        handle.clone(),
+        &config.fleet,
+        web.map(|w| format!("http://{w}")),
+    )
+    .await?;
+    // Probing is a task of its own: a slow peer never holds up the core or a request.
+    let probes = tokio::spawn(fleet.clone().probe_forever());
     let sink = crate::delivery::sink::Sink::from_config(config.events.command.as_deref());
     let delivery = crate::delivery::spawn(handle.clone(), home.clone(), sink, delivery_wake);
     let (shut_tx, shut_rx) = tokio::sync::watch::channel(false);
     let tcp = match (listeners.web, web) {
         (Some(listener), Some(addr)) => {
-            let router = api::router(Listener::Tcp, handle.clone(), stop_tx.clone()).layer(
-                axum::middleware::from_fn_with_state(addr, api::guard::guard),
-            );
+            let router = api::router(
+                Listener::Tcp,
+                handle.clone(),
+                stop_tx.clone(),
+                fleet.clone(),
+            )
+            .layer(axum::middleware::from_fn_with_state(
+                fleet.clone(),
+                api::fleet::forwarded,
+            ))
+            .layer(axum::middleware::from_fn_with_state(
+                fleet.clone(),
+                crate::fleet::token::guard,
+            ))
+            .layer(axum::middleware::from_fn_with_state(
+                addr,
+                api::guard::guard,
+            ));
             let mut rx = shut_rx.clone();
             tracing::info!(%addr, "web listener up");
             Some(tokio::spawn(api::tcp::serve(
@@ -176,7 +212,7 @@ pub async fn run(
         }
         _ => None,
     };
-    let router = api::router(Listener::Socket, handle.clone(), stop_tx);
+    let router = api::router(Listener::Socket, handle.clone(), stop_tx, fleet);
     tracing::info!(socket = %home.socket().display(), "listening");
     api::unix::serve(listeners.socket, router, shutdown).await;
     let _ = shut_tx.send(true);
@@ -184,6 +220,7 @@ pub async fn run(
         let _ = tcp.await;
     }
     pokes.abort();
+    probes.abort();
     delivery.abort();
     let _ = std::fs::remove_file(home.socket());
     let _ = std::fs::remove_file(home.poke_socket());

@@ -11,6 +11,7 @@
 //! - [`lifecycle`]: the pure run lifecycle: a run's phase, what is observed, what follows.
 //! - [`scheduler`]: the pure decision: which jobs start where, which runs to stop.
 //! - [`placement`]: the pure placement rule of `job move`.
+//! - [`fleet`]: the Fleet peer directory, its probes and the token; forwarding's targets.
 //! - [`detection`]: the pure reading of `nvidia-smi -L` and the resource plan.
 //! - [`supervisor`]: launching and watching `homebased-worker` processes.
 
@@ -21,6 +22,7 @@ pub mod core;
 pub mod daemon;
 pub mod delivery;
 pub mod detection;
+pub mod fleet;
 pub mod lifecycle;
 pub mod placement;
 pub mod scheduler;

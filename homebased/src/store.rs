@@ -1,10 +1,11 @@
 //! The store: the only code that touches SQLite. One connection, owned by the core; every
 //! change is one `BEGIN IMMEDIATE` transaction.
 //!
-//! - `schema.sql`, `schema_v2.sql`, `schema_v3.sql` and [`MIGRATIONS`]: versioned schema (`PRAGMA user_version`).
+//! - `schema.sql`, `schema_v2.sql`, `schema_v3.sql`, `schema_v5.sql` and [`MIGRATIONS`]: versioned schema (`PRAGMA user_version`).
 //! - [`machine`], [`resources`], [`jobs`], [`runs`], [`attentions`], [`events`],
 //!   [`operations`]: one file per table, typed verbs over a [`Db`] (the connection or the
 //!   open transaction). The connection never leaves this module: no other code knows SQL.
+//! - [`peers`]: Fleet peers added with `fleet add`, and each address's bound machine UUID.
 //! - [`notices`]: blocked-notice episodes and the check-due mark of runs.
 
 pub mod attentions;
@@ -13,6 +14,7 @@ pub mod jobs;
 pub mod machine;
 pub mod notices;
 pub mod operations;
+pub mod peers;
 pub mod resources;
 pub mod runs;
 
@@ -25,6 +27,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("store/schema.sql"),
     include_str!("store/schema_v2.sql"),
     include_str!("store/schema_v3.sql"),
+    // Fleet's peers. Named v5: the environment capture's schema_v4.sql comes first at merge.
+    include_str!("store/schema_v5.sql"),
 ];
 
 /// The schema version this build writes.

@@ -140,9 +140,76 @@ pub struct WebConfig {
 pub struct FleetConfig {
     pub enabled: bool,
     pub machine_name: Option<String>,
+    /// Never shown: `config validate` and the logs leave it out.
     #[serde(skip_serializing)]
-    pub token: Option<String>,
+    pub token: Option<FleetToken>,
+    /// Peer addresses in their normal form ([`crate::peer_address::normalize`]).
     pub machines: Vec<String>,
+}
+
+/// The shortest Fleet token accepted.
+pub const MIN_TOKEN_CHARS: usize = 32;
+
+/// The shared secret of a fleet. Its `Debug` is redacted, so no log line or error built
+/// from the configuration can show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct FleetToken(String);
+
+impl FleetToken {
+    /// Checks the length; `source` names the key or file in the refusal (never the value).
+    pub fn new(text: String, source: &str) -> Result<FleetToken, ConfigError> {
+        if text.chars().count() < MIN_TOKEN_CHARS {
+            return Err(ConfigError(format!(
+                "{source}: a Fleet token has at least {MIN_TOKEN_CHARS} characters"
+            )));
+        }
+        if text.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return Err(ConfigError(format!(
+                "{source}: a Fleet token has no spaces or control characters"
+            )));
+        }
+        Ok(FleetToken(text))
+    }
+
+    /// The secret itself, for the `Authorization` header and the comparison only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for FleetToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FleetToken(<redacted>)")
+    }
+}
+
+/// Reads `token_file`: it must be a regular file of mode 0600 (or stricter) owned by us, one
+/// line; its trailing newline is not part of the token.
+fn read_token_file(path: &Path) -> Result<FleetToken, ConfigError> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let key = format!("fleet.token_file {}", path.display());
+    let meta = std::fs::metadata(path).map_err(|e| ConfigError(format!("{key}: {e}")))?;
+    if !meta.is_file() {
+        return Err(ConfigError(format!("{key}: not a regular file")));
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(ConfigError(format!(
+            "{key}: mode {mode:04o} lets others read the token; chmod 600 it"
+        )));
+    }
+    if meta.uid() != nix_euid() {
+        return Err(ConfigError(format!("{key}: belongs to another user")));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError(format!("{key}: {e}")))?;
+    let text = text.strip_suffix('\n').unwrap_or(&text);
+    let text = text.strip_suffix('\r').unwrap_or(text);
+    FleetToken::new(text.to_string(), &key)
+}
+
+fn nix_euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 // The file's shape: every table refuses unknown keys; values are checked after parsing.
@@ -201,6 +268,7 @@ struct RawFleet {
     enabled: bool,
     machine_name: Option<String>,
     token: Option<String>,
+    token_file: Option<PathBuf>,
     #[serde(default)]
     machines: Vec<RawPeer>,
 }
@@ -282,24 +350,30 @@ impl Config {
             })
             .transpose()?;
         if let Some(name) = &raw.fleet.machine_name {
-            if name.trim().is_empty() {
-                return Err(ConfigError("fleet.machine_name: must not be empty".into()));
-            }
-        }
-        let mut machines = Vec::new();
-        for peer in raw.fleet.machines {
-            let a = peer.address.trim();
-            let rest = a.strip_prefix("http://").ok_or_else(|| {
-                ConfigError(format!(
-                    "fleet.machines.address: {a:?} must be an http:// base URL"
-                ))
-            })?;
-            if rest.is_empty() || rest.contains(char::is_whitespace) {
+            if !crate::peer_address::valid_machine_name(name) {
                 return Err(ConfigError(format!(
-                    "fleet.machines.address: {a:?} names no host"
+                    "fleet.machine_name: {name:?} must be 1 to 63 of a-z, 0-9 and -, \
+                     not starting or ending with -, and not a UUID"
                 )));
             }
-            machines.push(a.trim_end_matches('/').to_string());
+        }
+        let token = match (raw.fleet.token, raw.fleet.token_file) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError(
+                    "fleet: set token or token_file, not both".into(),
+                ))
+            }
+            (Some(t), None) => Some(FleetToken::new(t, "fleet.token")?),
+            (None, Some(path)) => Some(read_token_file(&path)?),
+            (None, None) => None,
+        };
+        let mut machines = Vec::new();
+        for peer in raw.fleet.machines {
+            let a = crate::peer_address::normalize(&peer.address)
+                .map_err(|why| ConfigError(format!("fleet.machines.address: {why}")))?;
+            if !machines.contains(&a) {
+                machines.push(a);
+            }
         }
         Ok(Config {
             resource: ResourceConfig {
@@ -313,7 +387,7 @@ impl Config {
             fleet: FleetConfig {
                 enabled: raw.fleet.enabled,
                 machine_name: raw.fleet.machine_name,
-                token: raw.fleet.token,
+                token,
                 machines,
             },
         })
@@ -372,7 +446,7 @@ listen = "127.0.0.1:7677"
 [fleet]
 enabled = true
 machine_name = "trainer"
-token = "secret"
+token = "0123456789abcdef0123456789abcdef"
 [[fleet.machines]]
 address = "http://main:7677"
 "#;
@@ -382,6 +456,50 @@ address = "http://main:7677"
         assert_eq!(c.events.command.as_deref().unwrap()[0], "notify-agent");
         assert_eq!(c.web.listen.unwrap().port(), 7677);
         assert_eq!(c.fleet.machines, vec!["http://main:7677".to_string()]);
+        assert_eq!(
+            c.fleet.token.as_ref().unwrap().expose(),
+            "0123456789abcdef0123456789abcdef"
+        );
+    }
+
+    #[test]
+    fn fleet_tokens_are_long_private_and_never_shown() {
+        let short = Config::parse("[fleet]\ntoken = \"tiny-secret\"").unwrap_err();
+        assert!(!short.0.contains("tiny-secret"), "{short}");
+        let long = "s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr3t";
+        let c = Config::parse(&format!("[fleet]\ntoken = \"{long}\"")).unwrap();
+        assert!(!format!("{c:?}").contains(long));
+        assert!(!serde_json::to_string(&c).unwrap().contains(long));
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("token");
+        std::fs::write(&file, format!("{long}\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let text = format!("[fleet]\ntoken_file = {:?}", file.display().to_string());
+        let loose = Config::parse(&text).unwrap_err();
+        assert!(
+            loose.0.contains("chmod 600") && !loose.0.contains(long),
+            "{loose}"
+        );
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let c = Config::parse(&text).unwrap();
+        assert_eq!(c.fleet.token.unwrap().expose(), long);
+        let both = format!("{text}\ntoken = \"{long}\"");
+        assert!(Config::parse(&both).is_err());
+    }
+
+    #[test]
+    fn peer_addresses_are_normalized_and_bad_ones_refused() {
+        let c = Config::parse(
+            "[[fleet.machines]]\naddress = \"http://Main\"\n[[fleet.machines]]\naddress = \"http://main:7677/\"",
+        )
+        .unwrap();
+        assert_eq!(c.fleet.machines, vec!["http://main:7677".to_string()]);
+        for bad in ["http://main/v1", "https://main", "http://u@main"] {
+            let text = format!("[[fleet.machines]]\naddress = \"{bad}\"");
+            assert!(Config::parse(&text).is_err(), "{bad}");
+        }
+        assert!(Config::parse("[fleet]\nmachine_name = \"Not OK\"").is_err());
     }
 
     #[test]

@@ -29,6 +29,10 @@ pub enum ErrorCode {
     StaleRun,
     DaemonAlreadyRunning,
     JobsInFlight,
+    /// A forwarded request named another machine than the one that received it.
+    MachineIdentityMismatch,
+    /// Two Fleet peers share the name a request used.
+    DuplicateMachineName,
     DaemonUnavailable,
     MachineUnavailable,
     /// The database is locked by another process, full, or failing to write: nothing was
@@ -47,8 +51,15 @@ impl ErrorCode {
             JobNotFound | ResourceNotFound | AttentionNotFound | TaskNotFound | MachineNotFound
             | ExecutableMissing => 3,
             Permission => 4,
-            JobConflict | OperationConflict | ResourceConflict | JobTerminal | StaleRun
-            | DaemonAlreadyRunning | JobsInFlight => 5,
+            JobConflict
+            | OperationConflict
+            | ResourceConflict
+            | JobTerminal
+            | StaleRun
+            | DaemonAlreadyRunning
+            | JobsInFlight
+            | MachineIdentityMismatch
+            | DuplicateMachineName => 5,
             DaemonUnavailable | MachineUnavailable | StorageUnavailable | Internal => 1,
         }
     }
@@ -102,6 +113,8 @@ impl ErrorCode {
             ErrorCode::StaleRun => "stale_run",
             ErrorCode::DaemonAlreadyRunning => "daemon_already_running",
             ErrorCode::JobsInFlight => "jobs_in_flight",
+            ErrorCode::MachineIdentityMismatch => "machine_identity_mismatch",
+            ErrorCode::DuplicateMachineName => "duplicate_machine_name",
             ErrorCode::DaemonUnavailable => "daemon_unavailable",
             ErrorCode::MachineUnavailable => "machine_unavailable",
             ErrorCode::StorageUnavailable => "storage_unavailable",
@@ -187,6 +200,8 @@ mod tests {
             ErrorCode::JobsInFlight,
             ErrorCode::StaleRun,
             ErrorCode::StorageUnavailable,
+            ErrorCode::MachineIdentityMismatch,
+            ErrorCode::DuplicateMachineName,
         ] {
             assert_eq!(
                 serde_json::to_value(code).unwrap(),

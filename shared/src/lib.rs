@@ -8,6 +8,7 @@
 //! - [`spec`]: the job spec: strict parsing, validation, canonical form, digest, schema.
 //! - [`home`]: the state home and every path under it.
 //! - [`config`]: the TOML configuration and its validation.
+//! - [`peer_address`]: Fleet peer addresses in their one normal form, and machine names.
 //! - [`rundir`]: the run directory, the contract between daemon and worker.
 //! - [`process`]: process identity `(pid, start ticks)` and group membership read from `/proc`;
 //!   ending a process group (TERM, grace, KILL).
@@ -25,6 +26,7 @@ pub mod error;
 pub mod event;
 pub mod home;
 pub mod ids;
+pub mod peer_address;
 pub mod process;
 pub mod queue;
 pub mod rundir;

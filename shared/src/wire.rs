@@ -6,6 +6,7 @@
 //! - [`resources`]: `resource list`, `register` and `release`.
 //! - [`jobs`]: `resource jobs` and `job show`.
 //! - [`job_writes`]: `job submit`, `move` and `cancel`.
+//! - [`fleet`]: a machine's identity and the Fleet peer directory.
 //! - [`daemon`]: `daemon status`, the shutdown request and `task log`.
 //! - [`strict`]: reading untrusted JSON (UTF-8 first, duplicate keys refused with a pointer).
 //!
@@ -14,6 +15,7 @@
 
 pub mod daemon;
 pub mod envelope;
+pub mod fleet;
 pub mod job_writes;
 pub mod jobs;
 pub mod resources;
@@ -45,6 +47,10 @@ pub fn body_too_large(submit: bool, size: Option<usize>) -> crate::error::ApiErr
 
 pub use daemon::{DaemonStatus, Settled, ShutdownResult, TaskLog};
 pub use envelope::Versioned;
+pub use fleet::{
+    AddPeerRequest, Identity, MachineList, MachineView, PeerRequest, PeerSource, PeerState,
+    ProtocolRange, RemovedPeer,
+};
 pub use job_writes::{
     CancelRequest, CancelResult, MoveRequest, MoveResult, Placement, SubmitRequest, SubmitResult,
     Submitter,

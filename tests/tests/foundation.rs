@@ -321,6 +321,7 @@ fn machine_flag_accepts_the_local_machine_and_refuses_others() {
     assert_eq!(jobs["machine"], machine.as_str());
 
     let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
+    let host = homebased_shared::peer_address::machine_name_from_host(&host);
     let by_name = h.json(&["resource", "list", "--machine", &host]);
     assert_eq!(
         by_name["machine"],

@@ -1,7 +1,9 @@
 //! The route table: which verbs exist, on which listener.
 
 use super::{limits, ErrorResponse};
+use crate::client::Client;
 use crate::core::CoreHandle;
+use crate::fleet::Fleet;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -29,13 +31,15 @@ pub enum Listener {
 }
 
 #[derive(Clone)]
-struct AppState {
-    core: CoreHandle,
+pub(super) struct AppState {
+    pub(super) core: CoreHandle,
     /// Asks the daemon to shut down (`daemon stop`), socket only.
     shutdown: tokio::sync::mpsc::UnboundedSender<()>,
+    /// The peers a `?machine=` may name, and how to reach them.
+    pub(super) fleet: Fleet,
 }
 
-type ApiResponse = Result<Response, ErrorResponse>;
+pub(super) type ApiResponse = Result<Response, ErrorResponse>;
 
 type MachineParam = Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>;
 
@@ -49,6 +53,7 @@ pub fn router(
     listener: Listener,
     core: CoreHandle,
     shutdown: tokio::sync::mpsc::UnboundedSender<()>,
+    fleet: Fleet,
 ) -> Router {
     let common = Router::new()
         .route("/v1/status", get(status))
@@ -56,7 +61,8 @@ pub fn router(
         .route("/v1/jobs/{job}/move", post(job_move))
         .route("/v1/jobs/{job}/cancel", post(job_cancel))
         .route("/v1/release", post(release))
-        .route("/v1/tasks/{task}/log", get(task_log));
+        .route("/v1/tasks/{task}/log", get(task_log))
+        .merge(super::fleet::routes(listener));
     let all = match listener {
         Listener::Socket => common
             .route("/v1/resources", get(resource_list).post(register))
@@ -72,18 +78,22 @@ pub fn router(
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(limits::bounded_body))
         .layer(axum::middleware::map_response(limits::envelope_errors))
-        .with_state(AppState { core, shutdown })
+        .with_state(AppState {
+            core,
+            shutdown,
+            fleet,
+        })
 }
 
 /// Serializes the answer in its versioned envelope straight into the body (no intermediate
 /// `Value`: a long queue listing is built once).
-fn json<T: serde::Serialize>(answer: T) -> ApiResponse {
+pub(super) fn json<T: serde::Serialize>(answer: T) -> ApiResponse {
     Ok(Json(Versioned::new(answer)).into_response())
 }
 
 /// Parses a body strictly: malformed JSON, duplicate keys or unknown fields are a usage
 /// error (400).
-fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ErrorResponse> {
+pub(super) fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ErrorResponse> {
     let value = strict::parse(bytes).map_err(|e| bad_body(&e))?;
     typed(value)
 }
@@ -140,38 +150,81 @@ fn machine(q: MachineParam) -> Result<Option<String>, ErrorResponse> {
         .map_err(|e| ErrorResponse(ApiError::new(ErrorCode::Usage, e.body_text())))
 }
 
+/// Where a request goes: this machine's core, or a peer through the one typed client.
+enum Route {
+    Local,
+    Peer(Client, String),
+}
+
 impl AppState {
-    /// Runs `f` on the core for the machine named by `?machine=` (only this one until Fleet),
-    /// and answers its result as versioned JSON.
-    async fn on_machine<T: serde::Serialize + Send + 'static>(
+    /// Resolves `?machine=` through the Fleet directory (name, UUID; absent: this machine).
+    async fn route(&self, machine: Option<String>) -> Result<Route, ErrorResponse> {
+        match machine {
+            None => Ok(Route::Local),
+            Some(m) => Ok(match self.fleet.peer(&m).await? {
+                None => Route::Local,
+                Some((client, uuid)) => Route::Peer(client, uuid.to_string()),
+            }),
+        }
+    }
+
+    /// A peer's answer; a peer that could not be reached is probed again before its next use.
+    async fn via<T>(
         &self,
-        machine: Option<String>,
+        machine: &str,
+        answer: impl std::future::Future<Output = homebased_shared::error::ApiResult<T>>,
+    ) -> homebased_shared::error::ApiResult<T> {
+        let answer = answer.await;
+        if let Err(e) = &answer {
+            if e.code == ErrorCode::MachineUnavailable {
+                self.fleet.unreachable(machine);
+            }
+        }
+        answer
+    }
+
+    /// Runs `f` on this machine's core and answers its result as versioned JSON.
+    async fn local<T: serde::Serialize + Send + 'static>(
+        &self,
         f: impl FnOnce(&mut crate::core::Core) -> homebased_shared::error::ApiResult<T> + Send + 'static,
     ) -> ApiResponse {
-        json(
-            self.core
-                .call(move |core| {
-                    core.check_local_machine(machine.as_deref())?;
-                    f(core)
-                })
-                .await?,
-        )
+        json(self.core.call(f).await?)
     }
+}
+
+/// A peer's answer passed on as it came (it names the machine that answered).
+fn passed_on<T>(reply: crate::client::Reply<T>) -> ApiResponse
+where
+    T: DeserializeOwned,
+{
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        reply.bytes().to_vec(),
+    )
+        .into_response())
 }
 
 async fn status(State(s): State<AppState>, q: MachineParam) -> ApiResponse {
     let m = machine(q)?;
-    s.on_machine(m, |core| core.status()).await
+    s.local(move |core| {
+        core.check_local_machine(m.as_deref())?;
+        core.status()
+    })
+    .await
 }
 
 async fn resource_list(State(s): State<AppState>, q: MachineParam) -> ApiResponse {
-    let m = machine(q)?;
-    s.on_machine(m, move |core| core.resource_list()).await
+    match s.route(machine(q)?).await? {
+        Route::Local => s.local(move |core| core.resource_list()).await,
+        Route::Peer(c, m) => passed_on(s.via(&m, c.resource_list(Some(&m))).await?),
+    }
 }
 
 async fn job_list(State(s): State<AppState>, q: MachineParam) -> ApiResponse {
-    let m = machine(q)?;
-    s.on_machine(m, move |core| core.job_list()).await
+    match s.route(machine(q)?).await? {
+        Route::Local => s.local(move |core| core.job_list()).await,
+        Route::Peer(c, m) => passed_on(s.via(&m, c.job_list(Some(&m))).await?),
+    }
 }
 
 async fn job_show(
@@ -181,15 +234,21 @@ async fn job_show(
 ) -> ApiResponse {
     let m = machine(q)?;
     let id = job_id(&job)?;
-    s.on_machine(m, move |core| core.job_detail(id)).await
+    match s.route(m).await? {
+        Route::Local => s.local(move |core| core.job_detail(id)).await,
+        Route::Peer(c, m) => json(s.via(&m, c.job_show(id, Some(&m))).await?),
+    }
 }
 
 /// Local only: a lane is registered on the machine whose daemon runs its commands.
 async fn register(State(s): State<AppState>, q: MachineParam, bytes: Bytes) -> ApiResponse {
     let m = machine(q)?;
     let req: RegisterRequest = body(&bytes)?;
-    s.on_machine(m, move |core| core.register(req).and_then(sorted_keys))
-        .await
+    s.local(move |core| {
+        core.check_local_machine(m.as_deref())?;
+        core.register(req).and_then(sorted_keys)
+    })
+    .await
 }
 
 async fn submit(State(s): State<AppState>, bytes: Bytes) -> ApiResponse {
@@ -206,7 +265,10 @@ async fn job_move(
     let m = machine(q)?;
     let id = job_id(&job)?;
     let req: MoveRequest = body(&bytes)?;
-    s.on_machine(m, move |core| core.move_job(id, req)).await
+    match s.route(m).await? {
+        Route::Local => s.local(move |core| core.move_job(id, req)).await,
+        Route::Peer(c, m) => json(s.via(&m, c.job_move(id, Some(&m), &req)).await?),
+    }
 }
 
 async fn job_cancel(
@@ -218,14 +280,24 @@ async fn job_cancel(
     let m = machine(q)?;
     let id = job_id(&job)?;
     let req: CancelRequest = body(&bytes)?;
-    s.on_machine(m, move |core| core.cancel(id, req).and_then(sorted_keys))
-        .await
+    match s.route(m).await? {
+        Route::Local => {
+            s.local(move |core| core.cancel(id, req).and_then(sorted_keys))
+                .await
+        }
+        Route::Peer(c, m) => json(sorted_keys(
+            s.via(&m, c.job_cancel(id, Some(&m), &req)).await?,
+        )?),
+    }
 }
 
 async fn release(State(s): State<AppState>, q: MachineParam, bytes: Bytes) -> ApiResponse {
     let m = machine(q)?;
     let req: ReleaseRequest = body(&bytes)?;
-    s.on_machine(m, move |core| core.release(req)).await
+    match s.route(m).await? {
+        Route::Local => s.local(move |core| core.release(req)).await,
+        Route::Peer(c, m) => json(s.via(&m, c.release(Some(&m), &req)).await?),
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -250,8 +322,10 @@ async fn task_log(
             .with_input(serde_json::json!({ "task": task })),
         )
     })?;
-    s.on_machine(q.machine, move |core| core.task_log(task, q.tail))
-        .await
+    match s.route(q.machine).await? {
+        Route::Local => s.local(move |core| core.task_log(task, q.tail)).await,
+        Route::Peer(c, m) => json(s.via(&m, c.task_log(task, q.tail, Some(&m))).await?),
+    }
 }
 
 async fn settle(State(s): State<AppState>) -> ApiResponse {

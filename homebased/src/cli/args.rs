@@ -43,6 +43,9 @@ pub enum Command {
     /// Check the configuration file.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// The Fleet directory: this machine and the peers it can address.
+    #[command(subcommand)]
+    Fleet(super::fleet::FleetCommand),
     /// Version, git revision, API and Fleet protocol versions.
     Version,
     /// Print a shell completion script.
@@ -199,6 +202,9 @@ pub enum TaskCommand {
         /// Keep printing new output until the run ends.
         #[arg(long)]
         follow: bool,
+        /// Read it from a Fleet machine (through this machine's daemon; without --follow).
+        #[arg(long, value_name = "M", conflicts_with = "follow")]
+        machine: Option<String>,
     },
 }
 

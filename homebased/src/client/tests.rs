@@ -51,7 +51,10 @@ async fn serve(listener: Listener) -> (Served, Client) {
     let crate::core::CoreThread { handle, stop, .. } = core.spawn().unwrap();
     let machine = handle.call(|core| Ok(core.machine())).await.unwrap();
     let (shutdown, _) = tokio::sync::mpsc::unbounded_channel();
-    let router = api::router(listener, handle, shutdown);
+    let fleet = crate::fleet::Fleet::load(handle.clone(), &Default::default(), None)
+        .await
+        .unwrap();
+    let router = api::router(listener, handle, shutdown, fleet);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let client = match listener {
         Listener::Tcp => {

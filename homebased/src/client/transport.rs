@@ -16,7 +16,14 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpStream, UnixStream};
 
 /// The port of a TCP address that names none (SPEC section 13).
-const DEFAULT_PORT: u16 = 7677;
+const DEFAULT_PORT: u16 = homebased_shared::peer_address::DEFAULT_PORT;
+
+/// A Fleet peer that has not answered within this is `machine_unavailable` (SPEC 13): a
+/// slow or half-open peer never holds a request longer.
+pub const PEER_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The largest answer read from a peer: a peer answering a huge body is cut off there.
+pub const MAX_PEER_REPLY_BYTES: usize = 64 * 1024 * 1024;
 
 pub(super) enum Endpoint {
     Socket(PathBuf),
@@ -146,10 +153,27 @@ impl Client {
                 self.exchange(stream, method, path, body).await
             }
             Endpoint::Tcp(authority) => {
-                let stream = TcpStream::connect(authority.as_str())
-                    .await
-                    .map_err(unavailable)?;
-                self.exchange(stream, method, path, body).await
+                let attempt = async {
+                    let stream = TcpStream::connect(authority.as_str())
+                        .await
+                        .map_err(unavailable)?;
+                    self.exchange(stream, method, path, body).await
+                };
+                match tokio::time::timeout(PEER_DEADLINE, attempt).await {
+                    Ok(result) => result,
+                    Err(_) => Err(Transport::Unavailable(
+                        ApiError::new(
+                            ErrorCode::MachineUnavailable,
+                            format!(
+                                "http://{authority} did not answer within {}s",
+                                PEER_DEADLINE.as_secs()
+                            ),
+                        )
+                        .with_input(
+                            serde_json::json!({ "address": format!("http://{authority}") }),
+                        ),
+                    )),
+                }
             }
         }
     }
@@ -176,17 +200,29 @@ impl Client {
         if let Some(token) = &self.token {
             request = request.header("authorization", format!("Bearer {token}"));
         }
+        if let Some(origin) = self.origin {
+            request = request.header(crate::fleet::ORIGIN_HEADER, origin.to_string());
+        }
         let request = request
             .body(Full::new(body.unwrap_or_default()))
             .map_err(|e| lost(&e))?;
         let response = sender.send_request(request).await.map_err(|e| lost(&e))?;
         let status = response.status();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| lost(&e))?
-            .to_bytes();
+        let body = match self.endpoint {
+            Endpoint::Socket(_) => response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| lost(&e))?
+                .to_bytes(),
+            Endpoint::Tcp(_) => {
+                http_body_util::Limited::new(response.into_body(), MAX_PEER_REPLY_BYTES)
+                    .collect()
+                    .await
+                    .map_err(|e| lost(&e))?
+                    .to_bytes()
+            }
+        };
         if status.is_success() {
             return Ok(Ok(body));
         }
