@@ -12,9 +12,10 @@ pub use transport::Retry;
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::ids::{JobId, TaskId};
 use homebased_shared::wire::{
-    body_too_large, CancelRequest, CancelResult, DaemonStatus, JobDetail, JobList, MoveRequest,
-    MoveResult, RegisterRequest, ReleaseRequest, ReleaseResult, ResourceList, ResourceView,
-    Settled, ShutdownResult, SubmitRequest, SubmitResult, TaskLog, Versioned, MAX_BODY_BYTES,
+    body_too_large, CancelRequest, CancelResult, DaemonStatus, JobDetail, JobEnvironment, JobList,
+    MoveRequest, MoveResult, RegisterRequest, ReleaseRequest, ReleaseResult, ResourceList,
+    ResourceView, Settled, ShutdownResult, SubmitRequest, SubmitResult, TaskLog, Versioned,
+    MAX_BODY_BYTES,
 };
 use hyper::body::Bytes;
 use hyper::Method;
@@ -87,6 +88,11 @@ impl Client {
     pub async fn job_show(&self, job: JobId, machine: Option<&str>) -> ApiResult<JobDetail> {
         self.get(&path(&format!("/v1/jobs/{job}"), &[("machine", machine)]))
             .await
+    }
+
+    /// The job's stored environment; socket only.
+    pub async fn job_environment(&self, job: JobId) -> ApiResult<JobEnvironment> {
+        self.get(&format!("/v1/jobs/{job}/environment")).await
     }
 
     pub async fn task_log(

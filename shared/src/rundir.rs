@@ -120,6 +120,12 @@ pub struct RunSpec {
     /// The submitter's captured `PATH` and `HOME`.
     pub path: Option<String>,
     pub user_home: Option<String>,
+    /// The submitting CLI's whole environment, as captured at submit (run variables already
+    /// scrubbed). `None` (a job submitted through Fleet, or stored before environments were
+    /// captured): the worker's own environment, which is the daemon's, with `path` and
+    /// `user_home` over it.
+    #[serde(default)]
+    pub environment: Option<BTreeMap<String, String>>,
     pub resource_name: String,
     pub device: Option<u32>,
     /// The state home (`HOMEBASED_HOME`).

@@ -61,6 +61,7 @@ pub fn router(
         Listener::Socket => common
             .route("/v1/resources", get(resource_list).post(register))
             .route("/v1/jobs", get(job_list).post(submit))
+            .route("/v1/jobs/{job}/environment", get(job_environment))
             .route("/v1/shutdown", post(shutdown_daemon))
             .route("/v1/internal/settle", post(settle)),
         Listener::Tcp => common
@@ -182,6 +183,13 @@ async fn job_show(
     let m = machine(q)?;
     let id = job_id(&job)?;
     s.on_machine(m, move |core| core.job_detail(id)).await
+}
+
+/// Socket only: the environment may hold secrets (tokens, keys), which the web listener
+/// never serves.
+async fn job_environment(State(s): State<AppState>, Path(job): Path<String>) -> ApiResponse {
+    let id = job_id(&job)?;
+    json(s.core.call(move |core| core.job_environment(id)).await?)
 }
 
 /// Local only: a lane is registered on the machine whose daemon runs its commands.

@@ -127,6 +127,9 @@ pub enum JobCommand {
     /// The job, its slot, every run with its task UUID, cleanup results and events.
     Show {
         job: String,
+        /// Also print the environment captured at submit (it may hold secrets).
+        #[arg(long)]
+        env: bool,
         #[command(flatten)]
         machine: MachineArg,
     },

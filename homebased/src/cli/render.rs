@@ -196,6 +196,20 @@ pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
     out
 }
 
+/// `job show --env`: the stored environment, one `NAME=value` a line.
+pub fn environment(env: Option<&std::collections::BTreeMap<String, String>>) -> String {
+    match env {
+        None => "\nenvironment: none captured (the job runs with the authority daemon's)".into(),
+        Some(env) => {
+            let mut out = String::from("\nenvironment:");
+            for (k, v) in env {
+                out.push_str(&format!("\n  {k}={v}"));
+            }
+            out
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

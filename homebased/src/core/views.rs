@@ -72,6 +72,15 @@ impl Core {
         })
     }
 
+    /// The environment stored with the job (`job show --env`).
+    pub fn job_environment(&self, id: JobId) -> ApiResult<homebased_shared::wire::JobEnvironment> {
+        let job = jobs::require(self.store.db(), id)?;
+        Ok(homebased_shared::wire::JobEnvironment {
+            job: id,
+            environment: job.env.clone(),
+        })
+    }
+
     /// A run's `output.log`, bounded like `task log --tail`.
     pub fn task_log(
         &self,
