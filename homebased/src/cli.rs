@@ -8,7 +8,9 @@
 
 pub mod args;
 pub mod daemon_ctl;
+pub mod event_rows;
 pub mod files;
+pub mod job_log;
 pub mod render;
 
 use crate::client::Client;
@@ -194,10 +196,17 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
             }
             daemon_ctl::run(cmd, &home, &cli.home, &cli.config).map(Some)
         }
-        Command::Task(TaskCommand::Log { task, tail, follow }) => {
-            files::task_log(&home, &task, tail, follow)
-        }
+        Command::Task(TaskCommand::Log {
+            task,
+            tail,
+            follow,
+            raw,
+        }) => files::task_log(&home, &task, tail, follow, raw),
         Command::Events(args) => files::events(&home, &args, cli.json),
+        Command::Resource(ResourceCommand::Job(JobCommand::Log { job, tail, follow })) => {
+            let client = Client::socket(home.socket());
+            runtime()?.block_on(job_log::run(&client, &home, &job, tail, follow))
+        }
         Command::Resource(cmd) => {
             let client = Client::socket(home.socket());
             runtime()?.block_on(resource(cmd, &client, cli.json))
@@ -379,6 +388,8 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
             );
             Printed::answer(&submitted, vec![id.to_string()], human)
         }
+        // Read from the run directories, served in `run` with the home at hand.
+        JobCommand::Log { .. } => Err(ApiError::internal("job log is served by cli::job_log")),
         JobCommand::Show { job, env, machine } => {
             let id = parse_job(&job)?;
             let detail = client.job_show(id, machine.machine.as_deref()).await?;

@@ -75,7 +75,11 @@ fn wait_attempt(h: &TestHome, job: &str, n: usize) -> String {
 fn first_line(h: &TestHome, task: &str) -> String {
     let mut line = String::new();
     wait_until(&format!("{task} to log its start"), || {
-        line = task_log(h, task).lines().next().unwrap_or_default().to_string();
+        line = task_log(h, task)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string();
         !line.is_empty()
     });
     line

@@ -241,6 +241,9 @@ async fn release(State(s): State<AppState>, q: MachineParam, bytes: Bytes) -> Ap
 struct LogQuery {
     machine: Option<String>,
     tail: Option<usize>,
+    /// The bytes as written, carriage returns not applied.
+    #[serde(default)]
+    raw: bool,
 }
 
 async fn task_log(
@@ -258,7 +261,7 @@ async fn task_log(
             .with_input(serde_json::json!({ "task": task })),
         )
     })?;
-    s.on_machine(q.machine, move |core| core.task_log(task, q.tail))
+    s.on_machine(q.machine, move |core| core.task_log(task, q.tail, q.raw))
         .await
 }
 

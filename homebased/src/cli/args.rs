@@ -133,6 +133,16 @@ pub enum JobCommand {
         #[command(flatten)]
         machine: MachineArg,
     },
+    /// Every run's output.log in order, each headed by its task, run number and step.
+    Log {
+        job: String,
+        /// Only the last N lines of each run (at most 5000).
+        #[arg(long, value_name = "N")]
+        tail: Option<usize>,
+        /// Keep following across preemptions and steps until the job has ended.
+        #[arg(long)]
+        follow: bool,
+    },
     /// Change a job's level or position.
     Move {
         job: String,
@@ -172,6 +182,9 @@ pub enum TaskCommand {
         /// Keep printing new output until the run ends.
         #[arg(long)]
         follow: bool,
+        /// The bytes as written: carriage returns (progress-bar redraws) are not applied.
+        #[arg(long)]
+        raw: bool,
     },
 }
 
