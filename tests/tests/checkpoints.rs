@@ -131,6 +131,8 @@ fn a_restart_inside_the_window_after_a_yield_resumes_from_the_checkpoint() {
         json!({"state": "queued", "resume": true}),
         "{queued:#}"
     );
+    let human = h.cli(&["resource", "job", "show", &job]).stdout;
+    assert!(human.contains("\nresume yes: "), "{human}");
     open_gate(&gate2);
 
     // The third attempt still sees the checkpoint: RESUME=1, and it loads it.

@@ -174,18 +174,27 @@ async fn start(
     )))
 }
 
+/// `1 job is queued or active`, `3 jobs are queued or active`.
+fn jobs_in_flight(n: u64) -> String {
+    match n {
+        1 => "1 job is queued or active".into(),
+        n => format!("{n} jobs are queued or active"),
+    }
+}
+
 async fn stop(home: &Home, client: &Client, yes: bool) -> ApiResult<Printed> {
     let Some(status) = live_status(client).await? else {
         return printed(offline_status(home)?, "daemon is not running");
     };
     if status.in_flight > 0 {
         if !yes {
+            let them = if status.in_flight == 1 { "it" } else { "them" };
             return Err(ApiError::new(
                 ErrorCode::JobsInFlight,
                 format!(
-                    "{} jobs are queued or active; let them finish, or pass --yes to cancel them \
-                     and wait for their cleanup",
-                    status.in_flight
+                    "{}; let {them} finish, or pass --yes to cancel {them} and wait for the \
+                     cleanup",
+                    jobs_in_flight(status.in_flight),
                 ),
             )
             .with_input(json!({ "in_flight": status.in_flight })));
@@ -246,4 +255,13 @@ async fn stop_daemon(home: &Home, client: &Client) -> ApiResult<()> {
         tokio::time::sleep(POLL).await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_job_in_flight_is_one_job() {
+        assert_eq!(super::jobs_in_flight(1), "1 job is queued or active");
+        assert_eq!(super::jobs_in_flight(2), "2 jobs are queued or active");
+    }
 }
