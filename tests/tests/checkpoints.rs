@@ -8,7 +8,7 @@ mod common;
 
 use common::jobs::*;
 use common::{wait_until, TestHome};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::path::Path;
 
 /// Counts units into `$HOMEBASED_JOB_DIR/counter`, loading it when `HOMEBASED_RESUME=1`; logs
@@ -150,5 +150,95 @@ fn a_restart_inside_the_window_after_a_yield_resumes_from_the_checkpoint() {
         event_names(&done),
         ["JOB_PREEMPTED", "JOB_PREEMPTED", "JOB_SUCCEEDED"]
     );
-    let _: Value = done;
+}
+
+/// The repository's `examples/` folder.
+fn examples() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+/// A low-priority yield job running `examples/<script>` unbuffered with the plain-Python
+/// stand-ins for torch and transformers (`examples/standin`), `steps` steps of `delay` s.
+fn example_job(h: &TestHome, script: &str, steps: u32, delay: &str) -> String {
+    let mut spec = h
+        .spec(script)
+        .priority("low")
+        .set("preempt", json!({"mode": "yield"}))
+        .command(&["python3", "-u", examples().join(script).to_str().unwrap()]);
+    spec.0["workload"]["env"] = json!({
+        "PYTHONPATH": examples().join("standin"),
+        "EXAMPLE_STEPS": steps.to_string(),
+        "EXAMPLE_STEP_DELAY": delay,
+        "PYTHONDONTWRITEBYTECODE": "1",
+    });
+    h.submit(&spec)
+}
+
+/// Runs the example once without interruption and once preempted by an urgent job; returns
+/// the logs of the uninterrupted run and of the preempted job's two attempts.
+fn run_example_twice(h: &TestHome, script: &str, steps: u32) -> (String, String, String) {
+    let whole = example_job(h, script, steps, "0");
+    let done = wait_job(h, &whole, "succeeded");
+    let whole_log = task_log(h, runs(&done)[0]["task"].as_str().unwrap());
+
+    let job = example_job(h, script, steps, "0.01");
+    wait_phase(h, &job, "executing");
+    let first = active_task(h, &job);
+    first_line(h, &first);
+    let urgent = h.submit(&h.spec("urgent").priority("high").command(&["true"]));
+    wait_job(h, &urgent, "succeeded");
+    let done = wait_job(h, &job, "succeeded");
+    let history = runs(&done);
+    assert_eq!(history.len(), 2, "{done:#}");
+    assert_eq!(history[0]["process"], json!({"kind": "exit", "code": 75}));
+    assert_eq!(history[0]["stop_cause"], "yield");
+    let logs = |i: usize| task_log(h, history[i]["task"].as_str().unwrap());
+    (whole_log, logs(0), logs(1))
+}
+
+fn final_weights(log: &str) -> &str {
+    log.lines()
+        .find(|l| l.starts_with("final weights "))
+        .unwrap_or_else(|| panic!("no final weights in {log:?}"))
+}
+
+#[test]
+fn the_pytorch_loop_example_yields_resumes_and_ends_with_the_weights_of_an_uninterrupted_run() {
+    let h = home_with_gpus(1);
+    let (whole, first, second) = run_example_twice(&h, "pytorch_loop.py", 600);
+    assert!(
+        first.starts_with("start at step 0 (HOMEBASED_RESUME=0)\n"),
+        "{first}"
+    );
+    assert!(first.contains("\nyielding at step "), "{first}");
+    let resumed = second.lines().next().unwrap();
+    assert!(
+        resumed.starts_with("start at step ") && resumed.ends_with("(HOMEBASED_RESUME=1)"),
+        "{second}"
+    );
+    assert_ne!(resumed, "start at step 0 (HOMEBASED_RESUME=1)", "{second}");
+    assert_eq!(final_weights(&second), final_weights(&whole));
+}
+
+#[test]
+fn the_trainer_callback_example_yields_after_train_returns_and_resumes_from_its_checkpoint() {
+    let h = home_with_gpus(1);
+    let (whole, first, second) = run_example_twice(&h, "hf_trainer.py", 600);
+    assert!(whole.starts_with("starting afresh\n"), "{whole}");
+    assert!(whole.ends_with("done at step 600\n"), "{whole}");
+    assert!(first.starts_with("starting afresh\n"), "{first}");
+    let yielded_at = first
+        .lines()
+        .find_map(|l| l.strip_prefix("yielding at step "))
+        .unwrap_or_else(|| panic!("{first}"));
+    assert!(second.starts_with("resuming from "), "{second}");
+    assert!(
+        second
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with(&format!("/checkpoint-{yielded_at}")),
+        "the checkpoint saved at the yield: {second}"
+    );
+    assert!(second.ends_with("done at step 600\n"), "{second}");
 }
