@@ -90,6 +90,8 @@ pub(super) struct LogStream {
     lines: Option<terminal::Follower>,
     /// The tail read at open, printed by the first [`LogStream::read_new`].
     pending: String,
+    /// Bytes passed as they are: the start of a character whose end is not written yet.
+    carry: Vec<u8>,
 }
 
 impl LogStream {
@@ -124,6 +126,7 @@ impl LogStream {
             offset,
             lines,
             pending,
+            carry: Vec::new(),
         })
     }
 
@@ -134,7 +137,10 @@ impl LogStream {
             self.offset += new.len() as u64;
             match &mut self.lines {
                 Some(follower) => text.push_str(&follower.push(&new)),
-                None => text.push_str(&String::from_utf8_lossy(&new)),
+                None => {
+                    self.carry.extend_from_slice(&new);
+                    text.push_str(&whole_characters(&mut self.carry));
+                }
             }
         }
         text
@@ -147,6 +153,20 @@ impl LogStream {
             None => String::new(),
         }
     }
+}
+
+/// The text of `bytes` up to a character cut at their end, which stays in `bytes` for the
+/// next read (a log read as it grows can end in the middle of one).
+fn whole_characters(bytes: &mut Vec<u8>) -> String {
+    let cut = match std::str::from_utf8(bytes) {
+        Ok(_) => bytes.len(),
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        Err(_) => bytes.len(),
+    };
+    let rest = bytes.split_off(cut);
+    let text = String::from_utf8_lossy(bytes).into_owned();
+    *bytes = rest;
+    text
 }
 
 /// Reads a thread's inbox: one `HOMEBASED_EVENT {...}` line per event, oldest first.
@@ -251,6 +271,28 @@ impl Inbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_followed_log_is_rendered_line_by_line_or_passed_raw_whole_characters_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("output.log");
+        std::fs::write(&path, "old 1\nold 2\n 10%").unwrap();
+        let mut lines = LogStream::open(&path, Some(1), false, false).unwrap();
+        let mut raw = LogStream::open(&path, Some(1), true, false).unwrap();
+        assert_eq!(lines.read_new(), "old 2\n");
+        assert_eq!(raw.read_new(), "old 2\n 10%");
+        let mut log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut log, b"\r 90%\r100% \xc3").unwrap();
+        assert_eq!(lines.read_new(), "");
+        assert_eq!(raw.read_new(), "\r 90%\r100% ", "a cut character waits");
+        std::io::Write::write_all(&mut log, &[0xa9, b'\n']).unwrap();
+        assert_eq!(lines.read_new(), "100% \u{e9}\n");
+        assert_eq!(raw.read_new(), "\u{e9}\n");
+        assert_eq!(lines.finish(), "");
+    }
 
     #[test]
     fn inbox_positions_count_complete_lines_and_after_skips_them() {
