@@ -113,3 +113,45 @@ fn wait_until_attempt(h: &common::TestHome, job: &str, n: usize) -> String {
     });
     task
 }
+
+#[test]
+fn following_a_task_log_prints_each_redrawn_line_once_in_its_last_state() {
+    let h = home_with_gpus(1);
+    let gate = h.tmp().join("finish-the-bar");
+    let script = format!(
+        "echo start; printf '\\r 10%%'; printf '\\r 50%%'; {}; printf '\\r100%%\\n'; echo end",
+        wait_for_gate(1)
+    );
+    let job = h.submit(&sh_spec(&h, "bar", &script, &[&gate]));
+    wait_phase(&h, &job, "executing");
+    let task = show(&h, &job)["active_run"].as_str().unwrap().to_string();
+    wait_until("the bar to be half drawn", || {
+        h.json(&["task", "log", &task, "--raw"])["log"]
+            .as_str()
+            .unwrap()
+            .ends_with(" 50%")
+    });
+    let mut follower = h
+        .homebased()
+        .args(["task", "log", &task, "--follow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    open_gate(&gate);
+    wait_job(&h, &job, "succeeded");
+    let mut exited = None;
+    wait_until("task log --follow to end with its run", || {
+        exited = follower.try_wait().unwrap();
+        exited.is_some()
+    });
+    assert!(exited.unwrap().success());
+    let mut out = String::new();
+    follower
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert_eq!(out, "start\n100%\nend\n");
+}
