@@ -113,8 +113,11 @@ fn stop(
     let teardown = group_cleanup::terminate(group, reaper, signals, config, log, STOP_POLL, ended);
     if let Teardown::Ended { after } = teardown {
         if let Some(reason) = reaper.workload_ended() {
+            // The workload may have died of the first signal while members of its group
+            // lasted until the second: say which is which.
             log.note(format!(
-                "workload and its process group ended after {after}: {reason:?}"
+                "workload ended ({reason}); its process group was empty after {} was sent",
+                after.as_str()
             ));
         }
         return;

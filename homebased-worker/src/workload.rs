@@ -56,7 +56,7 @@ pub enum StartError {
 
 pub fn start(run: &RunSpec, dir: &RunDir) -> Result<Running, StartError> {
     match &run.step {
-        Step::Task { command } => host::start(run, dir, command),
+        Step::Task { command, .. } => host::start(run, dir, command),
         Step::Container(step) => container::start(run, dir, step),
     }
 }

@@ -12,8 +12,10 @@
 pub mod args;
 pub mod completions;
 pub mod daemon_ctl;
+pub mod event_rows;
 pub mod files;
 pub mod fleet;
+pub mod job_log;
 pub mod render;
 pub mod service;
 
@@ -234,8 +236,9 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
             task,
             tail,
             follow,
+            raw,
             machine: None,
-        }) => files::task_log(&home, &task, tail, follow),
+        }) => files::task_log(&home, &task, tail, follow, raw),
         Command::Task(TaskCommand::Log {
             task,
             tail,
@@ -248,6 +251,10 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
                 .map(Some)
         }
         Command::Events(args) => files::events(&home, &args, cli.json),
+        Command::Resource(ResourceCommand::Job(JobCommand::Log { job, tail, follow })) => {
+            let client = Client::socket(home.socket());
+            runtime()?.block_on(job_log::run(&client, &home, &job, tail, follow))
+        }
         Command::Resource(cmd) => {
             let client = Client::socket(home.socket());
             runtime()?.block_on(resource(cmd, &client, cli.json))
@@ -433,13 +440,28 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
             );
             Printed::answer(&submitted, vec![id.to_string()], human)
         }
-        JobCommand::Show { job, machine } => {
+        // Read from the run directories, served in `run` with the home at hand.
+        JobCommand::Log { .. } => Err(ApiError::internal("job log is served by cli::job_log")),
+        JobCommand::Show { job, env, machine } => {
             let id = parse_job(&job)?;
             let detail = client.job_show(id, machine.machine.as_deref()).await?;
             let tasks = detail.runs.iter().map(|r| r.task.to_string());
             let ids = std::iter::once(id.to_string()).chain(tasks).collect();
-            let human = render::job_detail(&detail);
-            Printed::answer(&detail, ids, human)
+            let mut human = render::job_detail(&detail);
+            if !env {
+                return Printed::answer(&detail, ids, human);
+            }
+            if machine.machine.is_some() {
+                return Err(ApiError::usage(
+                    "--env reads the environment stored on this machine; run it on the job's \
+                     authority without --machine",
+                ));
+            }
+            let stored = client.job_environment(id).await?;
+            human.push_str(&render::environment(stored.environment.as_ref()));
+            let mut answer = serde_json::to_value(&detail).map_err(ApiError::internal)?;
+            answer["environment"] = json!(stored.environment);
+            Printed::answer(&answer, ids, human)
         }
         JobCommand::Move {
             job,
@@ -512,6 +534,16 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
     }
 }
 
+/// The environment host steps will run with: every variable of this CLI (Slurm and pueue do
+/// the same) but the run variables, which the queue owns. A name or value that is not UTF-8
+/// cannot travel in JSON and is left out.
+fn captured_environment() -> std::collections::BTreeMap<String, String> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| !homebased_shared::rundir::is_run_variable(k))
+        .collect()
+}
+
 /// Reads the spec and captures what the submitter's side contributes.
 fn submit_request(id: JobId, spec_arg: &str, allow_other_thread: bool) -> ApiResult<SubmitRequest> {
     // Bytes, not a String: a spec that is not UTF-8 is `invalid_spec`, said by the spec reader.
@@ -543,6 +575,7 @@ fn submit_request(id: JobId, spec_arg: &str, allow_other_thread: bool) -> ApiRes
             home: std::env::var("HOME").ok(),
             cwd,
             parent_task,
+            env: Some(captured_environment()),
         },
         allow_other_thread,
     })

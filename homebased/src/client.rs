@@ -13,9 +13,9 @@ use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::ids::{JobId, MachineId, TaskId};
 use homebased_shared::wire::{
     body_too_large, AddPeerRequest, CancelRequest, CancelResult, DaemonStatus, Identity, JobDetail,
-    JobList, MachineList, MachineView, MoveRequest, MoveResult, PeerRequest, RegisterRequest,
-    ReleaseRequest, ReleaseResult, RemovedPeer, ResourceList, ResourceView, Settled,
-    ShutdownResult, SubmitRequest, SubmitResult, TaskLog, Versioned, MAX_BODY_BYTES,
+    JobEnvironment, JobList, MachineList, MachineView, MoveRequest, MoveResult, PeerRequest,
+    RegisterRequest, ReleaseRequest, ReleaseResult, RemovedPeer, ResourceList, ResourceView,
+    Settled, ShutdownResult, SubmitRequest, SubmitResult, TaskLog, Versioned, MAX_BODY_BYTES,
 };
 use hyper::body::Bytes;
 use hyper::Method;
@@ -121,6 +121,11 @@ impl Client {
     pub async fn job_show(&self, job: JobId, machine: Option<&str>) -> ApiResult<JobDetail> {
         self.get(&path(&format!("/v1/jobs/{job}"), &[("machine", machine)]))
             .await
+    }
+
+    /// The job's stored environment; socket only.
+    pub async fn job_environment(&self, job: JobId) -> ApiResult<JobEnvironment> {
+        self.get(&format!("/v1/jobs/{job}/environment")).await
     }
 
     pub async fn task_log(

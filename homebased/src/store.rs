@@ -1,7 +1,8 @@
 //! The store: the only code that touches SQLite. One connection, owned by the core; every
 //! change is one `BEGIN IMMEDIATE` transaction.
 //!
-//! - `schema.sql`, `schema_v2.sql`, `schema_v3.sql`, `schema_v5.sql` and [`MIGRATIONS`]: versioned schema (`PRAGMA user_version`).
+//! - `schema.sql`, `schema_v2.sql` to `schema_v5.sql` and [`MIGRATIONS`]: versioned schema
+//!   (`PRAGMA user_version`), one file per version.
 //! - [`machine`], [`resources`], [`jobs`], [`runs`], [`attentions`], [`events`],
 //!   [`operations`]: one file per table, typed verbs over a [`Db`] (the connection or the
 //!   open transaction). The connection never leaves this module: no other code knows SQL.
@@ -27,7 +28,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("store/schema.sql"),
     include_str!("store/schema_v2.sql"),
     include_str!("store/schema_v3.sql"),
-    // Fleet's peers. Named v5: the environment capture's schema_v4.sql comes first at merge.
+    include_str!("store/schema_v4.sql"),
     include_str!("store/schema_v5.sql"),
 ];
 

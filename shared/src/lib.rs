@@ -18,6 +18,7 @@
 //!   the [`sweep::ProcessTable`] seam (`/proc` and pidfds, or an in-memory fake).
 //! - [`wire`]: the JSON shapes the API answers with.
 //! - [`tail`]: the end of a log, bounded in lines and bytes.
+//! - [`terminal`]: a log as a terminal shows it (carriage returns applied).
 //! - [`time`]: stored milliseconds and RFC 3339 on the wire.
 
 pub mod config;
@@ -33,6 +34,7 @@ pub mod rundir;
 pub mod spec;
 pub mod sweep;
 pub mod tail;
+pub mod terminal;
 pub mod time;
 pub mod wire;
 

@@ -120,6 +120,12 @@ pub struct RunSpec {
     /// The submitter's captured `PATH` and `HOME`.
     pub path: Option<String>,
     pub user_home: Option<String>,
+    /// The submitting CLI's whole environment, as captured at submit (run variables already
+    /// scrubbed). `None` (a job submitted through Fleet, or stored before environments were
+    /// captured): the worker's own environment, which is the daemon's, with `path` and
+    /// `user_home` over it.
+    #[serde(default)]
+    pub environment: Option<BTreeMap<String, String>>,
     pub resource_name: String,
     pub device: Option<u32>,
     /// The state home (`HOMEBASED_HOME`).
@@ -232,6 +238,21 @@ pub enum ExitReason {
     SpawnFailed {
         message: String,
     },
+}
+
+/// In words, for logs: `exit 3`, `killed by SIGTERM (signal 15)`.
+impl std::fmt::Display for ExitReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitReason::Exit { code } => write!(f, "exit {code}"),
+            ExitReason::Signal { signal } => match nix::sys::signal::Signal::try_from(*signal) {
+                Ok(name) => write!(f, "killed by {} (signal {signal})", name.as_str()),
+                Err(_) => write!(f, "killed by signal {signal}"),
+            },
+            ExitReason::Cancelled => f.write_str("stopped on a stop request"),
+            ExitReason::SpawnFailed { message } => write!(f, "could not start: {message}"),
+        }
+    }
 }
 
 /// Whether the workload's process group was seen empty when the exit was recorded.
@@ -363,6 +384,23 @@ pub fn read_json_if_exists<T: for<'de> Deserialize<'de>>(path: &Path) -> io::Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exit_reason_reads_in_words_with_the_signal_named() {
+        assert_eq!(ExitReason::Exit { code: 3 }.to_string(), "exit 3");
+        assert_eq!(
+            ExitReason::Signal { signal: 15 }.to_string(),
+            "killed by SIGTERM (signal 15)"
+        );
+        assert_eq!(
+            ExitReason::Signal { signal: 200 }.to_string(),
+            "killed by signal 200"
+        );
+        assert_eq!(
+            ExitReason::Cancelled.to_string(),
+            "stopped on a stop request"
+        );
+    }
 
     #[test]
     fn atomic_write_replaces_whole_file() {

@@ -75,8 +75,14 @@ pub struct Preempt {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Step {
-    /// One host command: a non-empty argv, no shell added.
-    Task { command: Vec<String> },
+    /// One host command: a non-empty argv, no shell added, with `env` set over the
+    /// submitter's environment. An empty `env` is left out of the canonical spec, so a spec
+    /// without one keeps the digest it always had.
+    Task {
+        command: Vec<String>,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        env: BTreeMap<String, String>,
+    },
     /// One container, run with the Docker CLI.
     Container(ContainerStep),
 }

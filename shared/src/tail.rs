@@ -30,26 +30,37 @@ pub fn read_tail(path: &Path, lines: Option<usize>) -> io::Result<(String, bool)
         }
     }
     let text = String::from_utf8_lossy(&bytes).into_owned();
-    Ok(match lines.map(|n| n.min(MAX_TAIL_LINES)) {
-        None => (text, truncated),
-        Some(n) => {
-            let body = text.strip_suffix('\n').unwrap_or(&text);
-            let all: Vec<&str> = if body.is_empty() {
-                vec![]
-            } else {
-                body.split('\n').collect()
-            };
-            if all.len() > n {
-                truncated = true;
-            }
-            let kept = &all[all.len().saturating_sub(n)..];
-            let mut out = kept.join("\n");
-            if !kept.is_empty() && text.ends_with('\n') {
-                out.push('\n');
-            }
-            (out, truncated)
-        }
-    })
+    let (kept, cut) = last_lines(&text, lines);
+    truncated |= cut;
+    Ok((kept, truncated))
+}
+
+/// [`read_tail`] as a terminal would show it: carriage returns are applied first, so that
+/// `lines` counts what a reader sees (a progress bar redrawn a thousand times is one line).
+pub fn read_tail_rendered(path: &Path, lines: Option<usize>) -> io::Result<(String, bool)> {
+    let (text, truncated) = read_tail(path, None)?;
+    let (kept, cut) = last_lines(&crate::terminal::render(&text), lines);
+    Ok((kept, truncated || cut))
+}
+
+/// The last `lines` lines of `text` (all when `None`, at most [`MAX_TAIL_LINES`]) and whether
+/// any were left out.
+pub fn last_lines(text: &str, lines: Option<usize>) -> (String, bool) {
+    let Some(n) = lines.map(|n| n.min(MAX_TAIL_LINES)) else {
+        return (text.to_string(), false);
+    };
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    let all: Vec<&str> = if body.is_empty() {
+        vec![]
+    } else {
+        body.split('\n').collect()
+    };
+    let kept = &all[all.len().saturating_sub(n)..];
+    let mut out = kept.join("\n");
+    if !kept.is_empty() && text.ends_with('\n') {
+        out.push('\n');
+    }
+    (out, all.len() > n)
 }
 
 /// The bytes after `offset`: what was appended since a reader stopped there.
@@ -84,6 +95,24 @@ mod tests {
         assert_eq!(read_tail(&p, Some(5)).unwrap(), ("a\nb\nc\n".into(), false));
         assert_eq!(read_tail(&p, None).unwrap(), ("a\nb\nc\n".into(), false));
         assert_eq!(read_tail(&p, Some(0)).unwrap(), ("".into(), true));
+    }
+
+    #[test]
+    fn a_rendered_tail_counts_the_lines_a_terminal_shows() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("output.log");
+        let mut log = String::from("start\n");
+        for i in 0..=100 {
+            log.push_str(&format!("\r{i:3}%|{}|", "#".repeat(i / 10)));
+        }
+        log.push_str("\nend\n");
+        std::fs::write(&p, &log).unwrap();
+        assert_eq!(
+            read_tail_rendered(&p, Some(2)).unwrap(),
+            ("100%|##########|\nend\n".into(), true)
+        );
+        let (raw, _) = read_tail(&p, Some(2)).unwrap();
+        assert!(raw.contains("\r  0%|"), "raw keeps the bytes");
     }
 
     #[test]

@@ -55,7 +55,7 @@ pub use job_writes::{
     CancelRequest, CancelResult, MoveRequest, MoveResult, Placement, SubmitRequest, SubmitResult,
     Submitter,
 };
-pub use jobs::{JobDetail, JobList, JobStateView, JobSummary, RunView};
+pub use jobs::{JobDetail, JobEnvironment, JobList, JobStateView, JobSummary, RunView};
 pub use resources::{
     ActiveRunView, PhaseView, RegisterRequest, ReleaseRequest, ReleaseResult, ResourceList,
     ResourceOrigin, ResourceView,

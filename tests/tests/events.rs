@@ -200,8 +200,23 @@ fn succeeded_job_puts_a_line_with_every_field_in_the_thread_inbox() {
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&path), 0o600);
     assert_eq!(mode(path.parent().unwrap()), 0o700);
-    // Human output is the line itself; --after skips inbox positions.
-    assert_eq!(h.cli(&["events", "--thread", &thread]).stdout, text);
+    // Human output is a table; --after skips inbox positions.
+    let human = h.cli(&["events", "--thread", &thread]).stdout;
+    let mut rows = human.lines();
+    assert!(
+        rows.next().unwrap().starts_with("AT  "),
+        "a header first: {human}"
+    );
+    let row = rows.next().unwrap();
+    for cell in [
+        job.as_str(),
+        "JOB_SUCCEEDED",
+        "inbox line",
+        "exit 0",
+        "1 (step 0)",
+    ] {
+        assert!(row.contains(cell), "{cell} in {row}");
+    }
     let v = h.json(&["events", "--thread", &thread]);
     assert_eq!(v["position"], 1, "{v}");
     assert!(inbox_after(&h, &thread, 1).is_empty());

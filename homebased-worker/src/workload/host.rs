@@ -97,27 +97,51 @@ pub fn start(run: &RunSpec, dir: &RunDir, argv: &[String]) -> Result<Running, St
     })
 }
 
-/// The workload's environment: the worker's own minus every run variable (an inherited
-/// `HOMEBASED_TASK_ID` would mark the workload as another run's), then the submitter's `PATH`
-/// and `HOME`, then this run's variables.
+/// The workload's environment (SPEC section 5): the submitter's as captured at submit, or
+/// when none was (Fleet, an older job) the worker's own with the submitter's `PATH` and
+/// `HOME`; minus every run variable (an inherited `HOMEBASED_TASK_ID` would mark the workload
+/// as another run's); then the step's `env`; then this run's variables.
 pub fn environment(
     run: &RunSpec,
     dir: &RunDir,
     inherited: impl IntoIterator<Item = (OsString, OsString)>,
 ) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = inherited
+    let base: Vec<(OsString, OsString)> = match &run.environment {
+        Some(captured) => captured.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+        None => {
+            let mut env: Vec<(OsString, OsString)> = inherited
+                .into_iter()
+                .filter(|(name, _)| {
+                    !(run.path.is_some() && name == "PATH"
+                        || run.user_home.is_some() && name == "HOME")
+                })
+                .collect();
+            if let Some(path) = &run.path {
+                env.push(("PATH".into(), path.into()));
+            }
+            if let Some(home) = &run.user_home {
+                env.push(("HOME".into(), home.into()));
+            }
+            env
+        }
+    };
+    let step_env = match &run.step {
+        Step::Task { env, .. } => env.clone(),
+        Step::Container(_) => Default::default(),
+    };
+    let mut env: Vec<(OsString, OsString)> = base
         .into_iter()
         .filter(|(name, _)| !is_run_variable(&name.to_string_lossy()))
-        .filter(|(name, _)| {
-            !(run.path.is_some() && name == "PATH" || run.user_home.is_some() && name == "HOME")
-        })
+        .filter(|(name, _)| !step_env.contains_key(&*name.to_string_lossy()))
         .collect();
-    if let Some(path) = &run.path {
-        env.push(("PATH".into(), path.into()));
-    }
-    if let Some(home) = &run.user_home {
-        env.push(("HOME".into(), home.into()));
-    }
+    // A step's `env` never names a run variable (refused at submit); filtered again so that
+    // a hand-edited `run.json` cannot set a marker either.
+    env.extend(
+        step_env
+            .into_iter()
+            .filter(|(name, _)| !is_run_variable(name))
+            .map(|(k, v)| (k.into(), v.into())),
+    );
     env.extend(
         run.host_variables(dir)
             .into_iter()
@@ -174,10 +198,12 @@ mod tests {
             resume: true,
             step: Step::Task {
                 command: vec!["true".into()],
+                env: BTreeMap::new(),
             },
             cwd: "/".into(),
             path: Some("/usr/bin:/bin".into()),
             user_home: Some("/home/sub".into()),
+            environment: None,
             resource_name: "gpu0".into(),
             device,
             home: "/h".into(),
@@ -234,5 +260,38 @@ mod tests {
         assert_eq!(env["PATH"], "/worker/bin");
         assert_eq!(env["HOME"], "/worker");
         assert_eq!(env["CUDA_VISIBLE_DEVICES"], "3");
+    }
+
+    #[test]
+    fn the_captured_environment_replaces_the_workers_then_the_step_env_then_run_variables() {
+        let mut r = run(Some(1));
+        r.environment = Some(BTreeMap::from(
+            [
+                ("PATH", "/sub/bin"),
+                ("HF_HOME", "/sub/hf"),
+                ("SEED", "1"),
+                ("HOMEBASED_TASK_ID", "stale"),
+                ("CUDA_VISIBLE_DEVICES", "5"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+        ));
+        r.step = Step::Task {
+            command: vec!["true".into()],
+            env: BTreeMap::from([("SEED".to_string(), "2".to_string())]),
+        };
+        let dir = RunDir::new("/h/tasks/t");
+        let inherited = [("DAEMON_ONLY", "x"), ("PATH", "/worker/bin")]
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let env = as_map(environment(&r, &dir, inherited));
+        assert_eq!(env["PATH"], "/sub/bin");
+        assert_eq!(env["HF_HOME"], "/sub/hf");
+        assert_eq!(env["SEED"], "2");
+        assert_eq!(env["HOMEBASED_TASK_ID"], r.task.to_string());
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "1");
+        assert!(!env.contains_key("DAEMON_ONLY"));
+        assert!(
+            !env.contains_key("HOME"),
+            "HOME comes from the capture only"
+        );
     }
 }

@@ -67,6 +67,7 @@ pub fn router(
         Listener::Socket => common
             .route("/v1/resources", get(resource_list).post(register))
             .route("/v1/jobs", get(job_list).post(submit))
+            .route("/v1/jobs/{job}/environment", get(job_environment))
             .route("/v1/shutdown", post(shutdown_daemon))
             .route("/v1/internal/settle", post(settle)),
         Listener::Tcp => common
@@ -240,6 +241,13 @@ async fn job_show(
     }
 }
 
+/// Socket only: the environment may hold secrets (tokens, keys), which the web listener
+/// never serves.
+async fn job_environment(State(s): State<AppState>, Path(job): Path<String>) -> ApiResponse {
+    let id = job_id(&job)?;
+    json(s.core.call(move |core| core.job_environment(id)).await?)
+}
+
 /// Local only: a lane is registered on the machine whose daemon runs its commands.
 async fn register(State(s): State<AppState>, q: MachineParam, bytes: Bytes) -> ApiResponse {
     let m = machine(q)?;
@@ -305,6 +313,9 @@ async fn release(State(s): State<AppState>, q: MachineParam, bytes: Bytes) -> Ap
 struct LogQuery {
     machine: Option<String>,
     tail: Option<usize>,
+    /// The bytes as written, carriage returns not applied.
+    #[serde(default)]
+    raw: bool,
 }
 
 async fn task_log(
@@ -323,7 +334,10 @@ async fn task_log(
         )
     })?;
     match s.route(q.machine).await? {
-        Route::Local => s.local(move |core| core.task_log(task, q.tail)).await,
+        Route::Local => {
+            s.local(move |core| core.task_log(task, q.tail, q.raw))
+                .await
+        }
         Route::Peer(c, m) => json(s.via(&m, c.task_log(task, q.tail, Some(&m))).await?),
     }
 }

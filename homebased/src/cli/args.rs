@@ -160,8 +160,21 @@ pub enum JobCommand {
     /// The job, its slot, every run with its task UUID, cleanup results and events.
     Show {
         job: String,
+        /// Also print the environment captured at submit (it may hold secrets).
+        #[arg(long)]
+        env: bool,
         #[command(flatten)]
         machine: MachineArg,
+    },
+    /// Every run's output.log in order, each headed by its task, run number and step.
+    Log {
+        job: String,
+        /// Only the last N lines of each run (at most 5000).
+        #[arg(long, value_name = "N")]
+        tail: Option<usize>,
+        /// Keep following across preemptions and steps until the job has ended.
+        #[arg(long)]
+        follow: bool,
     },
     /// Change a job's level or position.
     Move {
@@ -202,6 +215,9 @@ pub enum TaskCommand {
         /// Keep printing new output until the run ends.
         #[arg(long)]
         follow: bool,
+        /// The bytes as written: carriage returns (progress-bar redraws) are not applied.
+        #[arg(long)]
+        raw: bool,
         /// Read it from a Fleet machine (through this machine's daemon; without --follow).
         #[arg(long, value_name = "M", conflicts_with = "follow")]
         machine: Option<String>,

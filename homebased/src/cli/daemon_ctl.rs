@@ -190,6 +190,14 @@ async fn start(
     )))
 }
 
+/// `1 job is queued or active`, `3 jobs are queued or active`.
+fn jobs_in_flight(n: u64) -> String {
+    match n {
+        1 => "1 job is queued or active".into(),
+        n => format!("{n} jobs are queued or active"),
+    }
+}
+
 async fn stop(home: &Home, client: &Client, yes: bool) -> ApiResult<Printed> {
     let Some(status) = live_status(client).await? else {
         return printed(offline_status(home)?, "daemon is not running");
@@ -206,11 +214,12 @@ async fn stop(home: &Home, client: &Client, yes: bool) -> ApiResult<Printed> {
 
 /// `jobs_in_flight`: what `stop` and `uninstall` answer without `--yes`.
 pub(super) fn in_flight_refusal(in_flight: u64) -> ApiError {
+    let them = if in_flight == 1 { "it" } else { "them" };
     ApiError::new(
         ErrorCode::JobsInFlight,
         format!(
-            "{in_flight} jobs are queued or active; let them finish, or pass --yes to cancel them \
-             and wait for their cleanup"
+            "{}; let {them} finish, or pass --yes to cancel {them} and wait for the cleanup",
+            jobs_in_flight(in_flight),
         ),
     )
     .with_input(json!({ "in_flight": in_flight }))
@@ -266,4 +275,13 @@ pub(super) async fn stop_daemon(home: &Home, client: &Client) -> ApiResult<()> {
         tokio::time::sleep(POLL).await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_job_in_flight_is_one_job() {
+        assert_eq!(super::jobs_in_flight(1), "1 job is queued or active");
+        assert_eq!(super::jobs_in_flight(2), "2 jobs are queued or active");
+    }
 }

@@ -8,9 +8,10 @@ use homebased_shared::home::Home;
 use homebased_shared::ids::{TaskId, ThreadId};
 use homebased_shared::rundir::RunDir;
 use homebased_shared::tail::{self, read_tail};
+use homebased_shared::terminal;
 use homebased_shared::wire::TaskLog;
 use serde_json::{json, Value};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
@@ -20,6 +21,7 @@ pub fn task_log(
     task: &str,
     tail: Option<usize>,
     follow: bool,
+    raw: bool,
 ) -> ApiResult<Option<Printed>> {
     let id: TaskId = task.parse().map_err(|_| {
         ApiError::new(
@@ -37,9 +39,14 @@ pub fn task_log(
         .with_input(json!({ "task": id })));
     }
     let log = dir.output_log();
-    let (text, truncated) = read_tail(&log, tail)
-        .map_err(|e| ApiError::internal(format!("cannot read {}: {e}", log.display())))?;
     if !follow {
+        let read = if raw {
+            read_tail
+        } else {
+            tail::read_tail_rendered
+        };
+        let (text, truncated) = read(&log, tail)
+            .map_err(|e| ApiError::internal(format!("cannot read {}: {e}", log.display())))?;
         let human = text.strip_suffix('\n').unwrap_or(&text).to_string();
         let log = TaskLog {
             task: id,
@@ -48,32 +55,118 @@ pub fn task_log(
         };
         return Printed::answer(&log, vec![id.to_string()], human).map(Some);
     }
-    // Follow: print what exists, then new bytes until the worker is gone and the log is
-    // drained.
     let mut out = std::io::stdout();
-    if out
-        .write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
-        // The reader went away (a closed pipe): nothing more to show.
-        return Ok(None);
-    }
-    let mut offset = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+    let mut stream = LogStream::open(&log, tail, raw, out.is_terminal())?;
+    // Print what exists, then new bytes until the worker's cleanup is recorded and the log
+    // is drained.
     loop {
         let finished = dir.read_cleanup().ok().flatten().is_some();
-        if let Ok(new) = tail::read_from(&log, offset) {
-            offset += new.len() as u64;
-            if out.write_all(&new).and_then(|()| out.flush()).is_err() {
-                // The reader went away (a closed pipe): nothing more to show.
-                return Ok(None);
-            }
+        let mut text = stream.read_new();
+        if finished {
+            text.push_str(&stream.finish());
+        }
+        if out
+            .write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            // The reader went away (a closed pipe): nothing more to show.
+            return Ok(None);
         }
         if finished {
             return Ok(None);
         }
         std::thread::sleep(FOLLOW_POLL);
     }
+}
+
+/// One run's `output.log` followed as it grows: first its tail, then what is appended.
+/// Carriage returns are applied line by line unless the bytes are wanted `raw`, or go to a
+/// terminal, which applies them itself as the bar is redrawn.
+pub(super) struct LogStream {
+    path: std::path::PathBuf,
+    offset: u64,
+    /// `None`: bytes pass as they are.
+    lines: Option<terminal::Follower>,
+    /// The tail read at open, printed by the first [`LogStream::read_new`].
+    pending: String,
+    /// Bytes passed as they are: the start of a character whose end is not written yet.
+    carry: Vec<u8>,
+}
+
+impl LogStream {
+    pub(super) fn open(
+        path: &std::path::Path,
+        tail: Option<usize>,
+        raw: bool,
+        to_terminal: bool,
+    ) -> ApiResult<LogStream> {
+        let unreadable =
+            |e: std::io::Error| ApiError::internal(format!("cannot read {}: {e}", path.display()));
+        let (text, _) = read_tail(path, None).map_err(unreadable)?;
+        let offset = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        // The tail is shown up to its last complete line; the line being drawn follows.
+        let (complete, partial) = match text.rfind('\n') {
+            Some(i) => text.split_at(i + 1),
+            None => ("", text.as_str()),
+        };
+        let shown = if raw {
+            complete.to_string()
+        } else {
+            terminal::render(complete)
+        };
+        let (mut pending, _) = tail::last_lines(&shown, tail);
+        let mut lines = (!raw && !to_terminal).then(terminal::Follower::default);
+        match &mut lines {
+            Some(follower) => pending.push_str(&follower.push(partial.as_bytes())),
+            None => pending.push_str(partial),
+        }
+        Ok(LogStream {
+            path: path.to_path_buf(),
+            offset,
+            lines,
+            pending,
+            carry: Vec::new(),
+        })
+    }
+
+    /// What is new to print since the last call.
+    pub(super) fn read_new(&mut self) -> String {
+        let mut text = std::mem::take(&mut self.pending);
+        if let Ok(new) = tail::read_from(&self.path, self.offset) {
+            self.offset += new.len() as u64;
+            match &mut self.lines {
+                Some(follower) => text.push_str(&follower.push(&new)),
+                None => {
+                    self.carry.extend_from_slice(&new);
+                    text.push_str(&whole_characters(&mut self.carry));
+                }
+            }
+        }
+        text
+    }
+
+    /// The log ended: the line still being drawn, if any.
+    pub(super) fn finish(&mut self) -> String {
+        match &mut self.lines {
+            Some(follower) => follower.finish(),
+            None => String::new(),
+        }
+    }
+}
+
+/// The text of `bytes` up to a character cut at their end, which stays in `bytes` for the
+/// next read (a log read as it grows can end in the middle of one).
+fn whole_characters(bytes: &mut Vec<u8>) -> String {
+    let cut = match std::str::from_utf8(bytes) {
+        Ok(_) => bytes.len(),
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        Err(_) => bytes.len(),
+    };
+    let rest = bytes.split_off(cut);
+    let text = String::from_utf8_lossy(bytes).into_owned();
+    *bytes = rest;
+    text
 }
 
 /// Reads a thread's inbox: one `HOMEBASED_EVENT {...}` line per event, oldest first.
@@ -99,7 +192,7 @@ pub fn events(
     let lines = inbox.read_new()?;
     if !args.follow {
         let events: Vec<Value> = lines.iter().filter_map(|l| parse_event_line(l)).collect();
-        let human = lines.join("\n");
+        let human = super::event_rows::events(&events);
         let v = super::versioned(json!({
             "thread": thread,
             "events": events,
@@ -111,11 +204,13 @@ pub fn events(
     let mut lines = lines;
     loop {
         for line in &lines {
-            let printed = if json_output {
-                parse_event_line(line).map(|event| event.to_string())
-            } else {
-                Some(line.clone())
-            };
+            let printed = parse_event_line(line).map(|event| {
+                if json_output {
+                    event.to_string()
+                } else {
+                    super::event_rows::line(&event)
+                }
+            });
             if let Some(text) = printed {
                 if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {
                     // The reader went away (a closed pipe): nothing more to show.
@@ -176,6 +271,28 @@ impl Inbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_followed_log_is_rendered_line_by_line_or_passed_raw_whole_characters_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("output.log");
+        std::fs::write(&path, "old 1\nold 2\n 10%").unwrap();
+        let mut lines = LogStream::open(&path, Some(1), false, false).unwrap();
+        let mut raw = LogStream::open(&path, Some(1), true, false).unwrap();
+        assert_eq!(lines.read_new(), "old 2\n");
+        assert_eq!(raw.read_new(), "old 2\n 10%");
+        let mut log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut log, b"\r 90%\r100% \xc3").unwrap();
+        assert_eq!(lines.read_new(), "");
+        assert_eq!(raw.read_new(), "\r 90%\r100% ", "a cut character waits");
+        std::io::Write::write_all(&mut log, &[0xa9, b'\n']).unwrap();
+        assert_eq!(lines.read_new(), "100% \u{e9}\n");
+        assert_eq!(raw.read_new(), "\u{e9}\n");
+        assert_eq!(lines.finish(), "");
+    }
 
     #[test]
     fn inbox_positions_count_complete_lines_and_after_skips_them() {

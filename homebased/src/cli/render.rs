@@ -153,6 +153,13 @@ pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
     if let Some(cause) = d.last_stop_cause {
         out.push_str(&format!("\nlast stop cause {}", cause.as_str()));
     }
+    if let homebased_shared::wire::JobStateView::Queued { resume } = d.state {
+        out.push_str(if resume {
+            "\nresume yes: the next attempt resumes from its checkpoint (HOMEBASED_RESUME=1)"
+        } else {
+            "\nresume no: the next attempt starts its step afresh (HOMEBASED_RESUME=0)"
+        });
+    }
     if d.runs.is_empty() {
         out.push_str("\nno runs yet");
     } else {
@@ -205,6 +212,20 @@ pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
         ));
     }
     out
+}
+
+/// `job show --env`: the stored environment, one `NAME=value` a line.
+pub fn environment(env: Option<&std::collections::BTreeMap<String, String>>) -> String {
+    match env {
+        None => "\nenvironment: none captured (the job runs with the authority daemon's)".into(),
+        Some(env) => {
+            let mut out = String::from("\nenvironment:");
+            for (k, v) in env {
+                out.push_str(&format!("\n  {k}={v}"));
+            }
+            out
+        }
+    }
 }
 
 #[cfg(test)]

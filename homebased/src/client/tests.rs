@@ -235,3 +235,17 @@ fn queries_carry_only_what_is_set_and_encoded() {
         "/v1/tasks/t/log?tail=5&machine=gpu%20box"
     );
 }
+
+#[tokio::test]
+async fn the_stored_environment_is_served_on_the_socket_and_never_on_tcp() {
+    let (_served, socket) = serve(Listener::Socket).await;
+    let err = socket.job_environment(JobId::new()).await.unwrap_err();
+    assert_eq!(
+        err.code,
+        ErrorCode::JobNotFound,
+        "the route exists: {err:?}"
+    );
+    let (_served, tcp) = serve(Listener::Tcp).await;
+    let err = tcp.job_environment(JobId::new()).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Usage, "no such route on TCP: {err:?}");
+}

@@ -1,6 +1,11 @@
 //! How a run's end moves its job (SPEC section 4, "How a run's end moves its job"): a pure
-//! function of what the worker recorded, the committed stop cause and whether the step was
-//! the last.
+//! function of what the worker recorded, the committed stop cause, whether the step was the
+//! last, and whether the run itself resumed from a checkpoint.
+//!
+//! `resume` (SPEC section 5, `HOMEBASED_RESUME`) means "an earlier attempt of this step
+//! yielded, so a checkpoint exists". It is set by a yield and kept by a restart of the same
+//! step: a restart throws away the attempt's progress since its checkpoint, never the
+//! checkpoint itself.
 
 use homebased_shared::event::EventKind;
 use homebased_shared::queue::{RunStatus, StopCause};
@@ -21,7 +26,8 @@ pub enum JobNext {
     Succeeded,
     /// Queued again at the next step, keeping its slot.
     NextStep,
-    /// Queued again at the same step, keeping its slot; `resume` after a yield.
+    /// Queued again at the same step, keeping its slot; `resume` after a yield, and after a
+    /// restart of an attempt that itself resumed.
     Requeue {
         resume: bool,
     },
@@ -36,7 +42,9 @@ pub struct Outcome {
     pub event: Option<EventKind>,
 }
 
-pub fn classify(end: &RunEnd, cause: Option<StopCause>, last_step: bool) -> Outcome {
+/// `resumed`: the run was started with `HOMEBASED_RESUME=1` (an earlier attempt of its step
+/// yielded).
+pub fn classify(end: &RunEnd, cause: Option<StopCause>, last_step: bool, resumed: bool) -> Outcome {
     use JobNext::*;
     let outcome = |run, job, event| Outcome { run, job, event };
     let exited_zero = matches!(end, RunEnd::Recorded(ExitReason::Exit { code: 0 }));
@@ -73,7 +81,7 @@ pub fn classify(end: &RunEnd, cause: Option<StopCause>, last_step: bool) -> Outc
         }
         (RunEnd::Recorded(ExitReason::Cancelled), Some(StopCause::Restart)) => outcome(
             RunStatus::Preempted,
-            Requeue { resume: false },
+            Requeue { resume: resumed },
             Some(EventKind::JobPreempted),
         ),
         (RunEnd::Recorded(ExitReason::Cancelled), _) => outcome(
@@ -196,28 +204,51 @@ mod tests {
             (RunEnd::Lost, Some(Restart), false, RunStatus::Lost, Failed),
         ];
         for (end, cause, last, run, job) in cases {
-            let o = classify(&end, cause, last);
+            let o = classify(&end, cause, last, false);
             assert_eq!((o.run, o.job), (run, job), "{end:?} {cause:?} last={last}");
+        }
+    }
+
+    #[test]
+    fn a_checkpoint_from_an_earlier_yield_survives_a_restart_and_nothing_else_makes_one() {
+        let cancelled = RunEnd::Recorded(ExitReason::Cancelled);
+        #[rustfmt::skip]
+        let cases: Vec<(RunEnd, Option<StopCause>, bool, JobNext)> = vec![
+            // A yield always leaves a checkpoint, whatever the attempt started from.
+            (exit(75), Some(Yield), false, Requeue { resume: true }),
+            (exit(75), Some(Yield), true, Requeue { resume: true }),
+            // A restart keeps what the attempt started from.
+            (cancelled.clone(), Some(Restart), true, Requeue { resume: true }),
+            (cancelled.clone(), Some(Restart), false, Requeue { resume: false }),
+            // The next step starts afresh; ends that move no job keep nothing.
+            (exit(0), None, true, NextStep),
+            (exit(0), Some(Restart), true, NextStep),
+            (exit(1), None, true, Failed),
+            (cancelled, Some(UserCancel), true, JobNext::Cancelled),
+        ];
+        for (end, cause, resumed, job) in cases {
+            let o = classify(&end, cause, false, resumed);
+            assert_eq!(o.job, job, "{end:?} {cause:?} resumed={resumed}");
         }
     }
 
     #[test]
     fn events_follow_the_job() {
         assert_eq!(
-            classify(&exit(0), None, true).event,
+            classify(&exit(0), None, true, false).event,
             Some(EventKind::JobSucceeded)
         );
-        assert_eq!(classify(&exit(0), None, false).event, None);
+        assert_eq!(classify(&exit(0), None, false, false).event, None);
         assert_eq!(
-            classify(&exit(75), Some(Yield), false).event,
+            classify(&exit(75), Some(Yield), false, false).event,
             Some(EventKind::JobPreempted)
         );
         assert_eq!(
-            classify(&RunEnd::Lost, None, false).event,
+            classify(&RunEnd::Lost, None, false, false).event,
             Some(EventKind::JobFailed)
         );
         assert_eq!(
-            classify(&exit(2), Some(UserCancel), false).event,
+            classify(&exit(2), Some(UserCancel), false, false).event,
             Some(EventKind::JobCancelled)
         );
     }

@@ -98,6 +98,7 @@ impl Core {
             cwd: spec.cwd,
             path: r.job.env_path.clone(),
             user_home: r.job.env_home.clone(),
+            environment: r.job.env.clone(),
             resource_name: r.resource.name.clone(),
             device: r.resource.device,
             home: self.home.root().to_path_buf(),

@@ -336,7 +336,9 @@ fn record_end(
 ) -> ApiResult<()> {
     let job = jobs::require(db, run.job)?;
     let last_step = job.step + 1 >= job.steps;
-    let outcome = classify(end, run.stop.map(|s| s.cause), last_step);
+    // The run's own `resume` is what it was started with: an earlier attempt of its step
+    // yielded (SPEC section 5), which a restart of this one does not undo.
+    let outcome = classify(end, run.stop.map(|s| s.cause), last_step, run.resume);
     let process = match end {
         RunEnd::Recorded(reason) => Some(reason.clone()),
         RunEnd::Lost => None,

@@ -45,6 +45,13 @@ impl Core {
                     .id,
             ),
         };
+        // The queue owns the run variables: inherited copies are never stored.
+        let captured = req.submitter.env.as_ref().map(|env| {
+            env.iter()
+                .filter(|(name, _)| !homebased_shared::rundir::is_run_variable(name))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        });
         let id = req.job;
         let job = self.store.write(|tx| {
             if let Some(existing) = jobs::get(tx, id)? {
@@ -70,6 +77,7 @@ impl Core {
                     request_digest: &request_digest,
                     env_path: req.submitter.path.as_deref(),
                     env_home: req.submitter.home.as_deref(),
+                    env: captured.as_ref(),
                     steps: valid.spec.steps.len() as u32,
                 },
             )?;

@@ -79,6 +79,7 @@ impl Fixture {
                     home: None,
                     cwd: "/".into(),
                     parent_task: None,
+                    env: None,
                 },
                 allow_other_thread: false,
             })
@@ -746,4 +747,152 @@ fn an_observation_that_cannot_commit_is_retried_until_it_lands() {
     f.core.retry_observations();
     assert!(f.runs(job).iter().all(|r| r.phase.is_none()), "lane freed");
     assert!(f.core.unsettled.is_empty());
+}
+
+/// Makes `task`'s executing run look `age_ms` old, as the stored start time is what the
+/// scheduler measures a run's age by (`restart_within`).
+fn age_run(f: &mut Fixture, task: TaskId, age_ms: i64) {
+    let started_at = now_ms() - age_ms;
+    f.core
+        .store
+        .write(|db| runs::set_phase(db, task, Some(&RunPhase::Executing { started_at })))
+        .unwrap();
+}
+
+/// The `HOMEBASED_RESUME` that `task`'s run was started with, from its `run.json`.
+fn resume_of(f: &Fixture, task: TaskId) -> bool {
+    f.dir(task).read_run().unwrap().resume
+}
+
+/// Lets `victim`'s current attempt be preempted by a new high job for `cause`, played to its
+/// end (exit 75 for a yield, the worker's stop for a restart), then lets the high job
+/// succeed so that the victim launches again; returns the victim's next task.
+fn preempt_and_relaunch(f: &mut Fixture, victim: JobId, cause: StopCause) -> TaskId {
+    let task = f.active(victim).task;
+    let urgent = f.submit(Priority::High, restart(), 1);
+    assert!(
+        matches!(f.phase(victim), RunPhase::Stopping { stop, .. } if stop.cause == cause),
+        "{:?}",
+        f.phase(victim)
+    );
+    let end = match cause {
+        StopCause::Yield => ExitReason::Exit { code: EXIT_YIELDED },
+        _ => ExitReason::Cancelled,
+    };
+    f.exit(task, end);
+    f.cleanup(task, 1, CleanupOutcome::Clean);
+    f.worker_gone(task);
+    f.pass();
+    let urgent_task = f.active(urgent).task;
+    f.run_to_success(urgent_task);
+    let next = f.active(victim).task;
+    assert_ne!(next, task);
+    next
+}
+
+#[test]
+fn a_restart_after_a_yield_keeps_resume_and_a_yield_again_keeps_it_too() {
+    let mut f = Fixture::new();
+    let victim = f.submit(
+        Priority::Low,
+        json!({"mode": "yield", "restart_within": "1m"}),
+        1,
+    );
+    let first = f.active(victim).task;
+    assert!(!resume_of(&f, first), "the first attempt starts afresh");
+    f.confirm(first);
+    // Past its window: asked to yield.
+    age_run(&mut f, first, 120_000);
+    let second = preempt_and_relaunch(&mut f, victim, StopCause::Yield);
+    assert!(resume_of(&f, second), "a yield leaves a checkpoint");
+
+    // Young again: restarted inside its window, its checkpoint still there.
+    f.confirm(second);
+    let third = preempt_and_relaunch(&mut f, victim, StopCause::Restart);
+    assert!(
+        resume_of(&f, third),
+        "a restart after a yield still resumes from the yield's checkpoint"
+    );
+    assert!(f.runs(victim)[2].resume);
+
+    // And yields once more.
+    f.confirm(third);
+    age_run(&mut f, third, 120_000);
+    let fourth = preempt_and_relaunch(&mut f, victim, StopCause::Yield);
+    assert!(resume_of(&f, fourth));
+    assert_eq!(
+        f.events(victim),
+        ["JOB_PREEMPTED", "JOB_PREEMPTED", "JOB_PREEMPTED"]
+    );
+    f.run_to_success(fourth);
+    assert_eq!(f.job(victim).status, JobStatus::Succeeded);
+}
+
+#[test]
+fn a_restart_without_an_earlier_yield_starts_the_step_afresh() {
+    let mut f = Fixture::new();
+    let victim = f.submit(
+        Priority::Low,
+        json!({"mode": "yield", "restart_within": "1m"}),
+        1,
+    );
+    let first = f.active(victim).task;
+    f.confirm(first);
+    let second = preempt_and_relaunch(&mut f, victim, StopCause::Restart);
+    assert!(!resume_of(&f, second), "no attempt of the step yielded");
+}
+
+#[test]
+fn the_next_step_after_a_resumed_one_starts_afresh() {
+    let mut f = Fixture::new();
+    let victim = f.submit(Priority::Low, json!({"mode": "yield"}), 2);
+    let first = f.active(victim).task;
+    f.confirm(first);
+    let second = preempt_and_relaunch(&mut f, victim, StopCause::Yield);
+    assert!(resume_of(&f, second));
+    f.run_to_success(second);
+    let next_step = f.active(victim).task;
+    let run = f.dir(next_step).read_run().unwrap();
+    assert_eq!((run.step_index, run.resume), (1, false));
+}
+
+#[test]
+fn the_submitters_environment_reaches_run_json_without_run_variables_or_the_digest() {
+    let mut f = Fixture::new();
+    let spec = json!({
+        "api_version": 1, "thread": ThreadId::new(), "name": "env", "cwd": "/",
+        "priority": "medium", "preempt": {"mode": "restart"},
+        "workload": {"type": "task", "command": ["/bin/sh", "-c", "true"]},
+    });
+    let env = [
+        ("HF_HOME", "/sub/hf"),
+        ("HOMEBASED_TASK_ID", "stale"),
+        ("CUDA_VISIBLE_DEVICES", "3"),
+    ]
+    .map(|(k, v)| (k.to_string(), v.to_string()));
+    let submit =
+        |env: Option<std::collections::BTreeMap<String, String>>, id: JobId| SubmitRequest {
+            job: id,
+            spec: spec.clone(),
+            submitter: Submitter {
+                path: Some("/usr/bin:/bin".into()),
+                home: None,
+                cwd: "/".into(),
+                parent_task: None,
+                env,
+            },
+            allow_other_thread: false,
+        };
+    let id = JobId::new();
+    f.core.submit(submit(Some(env.into()), id)).unwrap();
+    f.pass();
+    let task = f.active(id).task;
+    let run = f.dir(task).read_run().unwrap();
+    let captured = run.environment.expect("captured at submit");
+    assert_eq!(captured.get("HF_HOME").map(String::as_str), Some("/sub/hf"));
+    assert!(!captured.contains_key("HOMEBASED_TASK_ID"));
+    assert!(!captured.contains_key("CUDA_VISIBLE_DEVICES"));
+    // The same job resubmitted from another environment is the same job, not a conflict.
+    f.core.submit(submit(None, id)).unwrap();
+    assert!(!f.job(id).spec.to_string().contains("HF_HOME"));
 }

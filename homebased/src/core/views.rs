@@ -72,11 +72,21 @@ impl Core {
         })
     }
 
+    /// The environment stored with the job (`job show --env`).
+    pub fn job_environment(&self, id: JobId) -> ApiResult<homebased_shared::wire::JobEnvironment> {
+        let job = jobs::require(self.store.db(), id)?;
+        Ok(homebased_shared::wire::JobEnvironment {
+            job: id,
+            environment: job.env.clone(),
+        })
+    }
+
     /// A run's `output.log`, bounded like `task log --tail`.
     pub fn task_log(
         &self,
         task: homebased_shared::ids::TaskId,
         tail: Option<usize>,
+        raw: bool,
     ) -> ApiResult<homebased_shared::wire::TaskLog> {
         if runs::get(self.store.db(), task)?.is_none() {
             return Err(ApiError::new(
@@ -86,7 +96,12 @@ impl Core {
             .with_input(serde_json::json!({ "task": task })));
         }
         let path = homebased_shared::rundir::RunDir::new(self.home.task_dir(task)).output_log();
-        let (log, truncated) = homebased_shared::tail::read_tail(&path, tail)
+        let read = if raw {
+            homebased_shared::tail::read_tail
+        } else {
+            homebased_shared::tail::read_tail_rendered
+        };
+        let (log, truncated) = read(&path, tail)
             .map_err(|e| ApiError::internal(format!("cannot read {}: {e}", path.display())))?;
         Ok(homebased_shared::wire::TaskLog {
             task,

@@ -12,6 +12,7 @@ use homebased_shared::queue::{JobStatus, Priority, StopCause};
 use homebased_shared::time::{now_ms, Millis};
 use rusqlite::{OptionalExtension, Row};
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 const SHIFT_OFFSET: i64 = 1_000_000_000;
 /// A slot no real job can hold, used while a job is between levels.
@@ -50,6 +51,8 @@ pub struct Job {
     pub digest: String,
     pub env_path: Option<String>,
     pub env_home: Option<String>,
+    /// The submitter's whole environment; `None` when none was captured.
+    pub env: Option<BTreeMap<String, String>>,
 }
 
 /// A job is read like its head (`job.status`, `job.id`): the head is most of what callers
@@ -73,6 +76,7 @@ pub struct NewJob<'a> {
     pub request_digest: &'a str,
     pub env_path: Option<&'a str>,
     pub env_home: Option<&'a str>,
+    pub env: Option<&'a BTreeMap<String, String>>,
     pub steps: u32,
 }
 
@@ -91,6 +95,7 @@ impl<'a> NewJob<'a> {
             request_digest: "r",
             env_path: None,
             env_home: None,
+            env: None,
             steps: 1,
         }
     }
@@ -109,7 +114,7 @@ const COLUMNS: &str = "j.id, j.thread, j.name, j.priority, j.position, j.state, 
     j.created_at, j.updated_at, \
     (SELECT r.resource FROM runs r WHERE r.job = j.id \
        AND r.phase IN ('launching', 'executing', 'stopping')) AS active_resource, \
-    j.spec, j.digest, j.env_path, j.env_home";
+    j.spec, j.digest, j.env_path, j.env_home, j.env";
 
 fn parse<T: std::str::FromStr>(name: &str, text: String) -> rusqlite::Result<T>
 where
@@ -158,6 +163,10 @@ fn from_row(r: &Row) -> rusqlite::Result<Job> {
         digest: r.get(18)?,
         env_path: r.get(19)?,
         env_home: r.get(20)?,
+        env: r
+            .get::<_, Option<String>>(21)?
+            .map(|text| serde_json::from_str(&text).map_err(|e| bad_column("env", e)))
+            .transpose()?,
     })
 }
 
@@ -264,8 +273,8 @@ pub fn insert(db: Db, job: &NewJob) -> ApiResult<()> {
     db.conn
         .prepare_cached(
             "INSERT INTO jobs (id, thread, name, priority, position, state, resume, target, spec, \
-         digest, env_path, env_home, step, steps, created_at, updated_at, request_digest) \
-         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 0, ?6, ?7, ?8, ?9, ?10, 0, ?11, ?12, ?12, ?13)",
+         digest, env_path, env_home, step, steps, created_at, updated_at, request_digest, env) \
+         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 0, ?6, ?7, ?8, ?9, ?10, 0, ?11, ?12, ?12, ?13, ?14)",
         )
         .db("insert job")?
         .execute(rusqlite::params![
@@ -282,6 +291,10 @@ pub fn insert(db: Db, job: &NewJob) -> ApiResult<()> {
             job.steps,
             now,
             job.request_digest,
+            job.env
+                .map(serde_json::to_string)
+                .transpose()
+                .map_err(ApiError::internal)?,
         ])
         .db("insert job")?;
     Ok(())

@@ -148,6 +148,46 @@ pub(super) fn argv(v: &Value, at: &Ptr, first_nonempty: bool) -> Result<Vec<Stri
     Ok(out)
 }
 
+/// A task step's `env`: names a shell could export (`[A-Za-z_][A-Za-z0-9_]*`), never one the
+/// queue sets for each run (`HOMEBASED_*`, `CUDA_VISIBLE_DEVICES`), values explicit strings
+/// without NUL bytes.
+pub(super) fn env_map(
+    v: &Value,
+    at: &Ptr,
+) -> Result<std::collections::BTreeMap<String, String>, ApiError> {
+    let map = v
+        .as_object()
+        .ok_or_else(|| invalid(at, v, "must be an object of NAME: \"value\""))?;
+    let mut out = std::collections::BTreeMap::new();
+    for (key, value) in map {
+        let at = at.key(key);
+        let mut chars = key.chars();
+        let first_ok = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(invalid(
+                &at,
+                value,
+                "names are letters, digits and _, not starting with a digit",
+            ));
+        }
+        if crate::rundir::is_run_variable(key) {
+            return Err(invalid(
+                &at,
+                value,
+                "HOMEBASED_* and CUDA_VISIBLE_DEVICES are set by the queue for each run",
+            ));
+        }
+        let s = value
+            .as_str()
+            .filter(|s| !s.contains('\0'))
+            .ok_or_else(|| invalid(&at, value, "must be an explicit string without NUL bytes"))?;
+        out.insert(key.clone(), s.to_string());
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -113,7 +113,17 @@ pub fn json_schema() -> Value {
                 "required": ["type", "command"],
                 "properties": {
                     "type": { "const": "task" },
-                    "command": { "$ref": "#/$defs/command" }
+                    "command": { "$ref": "#/$defs/command" },
+                    "env": {
+                        "description": "Set over the submitter's environment; HOMEBASED_* and \
+                                        CUDA_VISIBLE_DEVICES are set by the queue.",
+                        "type": ["object", "null"],
+                        "propertyNames": {
+                            "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
+                            "not": { "pattern": "^(HOMEBASED_|CUDA_VISIBLE_DEVICES$)" }
+                        },
+                        "additionalProperties": { "type": "string", "pattern": "^[^\\u0000]*$" }
+                    }
                 }
             },
             "container": {
@@ -242,7 +252,7 @@ mod tests {
             Edit::remove("/workload"),
             Edit::set(
                 "/steps",
-                json!([{"type": "task", "command": ["tool"]}, container]),
+                json!([{"type": "task", "command": ["tool"], "env": {"SEED": "2"}}, container]),
             ),
         ] {
             edit.apply(&mut full);
@@ -406,7 +416,7 @@ mod tests {
         let fx = Fixture::new();
         let schema = json_schema();
         let mut spec = fx.spec();
-        Edit::set("/workload/env", json!({})).apply(&mut spec);
+        Edit::set("/workload/environment", json!({})).apply(&mut spec);
         assert!(declared(&schema, &schema, &spec, "").is_err());
     }
 }

@@ -1,7 +1,7 @@
 //! The `task` step: one host command, its program resolved at submit, escape entry points
 //! refused.
 
-use super::input::{argv, invalid, refuse, Fields, Ptr};
+use super::input::{argv, env_map, invalid, refuse, Fields, Ptr};
 use super::validate::SubmitContext;
 use super::Step;
 use crate::error::{ApiError, ErrorCode};
@@ -10,7 +10,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-pub(super) const TASK_FIELDS: &[&str] = &["type", "command"];
+pub(super) const TASK_FIELDS: &[&str] = &["type", "command", "env"];
 
 /// Programs that hand work to a server outside the run (a terminal multiplexer, a service
 /// manager, a container engine, a remote shell). Cleanup finds work by the run's marker in
@@ -69,17 +69,18 @@ pub(super) fn task_step(
             ),
         ));
     }
-    Ok(Step::Task { command })
+    let env = match f.optional("env") {
+        Some((v, at)) => env_map(v, &at)?,
+        None => Default::default(),
+    };
+    Ok(Step::Task { command, env })
 }
 
 fn task_hint(field: &str) -> Option<&'static str> {
     Some(match field {
         "args" | "argv" => "put the arguments in \"command\" after the program",
         "cwd" => "cwd is set once for the whole job, at the top level",
-        "env" | "environment" => {
-            "host steps run with the submitter's PATH and HOME; to set more, start the command \
-             with [\"env\", \"NAME=value\", ...]"
-        }
+        "environment" | "env_file" => "use \"env\" with explicit values",
         "shell" | "script" => "no shell is added; write [\"sh\", \"-c\", \"...\"] explicitly",
         "image" | "memory" | "mounts" => "that belongs to a step of \"type\": \"container\"",
         _ => return None,
@@ -152,9 +153,29 @@ mod tests {
         assert_eq!(
             valid.spec.steps,
             vec![Step::Task {
-                command: vec!["tool".into(), "--flag".into()]
+                command: vec!["tool".into(), "--flag".into()],
+                env: Default::default(),
             }]
         );
+    }
+
+    #[test]
+    fn task_env_is_kept_and_an_empty_one_leaves_the_digest_alone() {
+        let fx = Fixture::new();
+        let plain = fx.validate(&fx.spec()).unwrap();
+        let mut spec = fx.spec();
+        Edit::set("/workload/env", json!({})).apply(&mut spec);
+        let empty = fx.validate(&spec).unwrap();
+        assert_eq!(empty.digest, plain.digest);
+        Edit::set("/workload/env", json!({"PYTHONUNBUFFERED": "1", "_X9": ""})).apply(&mut spec);
+        let valid = fx.validate(&spec).unwrap();
+        assert_ne!(valid.digest, plain.digest);
+        let Step::Task { env, .. } = &valid.spec.steps[0] else {
+            panic!("a task step");
+        };
+        assert_eq!(env["PYTHONUNBUFFERED"], "1");
+        assert_eq!(env["_X9"], "");
+        assert_eq!(valid.canonical["steps"][0]["env"]["PYTHONUNBUFFERED"], "1");
     }
 
     #[test]
@@ -218,7 +239,16 @@ mod tests {
             ("NUL in an arg", step(json!(["tool", "a\u{0}b"])), Invalid, "/steps/1/command/1"),
             ("NUL in argv0", step(json!(["to\u{0}ol"])), Invalid, "/steps/1/command/0"),
             ("empty program", step(json!([""])), Invalid, "/steps/1/command/0"),
-            ("unknown field", json!({"type": "task", "command": ["tool"], "env": {}}), Invalid, "/steps/1/env"),
+            ("unknown field", json!({"type": "task", "command": ["tool"], "environment": {}}), Invalid, "/steps/1/environment"),
+            ("env list", json!({"type": "task", "command": ["tool"], "env": ["A=1"]}), Invalid, "/steps/1/env"),
+            ("env key with =", json!({"type": "task", "command": ["tool"], "env": {"A=B": "1"}}), Invalid, "/steps/1/env/A=B"),
+            ("env key with a dot", json!({"type": "task", "command": ["tool"], "env": {"A.B": "1"}}), Invalid, "/steps/1/env/A.B"),
+            ("env key starting with a digit", json!({"type": "task", "command": ["tool"], "env": {"1A": "1"}}), Invalid, "/steps/1/env/1A"),
+            ("env marker", json!({"type": "task", "command": ["tool"], "env": {"HOMEBASED_TASK_ID": "x"}}), Invalid, "/steps/1/env/HOMEBASED_TASK_ID"),
+            ("env resume", json!({"type": "task", "command": ["tool"], "env": {"HOMEBASED_RESUME": "1"}}), Invalid, "/steps/1/env/HOMEBASED_RESUME"),
+            ("env device", json!({"type": "task", "command": ["tool"], "env": {"CUDA_VISIBLE_DEVICES": "1"}}), Invalid, "/steps/1/env/CUDA_VISIBLE_DEVICES"),
+            ("env number", json!({"type": "task", "command": ["tool"], "env": {"SEED": 1}}), Invalid, "/steps/1/env/SEED"),
+            ("env NUL value", json!({"type": "task", "command": ["tool"], "env": {"SEED": "a\u{0}"}}), Invalid, "/steps/1/env/SEED"),
             ("not on PATH", step(json!(["no-such-tool"])), Missing, "/steps/1/command/0"),
             ("not executable", step(json!(["plain"])), Missing, "/steps/1/command/0"),
             ("a directory", step(json!(["folder"])), Missing, "/steps/1/command/0"),

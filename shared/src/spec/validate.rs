@@ -193,7 +193,8 @@ fn job_hint(field: &str) -> Option<&'static str> {
         }
         "id" | "job" | "job_id" => "the job id is given at submit (--job-id), not in the spec",
         "env" | "environment" => {
-            "host steps run with the submitter's PATH and HOME; container steps take \"env\""
+            "\"env\" belongs to a step: host steps run with the submitter's environment, then \
+             the step's \"env\""
         }
         _ => return None,
     })

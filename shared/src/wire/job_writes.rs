@@ -19,6 +19,11 @@ pub struct Submitter {
     /// `HOMEBASED_TASK_ID` when a run submits follow-up work.
     #[serde(default)]
     pub parent_task: Option<TaskId>,
+    /// The submitting CLI's whole environment, which host steps run with (SPEC section 5).
+    /// Absent when the submission comes through Fleet: the authority's daemon environment is
+    /// used. Never part of the canonical spec or its digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// `POST /v1/jobs`.

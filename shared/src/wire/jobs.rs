@@ -75,6 +75,15 @@ pub struct RunView {
     pub cleanup: Option<Value>,
 }
 
+/// `GET /v1/jobs/{job}/environment` (socket only): what `resource job show --env` adds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobEnvironment {
+    pub job: JobId,
+    /// The submitter's environment as captured at submit; `None` when none was (a job
+    /// submitted through Fleet runs with the authority daemon's environment).
+    pub environment: Option<std::collections::BTreeMap<String, String>>,
+}
+
 /// `resource job show`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobDetail {

@@ -136,6 +136,7 @@ mod tests {
             cwd: "/".into(),
             path: Some("/usr/bin:/bin".into()),
             user_home: Some("/home/sub".into()),
+            environment: None,
             resource_name: "gpu0".into(),
             device,
             home: "/h".into(),

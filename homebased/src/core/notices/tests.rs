@@ -63,6 +63,7 @@ impl Fixture {
             resource: None,
             steps: vec![Step::Task {
                 command: vec!["true".into()],
+                env: Default::default(),
             }],
         })
         .unwrap();

@@ -1,0 +1,157 @@
+//! Reading a workload's output as an ML engineer does: a progress bar redrawn with `\r`
+//! reads as its last state (`--raw` keeps the bytes), and `resource job log --follow`
+//! follows a job across its attempts until it ends.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::jobs::*;
+use common::wait_until;
+use std::io::Read;
+use std::process::Stdio;
+
+/// Draws a 0..100% bar on one line with carriage returns, as tqdm does, then ends.
+const PROGRESS: &str = r#"
+echo "epoch 1"
+i=0
+while [ $i -le 100 ]; do printf '\r%3d%%|%s' "$i" "$(printf '%*s' $((i / 10)) '' | tr ' ' '#')"; i=$((i + 5)); done
+printf '\n'
+echo "saved"
+"#;
+
+#[test]
+fn a_progress_bar_tailed_shows_its_last_state_and_raw_keeps_the_redraws() {
+    let h = home_with_gpus(1);
+    let job = h.submit(&sh_spec(&h, "progress", PROGRESS, &[]));
+    let done = wait_job(&h, &job, "succeeded");
+    let task = runs(&done)[0]["task"].as_str().unwrap().to_string();
+
+    let tailed = h.json(&["task", "log", &task, "--tail", "2"]);
+    assert_eq!(tailed["log"], "100%|##########\nsaved\n", "{tailed}");
+    assert_eq!(tailed["truncated"], true);
+    let human = h.cli(&["task", "log", &task, "--tail", "2"]).stdout;
+    assert_eq!(human, "100%|##########\nsaved\n");
+    let raw = h.json(&["task", "log", &task, "--raw"]);
+    let raw = raw["log"].as_str().unwrap();
+    assert!(raw.starts_with("epoch 1\n\r  0%|\r  5%|"), "{raw:?}");
+    assert_eq!(raw.matches('\r').count(), 21, "{raw:?}");
+}
+
+#[test]
+fn following_a_preempted_job_prints_both_runs_in_order_and_ends_with_the_job() {
+    let h = home_with_gpus(1);
+    let gate = h.tmp().join("second-may-finish");
+    // Each attempt says which it is; the first is stopped, the second waits for the gate.
+    let script = format!(
+        "echo \"attempt $HOMEBASED_RUN_NUMBER starts\"; \
+         if [ \"$HOMEBASED_RUN_NUMBER\" = 2 ]; then {}; echo 'attempt 2 done'; \
+         else sleep 60; fi",
+        wait_for_gate(1)
+    );
+    let low = h.submit(&sh_spec(&h, "low", &script, &[&gate]).priority("low"));
+    wait_phase(&h, &low, "executing");
+
+    let mut follower = h
+        .homebased()
+        .args(["resource", "job", "log", &low, "--follow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let urgent = h.submit(&h.spec("urgent").priority("high").command(&["true"]));
+    wait_job(&h, &urgent, "succeeded");
+    let second = wait_until_attempt(&h, &low, 2);
+    wait_until("the second attempt to start", || {
+        task_log(&h, &second).contains("attempt 2 starts")
+    });
+    open_gate(&gate);
+    wait_job(&h, &low, "succeeded");
+    let mut exited = None;
+    wait_until("job log --follow to end with the job", || {
+        exited = follower.try_wait().unwrap();
+        exited.is_some()
+    });
+    assert!(exited.unwrap().success());
+    let mut out = String::new();
+    follower
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+
+    let done = show(&h, &low);
+    let history = runs(&done);
+    assert_eq!(history.len(), 2, "{done:#}");
+    let first = history[0]["task"].as_str().unwrap();
+    let expected = format!(
+        "==> task {first} run 1 step 0 <==\nattempt 1 starts\n\
+         ==> task {second} run 2 step 0 <==\nattempt 2 starts\nattempt 2 done\n"
+    );
+    assert_eq!(out, expected);
+
+    let whole = h.cli(&["resource", "job", "log", &low]).stdout;
+    assert!(
+        whole.contains(&format!(
+            "==> task {second} run 2 step 0 <==\nattempt 2 starts"
+        )),
+        "{whole}"
+    );
+}
+
+/// Waits until `job` runs its `n`th attempt; returns its task.
+fn wait_until_attempt(h: &common::TestHome, job: &str, n: usize) -> String {
+    let mut task = String::new();
+    wait_until(&format!("attempt {n} of {job}"), || {
+        let s = show(h, job);
+        let history = runs(&s);
+        if history.len() == n {
+            task = history[n - 1]["task"].as_str().unwrap().to_string();
+        }
+        !task.is_empty()
+    });
+    task
+}
+
+#[test]
+fn following_a_task_log_prints_each_redrawn_line_once_in_its_last_state() {
+    let h = home_with_gpus(1);
+    let gate = h.tmp().join("finish-the-bar");
+    let script = format!(
+        "echo start; printf '\\r 10%%'; printf '\\r 50%%'; {}; printf '\\r100%%\\n'; echo end",
+        wait_for_gate(1)
+    );
+    let job = h.submit(&sh_spec(&h, "bar", &script, &[&gate]));
+    wait_phase(&h, &job, "executing");
+    let task = show(&h, &job)["active_run"].as_str().unwrap().to_string();
+    wait_until("the bar to be half drawn", || {
+        h.json(&["task", "log", &task, "--raw"])["log"]
+            .as_str()
+            .unwrap()
+            .ends_with(" 50%")
+    });
+    let mut follower = h
+        .homebased()
+        .args(["task", "log", &task, "--follow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    open_gate(&gate);
+    wait_job(&h, &job, "succeeded");
+    let mut exited = None;
+    wait_until("task log --follow to end with its run", || {
+        exited = follower.try_wait().unwrap();
+        exited.is_some()
+    });
+    assert!(exited.unwrap().success());
+    let mut out = String::new();
+    follower
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert_eq!(out, "start\n100%\nend\n");
+}
