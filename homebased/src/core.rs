@@ -79,6 +79,8 @@ pub struct Core {
     dirty: bool,
     /// Scheduling passes run so far (`daemon settle` answers it).
     passes: u64,
+    /// What the last pass saw and decided: the waiting reasons of the views come from it.
+    last_pass: Option<pass::LastPass>,
     /// A handle to this core, for the watchers it starts.
     me: CoreHandle,
     /// Wakes the event delivery loop when events may be pending ([`notices`]).
@@ -147,6 +149,7 @@ impl Core {
             launch_backoff: Default::default(),
             dirty: true,
             passes: 0,
+            last_pass: None,
             me: CoreHandle { calls },
             delivery_wake: Arc::new(tokio::sync::Notify::new()),
             inbox: Some(inbox),

@@ -49,7 +49,7 @@ pub use job_writes::{
     CancelRequest, CancelResult, MoveRequest, MoveResult, Placement, SubmitRequest, SubmitResult,
     Submitter,
 };
-pub use jobs::{JobDetail, JobList, JobStateView, JobSummary, RunView};
+pub use jobs::{JobDetail, JobList, JobStateView, JobSummary, RunView, Waiting, WaitingBlocker};
 pub use resources::{
     ActiveRunView, PhaseView, RegisterRequest, ReleaseRequest, ReleaseResult, ResourceList,
     ResourceOrigin, ResourceView,

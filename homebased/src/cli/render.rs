@@ -1,8 +1,11 @@
 //! Human output: aligned tables and one-line confirmations, for a quick look. Scripts use
 //! `--json`.
 
+use homebased_shared::ids::{JobId, ResourceId};
+use homebased_shared::queue::PhaseKind;
 use homebased_shared::time::{now_ms, Millis};
-use homebased_shared::wire::{JobList, PhaseView, ResourceList};
+use homebased_shared::wire::{JobList, PhaseView, ResourceList, Waiting};
+use std::collections::HashMap;
 
 /// Formats rows as columns separated by two spaces, the last column unpadded.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
@@ -106,24 +109,90 @@ pub fn attention_summary(failure: &serde_json::Value) -> String {
     }
 }
 
-pub fn jobs(list: &JobList) -> String {
+/// `names` gives resource names for the REASON column (the UUID where unknown).
+pub fn jobs(list: &JobList, names: &HashMap<ResourceId, String>) -> String {
     let rows: Vec<Vec<String>> = list
         .jobs
         .iter()
         .map(|j| {
+            let reason = j
+                .waiting
+                .as_ref()
+                .map_or_else(|| "-".into(), |w| waiting_reason(w, list, names));
             vec![
                 j.id.to_string(),
                 j.priority.to_string(),
                 j.position.map_or_else(|| "-".into(), |p| p.to_string()),
                 j.state.name().to_string(),
                 format!("{} / {}", j.target, j.name),
+                reason,
             ]
         })
         .collect();
     table(
-        &["JOB", "PRIORITY", "POSITION", "STATE", "TARGET / NAME"],
+        &[
+            "JOB",
+            "PRIORITY",
+            "POSITION",
+            "STATE",
+            "TARGET / NAME",
+            "REASON",
+        ],
         &rows,
     )
+}
+
+/// A waiting reason in a few words: "behind gpu0: train-7 (high)".
+pub fn waiting_reason(
+    waiting: &Waiting,
+    list: &JobList,
+    names: &HashMap<ResourceId, String>,
+) -> String {
+    let resource = |id: &ResourceId| names.get(id).cloned().unwrap_or_else(|| id.to_string());
+    let job = |id: &JobId| {
+        list.jobs
+            .iter()
+            .find(|j| j.id == *id)
+            .map_or_else(|| id.to_string(), |j| j.name.clone())
+    };
+    match waiting {
+        Waiting::Resources { blockers } => {
+            let each: Vec<String> = blockers
+                .iter()
+                .map(|b| {
+                    let phase = match b.phase {
+                        PhaseKind::Executing => String::new(),
+                        other => format!(", {}", other.as_str()),
+                    };
+                    format!(
+                        "{}: {} ({}{phase})",
+                        resource(&b.resource),
+                        job(&b.job),
+                        b.priority
+                    )
+                })
+                .collect();
+            format!("behind {}", each.join(", "))
+        }
+        Waiting::Stopping {
+            resource: r,
+            cause,
+            requested_at,
+            ..
+        } => format!(
+            "{} requested {}s ago on {}",
+            cause.as_str(),
+            seconds_since(*requested_at),
+            resource(r)
+        ),
+        Waiting::Cleaning { resource: r, .. } => format!("{} cleaning up", resource(r)),
+        Waiting::Attention {
+            resource: r,
+            attention,
+        } => format!("{} held: attention {attention}", resource(r)),
+        Waiting::Ahead { job: j } => format!("{} goes first", job(j)),
+        Waiting::NoResources => "no resource it may use".into(),
+    }
 }
 
 pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
@@ -140,6 +209,16 @@ pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
         j.target,
         d.thread,
     );
+    if let Some(waiting) = &d.waiting {
+        let no_names = JobList {
+            machine: d.machine,
+            jobs: Vec::new(),
+        };
+        out.push_str(&format!(
+            "\nwaiting: {}",
+            waiting_reason(waiting, &no_names, &HashMap::new())
+        ));
+    }
     if let Some(cause) = d.last_stop_cause {
         out.push_str(&format!("\nlast stop cause {}", cause.as_str()));
     }

@@ -34,7 +34,10 @@ impl Core {
     pub fn job_list(&self) -> ApiResult<JobList> {
         let jobs = jobs::list_open(self.store.db())?
             .iter()
-            .map(job_summary)
+            .map(|job| JobSummary {
+                waiting: self.waiting_of(job),
+                ..job_summary(job)
+            })
             .collect();
         Ok(JobList {
             machine: self.machine,
@@ -63,6 +66,7 @@ impl Core {
             steps: summary.steps,
             created_at: summary.created_at,
             updated_at: summary.updated_at,
+            waiting: self.waiting_of(&job),
             thread: job.thread,
             spec: job.spec.clone(),
             active_run,
@@ -159,6 +163,7 @@ pub fn job_summary(job: &JobHead) -> JobSummary {
         runs: job.runs,
         created_at: job.created_at,
         updated_at: job.updated_at,
+        waiting: None,
     }
 }
 
