@@ -1,7 +1,7 @@
 //! The store: the only code that touches SQLite. One connection, owned by the core; every
 //! change is one `BEGIN IMMEDIATE` transaction.
 //!
-//! - `schema.sql`, `schema_v2.sql`, `schema_v3.sql` and [`MIGRATIONS`]: versioned schema (`PRAGMA user_version`).
+//! - `schema.sql`, `schema_v2.sql`, `schema_v3.sql`, `schema_v6.sql` and [`MIGRATIONS`]: versioned schema (`PRAGMA user_version`).
 //! - [`machine`], [`resources`], [`jobs`], [`runs`], [`attentions`], [`events`],
 //!   [`operations`]: one file per table, typed verbs over a [`Db`] (the connection or the
 //!   open transaction). The connection never leaves this module: no other code knows SQL.
@@ -25,6 +25,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("store/schema.sql"),
     include_str!("store/schema_v2.sql"),
     include_str!("store/schema_v3.sql"),
+    // GPU identity; named v6 so that the concurrent v4 and v5 keep their names at merge.
+    include_str!("store/schema_v6.sql"),
 ];
 
 /// The schema version this build writes.

@@ -51,6 +51,6 @@ pub use job_writes::{
 };
 pub use jobs::{JobDetail, JobList, JobStateView, JobSummary, RunView, Waiting, WaitingBlocker};
 pub use resources::{
-    ActiveRunView, PhaseView, RegisterRequest, ReleaseRequest, ReleaseResult, ResourceList,
-    ResourceOrigin, ResourceView,
+    ActiveRunView, GpuProcessView, GpuView, PhaseView, QueueProcessOwner, RegisterRequest,
+    ReleaseRequest, ReleaseResult, ResourceList, ResourceOrigin, ResourceView,
 };

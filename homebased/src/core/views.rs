@@ -10,8 +10,8 @@ use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::ids::JobId;
 use homebased_shared::queue::JobStatus;
 use homebased_shared::wire::{
-    ActiveRunView, DaemonStatus, JobDetail, JobList, JobStateView, JobSummary, ResourceList,
-    ResourceView, RunView,
+    ActiveRunView, DaemonStatus, GpuView, JobDetail, JobList, JobStateView, JobSummary,
+    ResourceList, ResourceView, RunView,
 };
 
 impl Core {
@@ -123,12 +123,28 @@ pub fn resource_view(r: Resource, run: Option<&Run>) -> ResourceView {
             phase: phase.view(),
         })
     });
+    // Only an indexed detected lane is a known card.
+    let gpu = match (r.origin, r.device) {
+        (homebased_shared::wire::ResourceOrigin::Detected, Some(_)) => {
+            let identity = r.gpu.as_ref();
+            Some(GpuView {
+                uuid: identity.and_then(|g| g.uuid.clone()),
+                model: identity.and_then(|g| g.model.clone()),
+                changed: identity.is_some_and(|g| g.changed),
+                sampled_at: None,
+                processes: None,
+                sample_error: Some("not sampled yet".into()),
+            })
+        }
+        _ => None,
+    };
     ResourceView {
         id: r.id,
         name: r.name,
         device: r.device,
         origin: r.origin,
         run,
+        gpu,
     }
 }
 
