@@ -23,6 +23,7 @@ pub mod delivery;
 pub mod detection;
 pub mod lifecycle;
 pub mod placement;
+pub mod sampler;
 pub mod scheduler;
 pub mod store;
 pub mod supervisor;

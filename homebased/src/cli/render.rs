@@ -75,10 +75,44 @@ pub fn resources(list: &ResourceList) -> String {
                     (state, detail)
                 }
             };
-            vec![r.id.to_string(), r.name.clone(), device, state, run]
+            vec![
+                r.id.to_string(),
+                r.name.clone(),
+                device,
+                state,
+                run,
+                foreign(r),
+            ]
         })
         .collect();
-    table(&["ID", "NAME", "DEVICE", "STATE", "RUN / YIELD AGE"], &rows)
+    table(
+        &[
+            "ID",
+            "NAME",
+            "DEVICE",
+            "STATE",
+            "RUN / YIELD AGE",
+            "FOREIGN",
+        ],
+        &rows,
+    )
+}
+
+/// Processes outside the queue on a lane's card: `-`, `<n> proc <GiB>`, or `?` while the
+/// card could not be sampled (unknown is never shown as none).
+fn foreign(r: &homebased_shared::wire::ResourceView) -> String {
+    let Some(gpu) = &r.gpu else {
+        return "-".into();
+    };
+    let Some(processes) = &gpu.processes else {
+        return "?".into();
+    };
+    let foreign: Vec<_> = processes.iter().filter(|p| p.queue.is_none()).collect();
+    if foreign.is_empty() {
+        return "-".into();
+    }
+    let mib: u64 = foreign.iter().filter_map(|p| p.used_memory_mib).sum();
+    format!("{} proc {:.1}GiB", foreign.len(), mib as f64 / 1024.0)
 }
 
 /// What a person must check: the failure kind and each remaining process with its kernel

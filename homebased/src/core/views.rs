@@ -16,19 +16,70 @@ use homebased_shared::wire::{
 
 impl Core {
     pub fn resource_list(&self) -> ApiResult<ResourceList> {
+        self.resources_read_at.store(
+            homebased_shared::time::now_ms(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let db = self.store.db();
         let holding = runs::list_holding(db)?;
         let resources = resources::list(db)?
             .into_iter()
             .map(|r| {
                 let run = holding.iter().find(|run| run.resource == r.id);
-                resource_view(r, run)
+                let mut view = resource_view(r, run);
+                if let (Some(gpu), Some(sample)) = (view.gpu.as_mut(), &self.gpu_sample) {
+                    gpu.sampled_at = Some(sample.at);
+                    match &sample.processes {
+                        Ok(by_lane) => {
+                            gpu.processes =
+                                Some(by_lane.get(&view.id).cloned().unwrap_or_default());
+                            gpu.sample_error = None;
+                        }
+                        Err(e) => gpu.sample_error = Some(e.clone()),
+                    }
+                }
+                view
             })
             .collect();
         Ok(ResourceList {
             machine: self.machine,
             resources,
         })
+    }
+
+    /// The lanes the GPU sampler attributes to: indexed detected lanes with a known card,
+    /// and the run holding each.
+    pub fn gpu_lanes(&self) -> Vec<crate::sampler::Lane> {
+        let db = self.store.db();
+        let (Ok(holding), Ok(all)) = (runs::list_holding(db), resources::list(db)) else {
+            return Vec::new();
+        };
+        all.into_iter()
+            .filter(|r| r.device.is_some())
+            .filter_map(|r| {
+                let gpu_uuid = r.gpu.as_ref()?.uuid.clone()?;
+                let run = holding.iter().find(|run| run.resource == r.id);
+                Some(crate::sampler::Lane {
+                    resource: r.id,
+                    gpu_uuid,
+                    run: run.map(|run| crate::sampler::LaneRun {
+                        job: run.job,
+                        task: run.task,
+                        worker_pid: None,
+                        pgid: None,
+                    }),
+                })
+            })
+            .collect()
+    }
+
+    pub fn record_gpu_sample(&mut self, sample: crate::sampler::Sample) {
+        self.gpu_sample = Some(sample);
+    }
+
+    /// When resources were last read, for the sampler thread.
+    pub fn resources_read_at(&self) -> std::sync::Arc<std::sync::atomic::AtomicI64> {
+        self.resources_read_at.clone()
     }
 
     pub fn job_list(&self) -> ApiResult<JobList> {

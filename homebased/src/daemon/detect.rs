@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 const PROBE_BOUND: Duration = Duration::from_secs(30);
 
 /// The probe binary: `HOMEBASED_NVIDIA_SMI` (tests use a fake), else `nvidia-smi` on `PATH`.
-fn probe_program() -> String {
+pub fn probe_program() -> String {
     std::env::var("HOMEBASED_NVIDIA_SMI")
         .ok()
         .filter(|p| !p.is_empty())
