@@ -22,7 +22,7 @@ Python 3.11 standard library only. Settings (environment):
   BENCH_FILL_BUDGET      seconds the bulk API fill may take; it stops early there [240 / 40]
   BENCH_FILL_CONNECTIONS concurrent API connections for the bulk fill             [8 / 8]
   BENCH_ONLY             comma list of workloads to run (default all): floor,start,handover,
-                         queue,preempt,sweep,kill9
+                         queue,preempt,sweep,kill9,sampler
   BENCH_OUT              report path [docs/BENCHMARKS.md; none when quick]; empty: no report
   BENCH_TMPDIR           parent folder of the temporary homes [system temp]
   BENCH_KEEP=1           keep the temporary homes (for a look afterwards)
@@ -95,7 +95,7 @@ except ValueError:
     sys.exit("bench: BENCH_SWEEP_PROCS must be a comma list of whole numbers")
 if not SWEEP_PROCS:
     SWEEP_PROCS = [0]
-WORKLOADS = ["floor", "start", "handover", "queue", "preempt", "sweep", "kill9"]
+WORKLOADS = ["floor", "start", "handover", "queue", "preempt", "sweep", "kill9", "sampler"]
 ONLY = [w.strip() for w in os.environ.get("BENCH_ONLY", "").split(",") if w.strip()]
 for w in ONLY:
     if w not in WORKLOADS:
@@ -1452,6 +1452,68 @@ def kill9_workload(bins: Path, rows: list[Row], notes: dict) -> None:
         h.close()
 
 
+def sampler_workload(bins: Path, rows: list[Row], notes: dict) -> None:
+    """The GPU sampler on an idle machine with BENCH_LANES fake cards, each with one compute
+    process: the daemon's CPU (its reaped queries included) while someone reads resources,
+    scaled to an hour, and `resource list` latency with sampling on."""
+    h = Home(bins, "sampler", lanes=LANES)
+    probe = h.work / "nvidia-smi"
+    listing = "".join(f"GPU {i}: Fake GPU (UUID: GPU-{i})\\n" for i in range(LANES))
+    apps = "".join(f"GPU-{i}, {100000 + i}, 1024\\n" for i in range(LANES))
+    probe.write_text(
+        "#!/bin/sh\n"
+        f"case \"$1\" in -L) printf '{listing}' ;; *) printf '{apps}' ;; esac\n"
+    )
+    try:
+        h.start()
+        h.cli_json("resource", "list")
+        wait_for(
+            lambda: all(
+                r["gpu"] and r["gpu"]["processes"] is not None
+                for r in h.cli_json("resource", "list")["resources"]
+            ),
+            30,
+            0.1,
+            "the first sample",
+        )
+
+        def ticks(pid: int) -> int:
+            raw = Path(f"/proc/{pid}/stat").read_text()
+            fields = raw[raw.rindex(")") + 2 :].split()
+            # utime, stime, cutime, cstime: fields 14 to 17 (waited-for queries included).
+            return sum(int(f) for f in fields[11:15])
+
+        c0 = ticks(h.pid)
+        end = time.monotonic() + IDLE_SECONDS
+        lat: list[float] = []
+        while time.monotonic() < end:
+            t0 = time.perf_counter_ns()
+            h.cli("--json", "resource", "list")
+            lat.append((time.perf_counter_ns() - t0) / 1e6)
+            time.sleep(1)
+        c1 = ticks(h.pid)
+        tick_ms = 1000 / CLK_TCK
+        per_hour_s = (c1 - c0) * tick_ms / 1000 * 3600 / IDLE_SECONDS
+        rows.append(
+            Row(
+                "sampler_cpu",
+                f"daemon CPU per hour, sampling {LANES} lanes, idle machine (over {IDLE_SECONDS} s)",
+                "s/h",
+                p50=per_hour_s,
+            )
+        )
+        rows.append(
+            dist_row(
+                "list_sampling",
+                f"`resource list --json` with sampling on, {LANES} lanes, through the CLI",
+                "ms",
+                lat,
+            )
+        )
+    finally:
+        h.close()
+
+
 # ---------------------------------------------------------------------------------------
 # The report
 
@@ -1558,6 +1620,11 @@ samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in 
   `homebased daemon start` again (its wall time beside), wait for the job to end and report
   what `GET /v1/jobs/<job>` (what `job show` prints) says, once the lane is idle again: state,
   and each run's status, process exit, times and cleanup.
+- **GPU sampler**: BENCH_LANES fake cards, each with one compute process in the fake
+  `nvidia-smi --query-compute-apps` answer, no job; `resource list --json` once a second
+  through the CLI for BENCH_IDLE_SECONDS keeps the sampler on (it idles a minute after the
+  last read). Daemon CPU is utime + stime + cutime + cstime (the reaped queries included),
+  scaled to an hour; the list latency is each of those calls' wall time.
 """
 
 BEGIN = "<!-- bench:begin (written by scripts/bench; edit outside these markers) -->"
@@ -1677,6 +1744,7 @@ def main() -> int:
         ("preempt", preempt_workload),
         ("sweep", sweep_workload),
         ("kill9", kill9_workload),
+        ("sampler", sampler_workload),
     ]
     failed = []
     for name, fn in plan:

@@ -378,7 +378,15 @@ async fn resource(
             }
             let list = reply.decode()?;
             let ids = list.jobs.iter().map(|j| j.id.to_string()).collect();
-            let human = render::jobs(&list);
+            // Resource names for the REASON column only; UUIDs if they cannot be read.
+            let names = match client.resource_list(m.machine.as_deref()).await {
+                Ok(reply) => reply.decode().map_or_else(
+                    |_| std::collections::HashMap::new(),
+                    |l| l.resources.into_iter().map(|r| (r.id, r.name)).collect(),
+                ),
+                Err(_) => std::collections::HashMap::new(),
+            };
+            let human = render::jobs(&list, &names);
             Printed::answer(&list, ids, human)?
         }
         ResourceCommand::Register { name, device } => {

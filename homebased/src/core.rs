@@ -80,6 +80,12 @@ pub struct Core {
     dirty: bool,
     /// Scheduling passes run so far (`daemon settle` answers it).
     passes: u64,
+    /// What the last pass saw and decided: the waiting reasons of the views come from it.
+    last_pass: Option<pass::LastPass>,
+    /// The GPU sampler's last result (`daemon/sampling.rs` posts it).
+    gpu_sample: Option<crate::sampler::Sample>,
+    /// When resources were last read: the sampler idles a minute after it.
+    resources_read_at: Arc<std::sync::atomic::AtomicI64>,
     /// A handle to this core, for the watchers it starts.
     me: CoreHandle,
     /// Wakes the event delivery loop when events may be pending ([`notices`]).
@@ -150,6 +156,11 @@ impl Core {
             launch_backoff: Default::default(),
             dirty: true,
             passes: 0,
+            last_pass: None,
+            gpu_sample: None,
+            resources_read_at: Arc::new(std::sync::atomic::AtomicI64::new(
+                homebased_shared::time::now_ms(),
+            )),
             me: CoreHandle { calls },
             delivery_wake: Arc::new(tokio::sync::Notify::new()),
             inbox: Some(inbox),

@@ -5,6 +5,7 @@
 
 pub mod detect;
 pub mod lock;
+pub mod sampling;
 
 use crate::api::{self, Listener};
 use crate::core::{Core, DaemonFacts};
@@ -62,6 +63,14 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
         facts,
         Box::new(crate::core::launcher::Supervisor),
     )?;
+    if cfg!(target_os = "linux") {
+        sampling::spawn(
+            core.handle(),
+            opts.home.clone(),
+            detect::probe_program(),
+            core.resources_read_at(),
+        );
+    }
     tracing::info!(
         home = %opts.home.root().display(),
         machine = %core.machine(),

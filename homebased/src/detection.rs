@@ -17,8 +17,10 @@ pub const FALLBACK_NAME: &str = "gpu0";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DetectedGpu {
     pub index: u32,
-    /// `GPU-...` when the line carries one; kept for logs, not for identity.
+    /// `GPU-...` when the line carries one: the card's hardware identity ([`identity`]).
     pub uuid: Option<String>,
+    /// The text between `GPU <n>:` and `(UUID: ...)`, when not empty.
+    pub model: Option<String>,
 }
 
 /// What running the probe gave.
@@ -93,7 +95,7 @@ pub fn parse_nvidia_smi_list(stdout: &str) -> Vec<DetectedGpu> {
 
 fn parse_gpu_line(line: &str) -> Option<DetectedGpu> {
     let rest = line.trim_start().strip_prefix("GPU ")?;
-    let (index, _model) = rest.split_once(':')?;
+    let (index, described) = rest.split_once(':')?;
     if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -103,7 +105,12 @@ fn parse_gpu_line(line: &str) -> Option<DetectedGpu> {
         .and_then(|(_, tail)| tail.split_once(')'))
         .map(|(uuid, _)| uuid.trim().to_string())
         .filter(|uuid| !uuid.is_empty());
-    Some(DetectedGpu { index, uuid })
+    let model = described
+        .split_once("(UUID:")
+        .map_or(described, |(model, _)| model)
+        .trim();
+    let model = (!model.is_empty()).then(|| model.to_string());
+    Some(DetectedGpu { index, uuid, model })
 }
 
 /// Plans the resource changes for this start.
@@ -239,6 +246,8 @@ fn plan_detected(existing: &[ExistingResource], gpus: &[DetectedGpu]) -> Detecti
 fn gpu_name(index: u32) -> String {
     format!("gpu{index}")
 }
+
+pub mod identity;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

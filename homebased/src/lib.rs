@@ -25,6 +25,7 @@ pub mod detection;
 pub mod fleet;
 pub mod lifecycle;
 pub mod placement;
+pub mod sampler;
 pub mod scheduler;
 pub mod store;
 pub mod supervisor;

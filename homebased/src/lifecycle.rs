@@ -115,13 +115,14 @@ impl RunPhase {
             }
             | RunPhase::Stopping { stop, .. } => SlotPhase::Stopping {
                 cause: stop.cause,
+                requested_at: stop.requested_at,
                 for_job: stop.for_job,
             },
             RunPhase::Executing { started_at } => SlotPhase::Executing {
                 started_at: *started_at,
             },
             RunPhase::Cleaning { .. } => SlotPhase::Cleaning,
-            RunPhase::Attention { .. } => SlotPhase::Attention,
+            RunPhase::Attention { id, .. } => SlotPhase::Attention { attention: *id },
         }
     }
 

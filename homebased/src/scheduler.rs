@@ -11,6 +11,7 @@
 //! - [`order`]: serving order of jobs, resource order and natural name order.
 //! - [`filling`]: free resources to waiting jobs.
 //! - [`preemption`]: the victim-mode table and the choice of victims.
+//! - [`waiting`]: why each job that did not start waits, from the same pass.
 
 mod filling;
 mod order;
@@ -18,13 +19,15 @@ mod preemption;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests;
+mod waiting;
 
 pub use order::{natural_cmp, resource_order};
 pub use preemption::stop_cause_now;
 
-use homebased_shared::ids::{JobId, ResourceId, TaskId};
+use homebased_shared::ids::{AttentionId, JobId, ResourceId, TaskId};
 use homebased_shared::queue::{PhaseKind, PreemptMode, Priority, StopCause};
 use homebased_shared::time::Millis;
+use homebased_shared::wire::Waiting;
 use std::time::Duration;
 
 /// Everything `decide` looks at, read in one transaction.
@@ -80,12 +83,13 @@ pub enum SlotPhase {
     /// known; the stop stands even if that job has gone.
     Stopping {
         cause: StopCause,
+        requested_at: Millis,
         for_job: Option<JobId>,
     },
     /// The workload ended and cleanup runs; the lane frees itself soon.
     Cleaning,
-    /// Cleanup failed; only a person frees the lane.
-    Attention,
+    /// Cleanup failed; only a person frees the lane, by releasing exactly `attention`.
+    Attention { attention: AttentionId },
 }
 
 impl SlotPhase {
@@ -95,7 +99,7 @@ impl SlotPhase {
             SlotPhase::Executing { .. } => PhaseKind::Executing,
             SlotPhase::Stopping { .. } => PhaseKind::Stopping,
             SlotPhase::Cleaning => PhaseKind::Cleaning,
-            SlotPhase::Attention => PhaseKind::Attention,
+            SlotPhase::Attention { .. } => PhaseKind::Attention,
         }
     }
 
@@ -147,6 +151,17 @@ pub struct Decisions {
     pub stops: Vec<Stop>,
     /// The first job in serving order that found no free resource (blocked notices).
     pub first_blocked: Option<BlockedHead>,
+    /// Becoming-free lanes that waiting jobs count on instead of a new stop.
+    pub claims: Vec<Claim>,
+    /// Why each job of the snapshot that did not get a lane waits, in serving order.
+    pub waiting: Vec<(JobId, Waiting)>,
+}
+
+/// A lane that is stopping or cleaning, counted on by a waiting job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim {
+    pub job: JobId,
+    pub resource: ResourceId,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,17 +219,55 @@ pub fn decide(snapshot: &Snapshot) -> Decisions {
     jobs.sort_by(|a, b| order::serving_order(a, b));
 
     let filled = filling::fill(&resources, &jobs);
-    let stops = preemption::choose_victims(snapshot.now, &resources, &filled.waiting);
+    let (stops, claims) = preemption::choose_victims(snapshot.now, &resources, &filled.waiting);
     let first_blocked = filled
         .waiting
         .first()
         .map(|head| blocked_head(head, &resources, &stops));
 
-    Decisions {
+    let mut decisions = Decisions {
         launches: filled.launches,
         stops,
         first_blocked,
-    }
+        claims,
+        waiting: Vec::new(),
+    };
+    // Jobs held by their own previous run come last: they took no part in the pass.
+    let held_back = snapshot.jobs.iter().filter(|job| job.blocked_by_own_run);
+    let waiting = {
+        let pass = waiting::Pass {
+            now: snapshot.now,
+            resources: &resources,
+            decisions: &decisions,
+        };
+        filled
+            .waiting
+            .iter()
+            .copied()
+            .chain(held_back)
+            .filter_map(|job| Some((job.id, waiting::reason(job, &pass)?)))
+            .collect()
+    };
+    decisions.waiting = waiting;
+    decisions
+}
+
+/// The reason for a queued job the snapshot did not read (the queue is read only as far as
+/// a decision can reach), from the same pass: `None` when the pass gave it a lane.
+pub fn waiting_beyond(
+    snapshot: &Snapshot,
+    decisions: &Decisions,
+    job: &WaitingJob,
+) -> Option<Waiting> {
+    let resources = order::sorted_resources(&snapshot.resources);
+    waiting::reason(
+        job,
+        &waiting::Pass {
+            now: snapshot.now,
+            resources: &resources,
+            decisions,
+        },
+    )
 }
 
 fn blocked_head(job: &WaitingJob, resources: &[&ResourceSlot], stops: &[Stop]) -> BlockedHead {
@@ -234,7 +287,7 @@ fn blocked_head(job: &WaitingJob, resources: &[&ResourceSlot], stops: &[Stop]) -
             yield_requested = true;
         }
         blockers.push(match run.phase {
-            SlotPhase::Attention => Blocker::Attention {
+            SlotPhase::Attention { .. } => Blocker::Attention {
                 resource: resource.id,
             },
             _ => Blocker::Run {

@@ -1,7 +1,7 @@
 //! The store: the only code that touches SQLite. One connection, owned by the core; every
 //! change is one `BEGIN IMMEDIATE` transaction.
 //!
-//! - `schema.sql`, `schema_v2.sql` to `schema_v5.sql` and [`MIGRATIONS`]: versioned schema
+//! - `schema.sql`, `schema_v2.sql` to `schema_v6.sql` and [`MIGRATIONS`]: versioned schema
 //!   (`PRAGMA user_version`), one file per version.
 //! - [`machine`], [`resources`], [`jobs`], [`runs`], [`attentions`], [`events`],
 //!   [`operations`]: one file per table, typed verbs over a [`Db`] (the connection or the
@@ -30,6 +30,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("store/schema_v3.sql"),
     include_str!("store/schema_v4.sql"),
     include_str!("store/schema_v5.sql"),
+    include_str!("store/schema_v6.sql"),
 ];
 
 /// The schema version this build writes.

@@ -55,8 +55,10 @@ pub use job_writes::{
     CancelRequest, CancelResult, MoveRequest, MoveResult, Placement, SubmitRequest, SubmitResult,
     Submitter,
 };
-pub use jobs::{JobDetail, JobEnvironment, JobList, JobStateView, JobSummary, RunView};
+pub use jobs::{
+    JobDetail, JobEnvironment, JobList, JobStateView, JobSummary, RunView, Waiting, WaitingBlocker,
+};
 pub use resources::{
-    ActiveRunView, PhaseView, RegisterRequest, ReleaseRequest, ReleaseResult, ResourceList,
-    ResourceOrigin, ResourceView,
+    ActiveRunView, GpuProcessView, GpuView, PhaseView, QueueProcessOwner, RegisterRequest,
+    ReleaseRequest, ReleaseResult, ResourceList, ResourceOrigin, ResourceView,
 };

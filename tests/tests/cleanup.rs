@@ -515,6 +515,11 @@ fn an_unreadable_same_user_process_holds_its_lane_in_attention_until_that_exact_
     wait_idle(&lab.h, "gpu1");
     assert_eq!(show(&lab.h, &pinned)["state"]["state"], "queued");
     assert!(!pinned_ran.exists(), "the pinned job ran on a held lane");
+    assert_eq!(
+        show(&lab.h, &pinned)["waiting"],
+        json!({"reason": "attention", "resource": gpu0["id"], "attention": attention}),
+        "the pinned job names the hold it waits for"
+    );
     assert_eq!(resource(&lab.h, "gpu0")["run"]["phase"], phase);
 
     // A UUID that is not the hold is refused and changes nothing.

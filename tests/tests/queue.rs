@@ -390,13 +390,14 @@ fn job_ids_that_are_not_full_uuids_are_invalid_queue_input() {
 fn human_jobs_table_has_the_documented_columns() {
     let h = queue_home();
     let job = h.submit(&h.spec("train resnet").priority("high"));
+    h.settle();
     let out = h.cli(&["resource", "jobs"]);
     assert_eq!(out.code(), 0, "{out:?}");
     let mut lines = out.stdout.lines();
     let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
-        ["JOB", "PRIORITY", "POSITION", "STATE", "TARGET", "/", "NAME"],
+        ["JOB", "PRIORITY", "POSITION", "STATE", "TARGET", "/", "NAME", "REASON"],
         "{}",
         out.stdout
     );
@@ -411,7 +412,12 @@ fn human_jobs_table_has_the_documented_columns() {
             "any",
             "/",
             "train",
-            "resnet"
+            "resnet",
+            "no",
+            "resource",
+            "it",
+            "may",
+            "use"
         ],
         "{}",
         out.stdout

@@ -5,8 +5,11 @@ mod words;
 
 pub use words::{age, process_result};
 
+use homebased_shared::ids::{JobId, ResourceId};
+use homebased_shared::queue::PhaseKind;
 use homebased_shared::time::{now_ms, Millis};
-use homebased_shared::wire::{JobList, PhaseView, ResourceList};
+use homebased_shared::wire::{JobList, PhaseView, ResourceList, Waiting};
+use std::collections::HashMap;
 
 /// Formats rows as columns separated by two spaces, the last column unpadded.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
@@ -45,7 +48,10 @@ pub fn resources(list: &ResourceList) -> String {
         .resources
         .iter()
         .map(|r| {
-            let device = r.device.map_or_else(|| "-".to_string(), |d| d.to_string());
+            let mut device = r.device.map_or_else(|| "-".to_string(), |d| d.to_string());
+            if r.gpu.as_ref().is_some_and(|g| g.changed) {
+                device.push_str(" (changed)");
+            }
             let (state, run) = match &r.run {
                 None => ("idle".to_string(), "-".to_string()),
                 Some(run) => {
@@ -73,10 +79,44 @@ pub fn resources(list: &ResourceList) -> String {
                     (state, detail)
                 }
             };
-            vec![r.id.to_string(), r.name.clone(), device, state, run]
+            vec![
+                r.id.to_string(),
+                r.name.clone(),
+                device,
+                state,
+                run,
+                foreign(r),
+            ]
         })
         .collect();
-    table(&["ID", "NAME", "DEVICE", "STATE", "RUN / YIELD AGE"], &rows)
+    table(
+        &[
+            "ID",
+            "NAME",
+            "DEVICE",
+            "STATE",
+            "RUN / YIELD AGE",
+            "FOREIGN",
+        ],
+        &rows,
+    )
+}
+
+/// Processes outside the queue on a lane's card: `-`, `<n> proc <GiB>`, or `?` while the
+/// card could not be sampled (unknown is never shown as none).
+fn foreign(r: &homebased_shared::wire::ResourceView) -> String {
+    let Some(gpu) = &r.gpu else {
+        return "-".into();
+    };
+    let Some(processes) = &gpu.processes else {
+        return "?".into();
+    };
+    let foreign: Vec<_> = processes.iter().filter(|p| p.queue.is_none()).collect();
+    if foreign.is_empty() {
+        return "-".into();
+    }
+    let mib: u64 = foreign.iter().filter_map(|p| p.used_memory_mib).sum();
+    format!("{} proc {:.1}GiB", foreign.len(), mib as f64 / 1024.0)
 }
 
 /// What a person must check: the failure kind and each remaining process with its kernel
@@ -110,22 +150,35 @@ pub fn attention_summary(failure: &serde_json::Value) -> String {
     }
 }
 
-pub fn jobs(list: &JobList) -> String {
+/// `names` gives resource names for the REASON column (the UUID where unknown).
+pub fn jobs(list: &JobList, names: &HashMap<ResourceId, String>) -> String {
     let rows: Vec<Vec<String>> = list
         .jobs
         .iter()
         .map(|j| {
+            let reason = j
+                .waiting
+                .as_ref()
+                .map_or_else(|| "-".into(), |w| waiting_reason(w, list, names));
             vec![
                 j.id.to_string(),
                 j.priority.to_string(),
                 j.position.map_or_else(|| "-".into(), |p| p.to_string()),
                 j.state.name().to_string(),
                 format!("{} / {}", j.target, j.name),
+                reason,
             ]
         })
         .collect();
     table(
-        &["JOB", "PRIORITY", "POSITION", "STATE", "TARGET / NAME"],
+        &[
+            "JOB",
+            "PRIORITY",
+            "POSITION",
+            "STATE",
+            "TARGET / NAME",
+            "REASON",
+        ],
         &rows,
     )
 }
@@ -133,6 +186,59 @@ pub fn jobs(list: &JobList) -> String {
 /// How long a run ran (or has been running): `-` before it started.
 fn run_time(started: Option<Millis>, ended: Option<Millis>) -> String {
     started.map_or_else(|| "-".into(), |s| age(ended.unwrap_or_else(now_ms) - s))
+}
+
+/// A waiting reason in a few words: "behind gpu0: train-7 (high)".
+pub fn waiting_reason(
+    waiting: &Waiting,
+    list: &JobList,
+    names: &HashMap<ResourceId, String>,
+) -> String {
+    let resource = |id: &ResourceId| names.get(id).cloned().unwrap_or_else(|| id.to_string());
+    let job = |id: &JobId| {
+        list.jobs
+            .iter()
+            .find(|j| j.id == *id)
+            .map_or_else(|| id.to_string(), |j| j.name.clone())
+    };
+    match waiting {
+        Waiting::Resources { blockers } => {
+            let each: Vec<String> = blockers
+                .iter()
+                .map(|b| {
+                    let phase = match b.phase {
+                        PhaseKind::Executing => String::new(),
+                        other => format!(", {}", other.as_str()),
+                    };
+                    format!(
+                        "{}: {} ({}{phase})",
+                        resource(&b.resource),
+                        job(&b.job),
+                        b.priority
+                    )
+                })
+                .collect();
+            format!("behind {}", each.join(", "))
+        }
+        Waiting::Stopping {
+            resource: r,
+            cause,
+            requested_at,
+            ..
+        } => format!(
+            "{} requested {} ago on {}",
+            cause.as_str(),
+            since(*requested_at),
+            resource(r)
+        ),
+        Waiting::Cleaning { resource: r, .. } => format!("{} cleaning up", resource(r)),
+        Waiting::Attention {
+            resource: r,
+            attention,
+        } => format!("{} held: attention {attention}", resource(r)),
+        Waiting::Ahead { job: j } => format!("{} goes first", job(j)),
+        Waiting::NoResources => "no resource it may use".into(),
+    }
 }
 
 pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
@@ -150,6 +256,16 @@ pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
         d.thread,
     );
     out.push_str(&format!("  submitted {} ago", since(j.created_at)));
+    if let Some(waiting) = &d.waiting {
+        let no_names = JobList {
+            machine: d.machine,
+            jobs: Vec::new(),
+        };
+        out.push_str(&format!(
+            "\nwaiting: {}",
+            waiting_reason(waiting, &no_names, &HashMap::new())
+        ));
+    }
     if let Some(cause) = d.last_stop_cause {
         out.push_str(&format!("\nlast stop cause {}", cause.as_str()));
     }

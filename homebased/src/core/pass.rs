@@ -3,24 +3,45 @@
 
 use super::Core;
 use crate::lifecycle::RunPhase;
-use crate::scheduler::{self, ResourceSlot, RunSlot, SlotPhase, Snapshot, Target, WaitingJob};
+use crate::scheduler::{
+    self, Decisions, ResourceSlot, RunSlot, SlotPhase, Snapshot, Target, WaitingJob,
+};
 use crate::store::jobs::{self, Job};
 use crate::store::{resources, runs, Db};
 use homebased_shared::error::{ApiError, ApiResult};
+use homebased_shared::ids::JobId;
 use homebased_shared::queue::PreemptMode;
 use homebased_shared::spec::JobSpec;
 use homebased_shared::time::now_ms;
+use homebased_shared::wire::Waiting;
+use std::collections::HashMap;
+
+/// The last pass's snapshot and decisions, kept so that `resource jobs` and `job show`
+/// answer why a job waits from exactly what the scheduler saw.
+pub(super) struct LastPass {
+    snapshot: Snapshot,
+    decisions: Decisions,
+    waiting: HashMap<JobId, Waiting>,
+}
 
 impl Core {
     pub(super) fn pass(&mut self) {
         self.passes += 1;
-        let decisions = match self.snapshot() {
-            Ok(snapshot) => scheduler::decide(&snapshot),
+        let (snapshot, decisions) = match self.snapshot() {
+            Ok(snapshot) => {
+                let decisions = scheduler::decide(&snapshot);
+                (snapshot, decisions)
+            }
             Err(e) => {
                 tracing::error!(error = %e, "cannot read the queue for a scheduling pass");
                 return;
             }
         };
+        self.last_pass = Some(LastPass {
+            waiting: decisions.waiting.iter().cloned().collect(),
+            decisions: decisions.clone(),
+            snapshot,
+        });
         if self.launch_backoff.holds(std::time::Instant::now()) {
             if !decisions.launches.is_empty() {
                 tracing::debug!("launches wait after a worker failed to start");
@@ -47,6 +68,32 @@ impl Core {
         Ok(homebased_shared::wire::Settled {
             passes: self.passes,
         })
+    }
+
+    /// Why a queued job waits, as the last pass saw it: its own reason when the snapshot
+    /// read it, else the one the same pass implies for a job further down (read from its
+    /// head only, never its spec). `None` for a job that is not queued or got a lane.
+    pub(super) fn waiting_of(&self, job: &jobs::JobHead) -> Option<Waiting> {
+        if job.status != homebased_shared::queue::JobStatus::Queued {
+            return None;
+        }
+        let last = self.last_pass.as_ref()?;
+        if let Some(waiting) = last.waiting.get(&job.id) {
+            return Some(waiting.clone());
+        }
+        let blocked_by_own_run = last
+            .snapshot
+            .resources
+            .iter()
+            .any(|r| r.run.as_ref().is_some_and(|run| run.job == job.id));
+        let unread = WaitingJob {
+            id: job.id,
+            priority: job.priority,
+            position: job.position.unwrap_or(u32::MAX),
+            target: job.target.map_or(Target::Any, Target::Pinned),
+            blocked_by_own_run,
+        };
+        scheduler::waiting_beyond(&last.snapshot, &last.decisions, &unread)
     }
 
     /// The queue as the scheduler sees it. Queued jobs are read in serving order only as far

@@ -10,19 +10,35 @@ use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::ids::JobId;
 use homebased_shared::queue::JobStatus;
 use homebased_shared::wire::{
-    ActiveRunView, DaemonStatus, JobDetail, JobList, JobStateView, JobSummary, ResourceList,
-    ResourceView, RunView,
+    ActiveRunView, DaemonStatus, GpuView, JobDetail, JobList, JobStateView, JobSummary,
+    ResourceList, ResourceView, RunView,
 };
 
 impl Core {
     pub fn resource_list(&self) -> ApiResult<ResourceList> {
+        self.resources_read_at.store(
+            homebased_shared::time::now_ms(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let db = self.store.db();
         let holding = runs::list_holding(db)?;
         let resources = resources::list(db)?
             .into_iter()
             .map(|r| {
                 let run = holding.iter().find(|run| run.resource == r.id);
-                resource_view(r, run)
+                let mut view = resource_view(r, run);
+                if let (Some(gpu), Some(sample)) = (view.gpu.as_mut(), &self.gpu_sample) {
+                    gpu.sampled_at = Some(sample.at);
+                    match &sample.processes {
+                        Ok(by_lane) => {
+                            gpu.processes =
+                                Some(by_lane.get(&view.id).cloned().unwrap_or_default());
+                            gpu.sample_error = None;
+                        }
+                        Err(e) => gpu.sample_error = Some(e.clone()),
+                    }
+                }
+                view
             })
             .collect();
         Ok(ResourceList {
@@ -31,10 +47,48 @@ impl Core {
         })
     }
 
+    /// The lanes the GPU sampler attributes to: indexed detected lanes with a known card,
+    /// and the run holding each.
+    pub fn gpu_lanes(&self) -> Vec<crate::sampler::Lane> {
+        let db = self.store.db();
+        let (Ok(holding), Ok(all)) = (runs::list_holding(db), resources::list(db)) else {
+            return Vec::new();
+        };
+        all.into_iter()
+            .filter(|r| r.device.is_some())
+            .filter_map(|r| {
+                let gpu_uuid = r.gpu.as_ref()?.uuid.clone()?;
+                let run = holding.iter().find(|run| run.resource == r.id);
+                Some(crate::sampler::Lane {
+                    resource: r.id,
+                    gpu_uuid,
+                    run: run.map(|run| crate::sampler::LaneRun {
+                        job: run.job,
+                        task: run.task,
+                        worker_pid: None,
+                        pgid: None,
+                    }),
+                })
+            })
+            .collect()
+    }
+
+    pub fn record_gpu_sample(&mut self, sample: crate::sampler::Sample) {
+        self.gpu_sample = Some(sample);
+    }
+
+    /// When resources were last read, for the sampler thread.
+    pub fn resources_read_at(&self) -> std::sync::Arc<std::sync::atomic::AtomicI64> {
+        self.resources_read_at.clone()
+    }
+
     pub fn job_list(&self) -> ApiResult<JobList> {
         let jobs = jobs::list_open(self.store.db())?
             .iter()
-            .map(job_summary)
+            .map(|job| JobSummary {
+                waiting: self.waiting_of(job),
+                ..job_summary(job)
+            })
             .collect();
         Ok(JobList {
             machine: self.machine,
@@ -63,6 +117,7 @@ impl Core {
             steps: summary.steps,
             created_at: summary.created_at,
             updated_at: summary.updated_at,
+            waiting: self.waiting_of(&job),
             thread: job.thread,
             spec: job.spec.clone(),
             active_run,
@@ -134,12 +189,28 @@ pub fn resource_view(r: Resource, run: Option<&Run>) -> ResourceView {
             phase: phase.view(),
         })
     });
+    // Only an indexed detected lane is a known card.
+    let gpu = match (r.origin, r.device) {
+        (homebased_shared::wire::ResourceOrigin::Detected, Some(_)) => {
+            let identity = r.gpu.as_ref();
+            Some(GpuView {
+                uuid: identity.and_then(|g| g.uuid.clone()),
+                model: identity.and_then(|g| g.model.clone()),
+                changed: identity.is_some_and(|g| g.changed),
+                sampled_at: None,
+                processes: None,
+                sample_error: Some("not sampled yet".into()),
+            })
+        }
+        _ => None,
+    };
     ResourceView {
         id: r.id,
         name: r.name,
         device: r.device,
         origin: r.origin,
         run,
+        gpu,
     }
 }
 
@@ -174,6 +245,7 @@ pub fn job_summary(job: &JobHead) -> JobSummary {
         runs: job.runs,
         created_at: job.created_at,
         updated_at: job.updated_at,
+        waiting: None,
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 const PROBE_BOUND: Duration = Duration::from_secs(30);
 
 /// The probe binary: `HOMEBASED_NVIDIA_SMI` (tests use a fake), else `nvidia-smi` on `PATH`.
-fn probe_program() -> String {
+pub fn probe_program() -> String {
     std::env::var("HOMEBASED_NVIDIA_SMI")
         .ok()
         .filter(|p| !p.is_empty())
@@ -109,6 +109,47 @@ pub fn detect(store: &mut Store) -> ApiResult<()> {
                 }
             }
         }
+        if let ProbeOutcome::Listed(gpus) = &outcome {
+            identify(tx, gpus)?;
+        }
         Ok(())
     })
+}
+
+/// Records or checks which card each detected lane's index is; a changed card is flagged
+/// and logged, never taken as the lane's card.
+fn identify(tx: crate::store::Db, gpus: &[detection::DetectedGpu]) -> ApiResult<()> {
+    use detection::identity::{self, Identity, KnownLane};
+    let lanes: Vec<KnownLane> = resources::list(tx)?
+        .into_iter()
+        .filter(|r| r.origin == homebased_shared::wire::ResourceOrigin::Detected)
+        .filter_map(|r| {
+            Some(KnownLane {
+                id: r.id,
+                device: r.device?,
+                recorded: r.gpu.map(|g| Identity {
+                    uuid: g.uuid,
+                    model: g.model,
+                    changed: g.changed,
+                }),
+                name: r.name,
+            })
+        })
+        .collect();
+    for change in identity::check(&lanes, gpus) {
+        if let Some(warning) = &change.warning {
+            tracing::warn!("GPU identity: {warning}");
+        }
+        let identity = change.identity;
+        resources::set_gpu(
+            tx,
+            change.id,
+            &resources::GpuIdentity {
+                uuid: identity.uuid,
+                model: identity.model,
+                changed: identity.changed,
+            },
+        )?;
+    }
+    Ok(())
 }

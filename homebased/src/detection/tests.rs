@@ -7,7 +7,11 @@ GPU 1: NVIDIA H200 (UUID: GPU-66666666-7777-8888-9999-000000000000)
 ";
 
 fn gpu(index: u32) -> DetectedGpu {
-    DetectedGpu { index, uuid: None }
+    DetectedGpu {
+        index,
+        uuid: None,
+        model: None,
+    }
 }
 
 fn listed(indices: &[u32]) -> ProbeOutcome {
@@ -46,10 +50,12 @@ fn parses_two_gpus_with_their_uuids() {
             DetectedGpu {
                 index: 0,
                 uuid: Some("GPU-11111111-2222-3333-4444-555555555555".to_string()),
+                model: Some("NVIDIA H200".to_string()),
             },
             DetectedGpu {
                 index: 1,
                 uuid: Some("GPU-66666666-7777-8888-9999-000000000000".to_string()),
+                model: Some("NVIDIA H200".to_string()),
             },
         ]
     );
@@ -89,6 +95,7 @@ fn first_line_wins_for_a_duplicate_index_and_uuid_is_optional() {
     let gpus = parse_nvidia_smi_list("GPU 1: A (UUID: GPU-a)\nGPU 1: B (UUID: GPU-b)\nGPU 2: C\n");
     assert_eq!(gpus[0].uuid.as_deref(), Some("GPU-a"));
     assert_eq!(gpus[1].uuid, None);
+    assert_eq!(gpus[1].model.as_deref(), Some("C"));
 }
 
 // ---- planning ----

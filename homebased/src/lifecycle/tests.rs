@@ -345,6 +345,7 @@ fn stopping_projects_to_stopping_for_the_scheduler_and_the_views() {
         phase.slot(),
         SlotPhase::Stopping {
             cause: StopCause::Restart,
+            requested_at: 3_000,
             for_job: Some(job())
         }
     );

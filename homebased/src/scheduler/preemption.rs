@@ -1,7 +1,7 @@
 //! Preemption: which runs may be stopped now, and which ones the waiting jobs stop.
 
 use super::order::resource_order;
-use super::{ResourceSlot, RunSlot, SlotPhase, Stop, WaitingJob};
+use super::{Claim, ResourceSlot, RunSlot, SlotPhase, Stop, WaitingJob};
 use homebased_shared::ids::{JobId, ResourceId};
 use homebased_shared::queue::{PreemptMode, StopCause};
 use homebased_shared::time::Millis;
@@ -35,17 +35,25 @@ pub fn stop_cause_now(
 /// that is already becoming free for it, so it needs no new stop. Then each job left picks
 /// at most one executing victim of strictly lower level. Hence N urgent jobs at a full
 /// machine stop N runs at once, and never more runs than there are jobs to use the lanes.
+/// Also returns the becoming-free lanes counted on, by whom.
 pub(super) fn choose_victims(
     now: Millis,
     resources: &[&ResourceSlot],
     waiting: &[&WaitingJob],
-) -> Vec<Stop> {
+) -> (Vec<Stop>, Vec<Claim>) {
     let waiting_ids: Vec<JobId> = waiting.iter().map(|job| job.id).collect();
     let mut claimed: Vec<ResourceId> = Vec::new();
+    let mut claims = Vec::new();
     let mut needing_victim = Vec::new();
     for &job in waiting {
         match becoming_free_lane(job, resources, &claimed, &waiting_ids) {
-            Some(lane) => claimed.push(lane),
+            Some(lane) => {
+                claimed.push(lane);
+                claims.push(Claim {
+                    job: job.id,
+                    resource: lane,
+                });
+            }
             None => needing_victim.push(job),
         }
     }
@@ -66,7 +74,7 @@ pub(super) fn choose_victims(
             });
         }
     }
-    stops
+    (stops, claims)
 }
 
 /// The becoming-free lane `job` should count on: a stop decided for it first, then one
@@ -241,12 +249,18 @@ mod tests {
         let later = JobId::new();
         let stop_for = |job| SlotPhase::Stopping {
             cause: StopCause::Yield,
+            requested_at: NOW,
             for_job: Some(job),
         };
         let for_later = becoming_free("a", stop_for(later));
         let cleaning = becoming_free("b", SlotPhase::Cleaning);
         let mine = becoming_free("c", stop_for(me.id));
-        let attention = becoming_free("d", SlotPhase::Attention);
+        let attention = becoming_free(
+            "d",
+            SlotPhase::Attention {
+                attention: homebased_shared::ids::AttentionId::new(),
+            },
+        );
         let waiting = [me.id, later];
         let all = [&for_later, &cleaning, &mine, &attention];
 

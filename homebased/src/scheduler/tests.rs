@@ -44,13 +44,27 @@ fn executing(priority: Priority, mode: PreemptMode, minutes_ago: i64) -> RunSlot
     )
 }
 
+fn held() -> SlotPhase {
+    SlotPhase::Attention {
+        attention: AttentionId::new(),
+    }
+}
+
 fn within(mut run: RunSlot, minutes: u64) -> RunSlot {
     run.restart_within = Some(Duration::from_secs(minutes * 60));
     run
 }
 
 fn stopping(cause: StopCause, for_job: Option<JobId>) -> RunSlot {
-    run(Low, Yield, SlotPhase::Stopping { cause, for_job })
+    run(
+        Low,
+        Yield,
+        SlotPhase::Stopping {
+            cause,
+            requested_at: NOW - MINUTE,
+            for_job,
+        },
+    )
 }
 
 fn job(priority: Priority, position: u32) -> WaitingJob {
@@ -182,10 +196,11 @@ fn no_phase_but_idle_is_free() {
         SlotPhase::Executing { started_at: NOW },
         SlotPhase::Stopping {
             cause: StopCause::UserCancel,
+            requested_at: NOW,
             for_job: None,
         },
         SlotPhase::Cleaning,
-        SlotPhase::Attention,
+        held(),
     ];
     for phase in phases {
         let gpu0 = busy("gpu0", Some(0), run(High, Wait, phase));
@@ -222,7 +237,7 @@ fn jobs_blocked_by_their_own_run_neither_start_nor_preempt_nor_head_the_queue() 
 #[test]
 fn first_blocked_lists_every_busy_lane_it_may_use_in_resource_order() {
     let gpu0 = busy("gpu0", Some(0), executing(High, Yield, 60));
-    let gpu1 = busy("gpu1", Some(1), run(High, Wait, SlotPhase::Attention));
+    let gpu1 = busy("gpu1", Some(1), run(High, Wait, held()));
     let gpu2 = busy("gpu2", Some(2), run(Low, Wait, SlotPhase::Cleaning));
     let aux = busy("aux", None, run(Low, Wait, SlotPhase::Launching));
     let head = job(High, 1);
@@ -290,7 +305,7 @@ fn yield_requested_for_the_head_selects_the_yield_notice_delay() {
         },
         Case {
             name: "attention",
-            run: run(Low, Yield, SlotPhase::Attention),
+            run: run(Low, Yield, held()),
             expected: false,
         },
     ];
@@ -519,7 +534,7 @@ fn lanes_already_becoming_free_need_no_new_stop() {
 
 #[test]
 fn attention_is_not_becoming_free() {
-    let gpu0 = busy("gpu0", Some(0), run(Low, Wait, SlotPhase::Attention));
+    let gpu0 = busy("gpu0", Some(0), run(Low, Wait, held()));
     let gpu1 = busy("gpu1", Some(1), executing(Low, Restart, 1));
     let urgent = job(High, 1);
     let d = decide_on(vec![gpu0, gpu1.clone()], vec![urgent.clone()]);
@@ -609,4 +624,239 @@ fn decisions_are_deterministic_whatever_the_input_order() {
     assert_eq!(decide_on(reversed_resources, reversed_jobs), expected);
     assert_eq!(expected.launches.len(), 1);
     assert_eq!(expected.stops.len(), 2);
+}
+
+// ---- waiting reasons ----
+
+fn reason_of(d: &Decisions, job: &WaitingJob) -> Waiting {
+    d.waiting
+        .iter()
+        .find(|(id, _)| *id == job.id)
+        .map(|(_, w)| w.clone())
+        .unwrap()
+}
+
+fn blocker_of(resource: &ResourceSlot) -> homebased_shared::wire::WaitingBlocker {
+    let run = resource.run.as_ref().unwrap();
+    homebased_shared::wire::WaitingBlocker {
+        resource: resource.id,
+        job: run.job,
+        task: run.task,
+        phase: run.phase.kind(),
+        priority: run.priority,
+    }
+}
+
+#[test]
+fn a_job_behind_runs_it_may_not_stop_names_every_one_of_them() {
+    // Equal level (never preempts), a wait-mode run past its window, a launching run.
+    let equal = busy("gpu0", Some(0), executing(Medium, Restart, 5));
+    let wait_mode = busy("gpu1", Some(1), within(executing(Low, Wait, 60), 10));
+    let launching = busy("gpu2", Some(2), run(Low, Restart, SlotPhase::Launching));
+    let waiting = job(Medium, 1);
+    let d = decide_on(
+        vec![launching.clone(), equal.clone(), wait_mode.clone()],
+        vec![waiting.clone()],
+    );
+    assert!(d.stops.is_empty());
+    assert_eq!(
+        reason_of(&d, &waiting),
+        Waiting::Resources {
+            blockers: vec![
+                blocker_of(&equal),
+                blocker_of(&wait_mode),
+                blocker_of(&launching)
+            ]
+        }
+    );
+}
+
+#[test]
+fn a_job_for_which_a_yield_is_decided_names_the_victim_and_the_cause() {
+    let gpu0 = busy("gpu0", Some(0), executing(Low, Yield, 60));
+    let high = job(High, 1);
+    let d = decide_on(vec![gpu0.clone()], vec![high.clone()]);
+    assert_eq!(d.stops, [stop(&gpu0, StopCause::Yield, &high)]);
+    assert_eq!(
+        reason_of(&d, &high),
+        Waiting::Stopping {
+            resource: gpu0.id,
+            task: gpu0.run.as_ref().unwrap().task,
+            cause: StopCause::Yield,
+            requested_at: NOW,
+        }
+    );
+}
+
+#[test]
+fn a_job_counting_on_a_committed_yield_names_it_with_its_request_time() {
+    let high = job(High, 1);
+    let gpu0 = busy("gpu0", Some(0), stopping(StopCause::Yield, Some(high.id)));
+    let d = decide_on(vec![gpu0.clone()], vec![high.clone()]);
+    assert!(d.stops.is_empty());
+    assert_eq!(
+        reason_of(&d, &high),
+        Waiting::Stopping {
+            resource: gpu0.id,
+            task: gpu0.run.as_ref().unwrap().task,
+            cause: StopCause::Yield,
+            requested_at: NOW - MINUTE,
+        }
+    );
+}
+
+#[test]
+fn a_job_waiting_for_a_cleaning_lane_names_it() {
+    let gpu0 = busy("gpu0", Some(0), run(High, Wait, SlotPhase::Cleaning));
+    let waiting = job(Low, 1);
+    let d = decide_on(vec![gpu0.clone()], vec![waiting.clone()]);
+    assert_eq!(
+        reason_of(&d, &waiting),
+        Waiting::Cleaning {
+            resource: gpu0.id,
+            task: gpu0.run.as_ref().unwrap().task,
+        }
+    );
+}
+
+#[test]
+fn a_job_whose_own_run_still_cleans_or_is_held_names_that_run() {
+    let mut own = job(High, 1);
+    own.blocked_by_own_run = true;
+    let mut cleaning = run(High, Wait, SlotPhase::Cleaning);
+    cleaning.job = own.id;
+    let gpu0 = busy("gpu0", Some(0), cleaning);
+    let gpu1 = lane("gpu1", Some(1));
+    let d = decide_on(vec![gpu0.clone(), gpu1.clone()], vec![own.clone()]);
+    assert!(d.launches.is_empty());
+    assert_eq!(
+        reason_of(&d, &own),
+        Waiting::Cleaning {
+            resource: gpu0.id,
+            task: gpu0.run.as_ref().unwrap().task,
+        }
+    );
+
+    let attention = AttentionId::new();
+    let mut held_run = run(High, Wait, SlotPhase::Attention { attention });
+    held_run.job = own.id;
+    let gpu0 = busy("gpu0", Some(0), held_run);
+    let d = decide_on(vec![gpu0.clone(), gpu1], vec![own.clone()]);
+    assert_eq!(
+        reason_of(&d, &own),
+        Waiting::Attention {
+            resource: gpu0.id,
+            attention
+        }
+    );
+}
+
+#[test]
+fn a_job_pinned_to_a_held_lane_names_the_attention_while_others_start() {
+    let attention = AttentionId::new();
+    let gpu0 = busy(
+        "gpu0",
+        Some(0),
+        run(Low, Wait, SlotPhase::Attention { attention }),
+    );
+    let gpu1 = lane("gpu1", Some(1));
+    let pinned_job = pinned(High, 1, &gpu0);
+    let other = job(Low, 1);
+    let d = decide_on(
+        vec![gpu0.clone(), gpu1.clone()],
+        vec![pinned_job.clone(), other.clone()],
+    );
+    assert_eq!(d.launches, [launch(&other, &gpu1)]);
+    assert_eq!(
+        reason_of(&d, &pinned_job),
+        Waiting::Attention {
+            resource: gpu0.id,
+            attention
+        }
+    );
+    assert!(d.waiting.iter().all(|(id, _)| *id != other.id));
+}
+
+#[test]
+fn a_pinned_job_behind_a_busy_lane_names_its_run() {
+    let gpu0 = busy("gpu0", Some(0), executing(High, Wait, 60));
+    let gpu1 = lane("gpu1", Some(1));
+    let head = pinned(Medium, 1, &gpu0);
+    let d = decide_on(vec![gpu0.clone(), gpu1], vec![head.clone()]);
+    assert_eq!(
+        reason_of(&d, &head),
+        Waiting::Resources {
+            blockers: vec![blocker_of(&gpu0)]
+        }
+    );
+}
+
+#[test]
+fn a_job_behind_one_that_takes_the_free_or_freeing_lane_names_that_job() {
+    let gpu0 = lane("gpu0", Some(0));
+    let first = job(Medium, 1);
+    let second = job(Medium, 2);
+    let d = decide_on(vec![gpu0], vec![second.clone(), first.clone()]);
+    assert_eq!(reason_of(&d, &second), Waiting::Ahead { job: first.id });
+
+    let gpu0 = busy("gpu0", Some(0), run(Low, Wait, SlotPhase::Cleaning));
+    let d = decide_on(vec![gpu0], vec![second.clone(), first.clone()]);
+    assert_eq!(d.claims.len(), 1);
+    assert_eq!(reason_of(&d, &second), Waiting::Ahead { job: first.id });
+}
+
+#[test]
+fn a_job_with_no_resource_it_may_use_says_so() {
+    let any = job(Low, 1);
+    let d = decide_on(vec![], vec![any.clone()]);
+    assert_eq!(reason_of(&d, &any), Waiting::NoResources);
+    let gone = lane("gone", None);
+    let pinned_job = pinned(Low, 2, &gone);
+    let d = decide_on(vec![lane("gpu0", Some(0))], vec![pinned_job.clone()]);
+    assert_eq!(reason_of(&d, &pinned_job), Waiting::NoResources);
+}
+
+#[test]
+fn a_job_the_snapshot_did_not_read_gets_the_reason_the_same_pass_implies() {
+    let gpu0 = busy("gpu0", Some(0), executing(Medium, Yield, 60));
+    let head = job(Medium, 1);
+    let snapshot = Snapshot {
+        now: NOW,
+        resources: vec![gpu0.clone()],
+        jobs: vec![head.clone()],
+    };
+    let d = decide(&snapshot);
+    let unread = job(Low, 7);
+    assert_eq!(
+        waiting_beyond(&snapshot, &d, &unread),
+        Some(Waiting::Resources {
+            blockers: vec![blocker_of(&gpu0)]
+        })
+    );
+    assert_eq!(
+        waiting_beyond(&snapshot, &d, &head),
+        Some(reason_of(&d, &head))
+    );
+}
+
+#[test]
+fn every_job_that_did_not_start_has_exactly_one_reason_and_the_head_agrees_with_its_notice() {
+    let gpu0 = busy("gpu0", Some(0), executing(High, Wait, 60));
+    let gpu1 = busy("gpu1", Some(1), executing(Low, Yield, 60));
+    let gpu2 = lane("gpu2", Some(2));
+    let jobs: Vec<WaitingJob> = (1..=4).map(|p| job(Medium, p)).collect();
+    let d = decide_on(vec![gpu0.clone(), gpu1.clone(), gpu2], jobs.clone());
+    assert_eq!(d.launches.len(), 1);
+    assert_eq!(d.waiting.len(), 3);
+    let head = d.first_blocked.as_ref().unwrap();
+    assert_eq!(d.waiting[0].0, head.job);
+    // The head's stop is the yield its notice counts.
+    assert!(head.yield_requested);
+    assert!(matches!(
+        d.waiting[0].1,
+        Waiting::Stopping {
+            cause: StopCause::Yield,
+            ..
+        }
+    ));
 }

@@ -15,7 +15,20 @@ pub struct Resource {
     pub device: Option<u32>,
     pub origin: ResourceOrigin,
     pub created_at: Millis,
+    /// The card a detected lane's device was first seen as, if recorded.
+    pub gpu: Option<GpuIdentity>,
 }
+
+/// A detected device's identity as `nvidia-smi -L` first reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuIdentity {
+    pub uuid: Option<String>,
+    pub model: Option<String>,
+    /// At the last start the index reported another hardware UUID (or none at all).
+    pub changed: bool,
+}
+
+const COLUMNS: &str = "id, name, device, origin, created_at, gpu_uuid, gpu_model, gpu_changed";
 
 /// Names are 1 to 63 of `[a-z0-9-]`, not starting or ending with `-`, never a UUID.
 pub fn check_name(name: &str) -> Result<(), String> {
@@ -45,6 +58,14 @@ fn from_row(r: &Row) -> rusqlite::Result<Resource> {
     let id: String = r.get("id")?;
     let origin: String = r.get("origin")?;
     let device: Option<i64> = r.get("device")?;
+    let uuid: Option<String> = r.get("gpu_uuid")?;
+    let model: Option<String> = r.get("gpu_model")?;
+    let changed: bool = r.get("gpu_changed")?;
+    let gpu = (uuid.is_some() || model.is_some()).then_some(GpuIdentity {
+        uuid,
+        model,
+        changed,
+    });
     Ok(Resource {
         id: id.parse().map_err(|e| bad_column("id", e))?,
         name: r.get("name")?,
@@ -53,6 +74,7 @@ fn from_row(r: &Row) -> rusqlite::Result<Resource> {
             .parse()
             .map_err(|e: String| bad_column("origin", e))?,
         created_at: r.get("created_at")?,
+        gpu,
     })
 }
 
@@ -60,7 +82,7 @@ fn from_row(r: &Row) -> rusqlite::Result<Resource> {
 pub fn list(db: Db) -> ApiResult<Vec<Resource>> {
     let mut stmt = db
         .conn
-        .prepare_cached("SELECT id, name, device, origin, created_at FROM resources")
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM resources"))
         .db("list resources")?;
     let mut rows: Vec<Resource> = stmt
         .query_map([], from_row)
@@ -79,7 +101,7 @@ pub fn list(db: Db) -> ApiResult<Vec<Resource>> {
 pub fn get(db: Db, id: ResourceId) -> ApiResult<Option<Resource>> {
     db.conn
         .query_row(
-            "SELECT id, name, device, origin, created_at FROM resources WHERE id = ?1",
+            &format!("SELECT {COLUMNS} FROM resources WHERE id = ?1"),
             [id.to_string()],
             from_row,
         )
@@ -94,7 +116,7 @@ pub fn find(db: Db, name_or_id: &str) -> ApiResult<Option<Resource>> {
     }
     db.conn
         .query_row(
-            "SELECT id, name, device, origin, created_at FROM resources WHERE name = ?1",
+            &format!("SELECT {COLUMNS} FROM resources WHERE name = ?1"),
             [name_or_id],
             from_row,
         )
@@ -116,6 +138,7 @@ pub fn insert(
         device,
         origin,
         created_at: now_ms(),
+        gpu: None,
     };
     db.conn.execute(
         "INSERT INTO resources (id, name, device, origin, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -185,6 +208,17 @@ pub fn adopt(db: Db, id: ResourceId, new_name: Option<&str>, device: u32) -> Api
             (id.to_string(), name, i64::from(device)),
         )
         .db("adopt fallback")?;
+    Ok(())
+}
+
+/// Records the card a lane's device is (first sight, or the flag after another start).
+pub fn set_gpu(db: Db, id: ResourceId, gpu: &GpuIdentity) -> ApiResult<()> {
+    db.conn
+        .execute(
+            "UPDATE resources SET gpu_uuid = ?2, gpu_model = ?3, gpu_changed = ?4 WHERE id = ?1",
+            (id.to_string(), &gpu.uuid, &gpu.model, gpu.changed),
+        )
+        .db("record GPU identity")?;
     Ok(())
 }
 

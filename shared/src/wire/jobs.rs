@@ -1,7 +1,7 @@
 //! Reading the queue: `resource jobs` and `resource job show`.
 
-use crate::ids::{JobId, MachineId, ResourceId, TaskId, ThreadId};
-use crate::queue::{Priority, RunStatus, StopCause};
+use crate::ids::{AttentionId, JobId, MachineId, ResourceId, TaskId, ThreadId};
+use crate::queue::{PhaseKind, Priority, RunStatus, StopCause};
 use crate::time::{serde_rfc3339, Millis};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -47,6 +47,48 @@ pub struct JobSummary {
     pub created_at: Millis,
     #[serde(with = "serde_rfc3339")]
     pub updated_at: Millis,
+    /// Why a queued job waits, as the last scheduling pass saw it; `null` otherwise.
+    #[serde(default)]
+    pub waiting: Option<Waiting>,
+}
+
+/// Why a queued job waits (SPEC section 9), computed by the scheduler from the snapshot it
+/// decided on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum Waiting {
+    /// Every resource it may use has a run it may not stop.
+    Resources { blockers: Vec<WaitingBlocker> },
+    /// A stop was committed (or is being committed) so that this job can start.
+    Stopping {
+        resource: ResourceId,
+        task: TaskId,
+        cause: StopCause,
+        #[serde(with = "serde_rfc3339")]
+        requested_at: Millis,
+    },
+    /// The lane it will get is cleaning, or its own previous run still is.
+    Cleaning { resource: ResourceId, task: TaskId },
+    /// Its pinned resource (or its own previous run's) is held until a person releases it.
+    Attention {
+        resource: ResourceId,
+        attention: AttentionId,
+    },
+    /// A lane it may use is free or becoming free, but `job`, earlier in serving order,
+    /// takes it.
+    Ahead { job: JobId },
+    /// The machine has no resource it may use.
+    NoResources,
+}
+
+/// A run in front of a job waiting for `resources`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitingBlocker {
+    pub resource: ResourceId,
+    pub job: JobId,
+    pub task: TaskId,
+    pub phase: PhaseKind,
+    pub priority: Priority,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -100,6 +142,8 @@ pub struct JobDetail {
     pub created_at: Millis,
     #[serde(with = "serde_rfc3339")]
     pub updated_at: Millis,
+    #[serde(default)]
+    pub waiting: Option<Waiting>,
     pub thread: ThreadId,
     pub spec: Value,
     pub active_run: Option<TaskId>,

@@ -44,6 +44,42 @@ pub struct ResourceView {
     pub device: Option<u32>,
     pub origin: ResourceOrigin,
     pub run: Option<ActiveRunView>,
+    /// The card of an indexed detected lane; `null` for unindexed and manual lanes.
+    #[serde(default)]
+    pub gpu: Option<GpuView>,
+}
+
+/// Which card a lane is, and what runs on it (SPEC section 7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuView {
+    pub uuid: Option<String>,
+    pub model: Option<String>,
+    /// Its index reported another hardware UUID at a later start: not silently swapped.
+    pub changed: bool,
+    #[serde(with = "serde_rfc3339::option")]
+    pub sampled_at: Option<Millis>,
+    /// `null` when the last sample failed (or none was taken yet), with `sample_error`:
+    /// never an empty list that would read as "free".
+    pub processes: Option<Vec<GpuProcessView>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_error: Option<String>,
+}
+
+/// One compute process on a card.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuProcessView {
+    pub pid: u32,
+    pub user: Option<String>,
+    pub command: Option<String>,
+    pub used_memory_mib: Option<u64>,
+    /// The queue's run it belongs to; `null` for a foreign process.
+    pub queue: Option<QueueProcessOwner>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueProcessOwner {
+    pub job: JobId,
+    pub task: TaskId,
 }
 
 /// The run that currently holds a resource.

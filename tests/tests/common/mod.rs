@@ -13,6 +13,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod account;
+pub mod gpus;
 pub mod jobs;
 pub mod queue;
 

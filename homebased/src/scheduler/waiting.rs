@@ -1,0 +1,136 @@
+//! Why a job that did not start waits, read off the very pass that decided: the same
+//! resources, the same launches, stops and counted-on lanes, so the reason never disagrees
+//! with what the scheduler did.
+
+use super::{Claim, Decisions, ResourceSlot, SlotPhase, WaitingJob};
+use homebased_shared::time::Millis;
+use homebased_shared::wire::{Waiting, WaitingBlocker};
+
+/// One pass's outcome, as the reasons need it.
+pub(super) struct Pass<'a> {
+    pub now: Millis,
+    /// In resource order, so blockers are listed in it.
+    pub resources: &'a [&'a ResourceSlot],
+    pub decisions: &'a Decisions,
+}
+
+/// The reason `job` waits after `pass`, or `None` when the pass gave it a lane (a launch
+/// that was decided but not committed yet: it is about to start, not waiting).
+pub(super) fn reason(job: &WaitingJob, pass: &Pass<'_>) -> Option<Waiting> {
+    let decisions = pass.decisions;
+    if decisions.launches.iter().any(|l| l.job == job.id) {
+        return None;
+    }
+    if job.blocked_by_own_run {
+        let own = pass.resources.iter().find_map(|r| {
+            let run = r.run.as_ref().filter(|run| run.job == job.id)?;
+            Some((r, run))
+        });
+        if let Some((resource, run)) = own {
+            return Some(match run.phase {
+                SlotPhase::Attention { attention } => Waiting::Attention {
+                    resource: resource.id,
+                    attention,
+                },
+                _ => Waiting::Cleaning {
+                    resource: resource.id,
+                    task: run.task,
+                },
+            });
+        }
+    }
+    let allowed: Vec<&ResourceSlot> = pass
+        .resources
+        .iter()
+        .copied()
+        .filter(|r| job.target.allows(r.id))
+        .collect();
+    if allowed.is_empty() {
+        return Some(Waiting::NoResources);
+    }
+    if let Some(stop) = decisions.stops.iter().find(|s| s.for_job == job.id) {
+        return Some(Waiting::Stopping {
+            resource: stop.resource,
+            task: stop.task,
+            cause: stop.cause,
+            requested_at: pass.now,
+        });
+    }
+    let counted_on = |claim: &Claim| claim.job == job.id;
+    if let Some(claim) = decisions.claims.iter().find(|c| counted_on(c)) {
+        if let Some(lane) = allowed.iter().find(|r| r.id == claim.resource) {
+            if let Some(waiting) = becoming_free(lane) {
+                return Some(waiting);
+            }
+        }
+    }
+    for lane in &allowed {
+        let taken_by = match &lane.run {
+            None => decisions
+                .launches
+                .iter()
+                .find(|l| l.resource == lane.id)
+                .map(|l| l.job),
+            Some(run) if run.phase.is_becoming_free() => decisions
+                .claims
+                .iter()
+                .find(|c| c.resource == lane.id)
+                .map(|c| c.job),
+            Some(_) => continue,
+        };
+        match taken_by {
+            Some(other) => return Some(Waiting::Ahead { job: other }),
+            // Nobody counts on it: only a job the snapshot did not read gets here, and
+            // that lane is the one it waits for.
+            None => {
+                if let Some(waiting) = becoming_free(lane) {
+                    return Some(waiting);
+                }
+            }
+        }
+    }
+    if let (super::Target::Pinned(_), [lane]) = (job.target, allowed.as_slice()) {
+        if let Some(SlotPhase::Attention { attention }) = lane.run.as_ref().map(|r| r.phase) {
+            return Some(Waiting::Attention {
+                resource: lane.id,
+                attention,
+            });
+        }
+    }
+    let blockers = allowed
+        .iter()
+        .filter_map(|r| {
+            let run = r.run.as_ref()?;
+            Some(WaitingBlocker {
+                resource: r.id,
+                job: run.job,
+                task: run.task,
+                phase: run.phase.kind(),
+                priority: run.priority,
+            })
+        })
+        .collect();
+    Some(Waiting::Resources { blockers })
+}
+
+/// What waiting for a lane that frees itself looks like.
+fn becoming_free(lane: &ResourceSlot) -> Option<Waiting> {
+    let run = lane.run.as_ref()?;
+    match run.phase {
+        SlotPhase::Stopping {
+            cause,
+            requested_at,
+            ..
+        } => Some(Waiting::Stopping {
+            resource: lane.id,
+            task: run.task,
+            cause,
+            requested_at,
+        }),
+        SlotPhase::Cleaning => Some(Waiting::Cleaning {
+            resource: lane.id,
+            task: run.task,
+        }),
+        _ => None,
+    }
+}
