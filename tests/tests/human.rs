@@ -104,3 +104,115 @@ fn task_log_follow_ends_when_the_run_ends() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(text, "first\nlast\n");
 }
+
+/// Each named column of `row` starts where its header does (for headers whose column names
+/// hold spaces, like `RUN / YIELD AGE`).
+fn assert_columns(header: &str, row: &str, columns: &[&str]) {
+    for column in columns {
+        let at = header
+            .find(column)
+            .unwrap_or_else(|| panic!("no {column} in {header}"));
+        let starts_here = row.as_bytes().get(at).is_some_and(|&b| b != b' ')
+            && (at == 0 || row.as_bytes()[at - 1] == b' ');
+        assert!(starts_here, "{column} at {at} misaligned:\n{header}\n{row}");
+    }
+}
+
+/// Also masks RFC 3339 times (`2026-12-01T10:34:57.059Z`) as `<time>`.
+fn masked_times(line: &str) -> String {
+    masked(line)
+        .split(' ')
+        .map(|w| {
+            if w.len() >= 20 && w.ends_with('Z') && w.as_bytes().get(10) == Some(&b'T') {
+                "<time>"
+            } else {
+                w
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The header and the rows of a human table, from its header line on.
+fn table_of(stdout: &str, header_starts: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .skip_while(|l| !l.starts_with(header_starts))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn resource_list_resource_jobs_and_events_read_at_a_glance_in_aligned_columns() {
+    let h = home_with_gpus(1);
+    let gate = h.tmp().join("gate");
+    let high = gated_spec(&h, "train-7", "", &gate, "").priority("high");
+    let thread = high.thread();
+    let running = h.submit(&high);
+    wait_phase(&h, &running, "executing");
+    h.submit(&sh_spec(&h, "eval", "true", &[]).priority("low"));
+    h.settle();
+    // The fake nvidia-smi answers no process query: the lane's processes are unknown, never
+    // shown as none.
+    wait_until("the sampler to have tried", || {
+        !h.resources()[0]["gpu"]["sample_error"].is_null()
+    });
+
+    let list = table_of(&h.cli(&["resource", "list"]).stdout, "ID");
+    assert_eq!(
+        list.iter().map(|l| masked(l)).collect::<Vec<_>>(),
+        [
+            "ID NAME DEVICE STATE RUN / YIELD AGE FOREIGN",
+            "<uuid> gpu0 0 executing <uuid> ?",
+        ],
+        "{list:#?}"
+    );
+    let columns = [
+        "ID",
+        "NAME",
+        "DEVICE",
+        "STATE",
+        "RUN / YIELD AGE",
+        "FOREIGN",
+    ];
+    assert_columns(&list[0], &list[1], &columns);
+
+    let jobs = table_of(&h.cli(&["resource", "jobs"]).stdout, "JOB");
+    assert_eq!(
+        jobs.iter().map(|l| masked(l)).collect::<Vec<_>>(),
+        [
+            "JOB PRIORITY POSITION STATE TARGET / NAME REASON",
+            "<uuid> high 1 active any / train-7 -",
+            "<uuid> low 1 queued any / eval behind gpu0: train-7 (high)",
+        ],
+        "{jobs:#?}"
+    );
+    let columns = [
+        "JOB",
+        "PRIORITY",
+        "POSITION",
+        "STATE",
+        "TARGET / NAME",
+        "REASON",
+    ];
+    assert_columns(&jobs[0], &jobs[1], &columns);
+    assert_columns(&jobs[0], &jobs[2], &columns);
+
+    open_gate(&gate);
+    wait_job(&h, &running, "succeeded");
+    wait_until("the event to reach the inbox", || {
+        !h.cli(&["events", "--thread", &thread])
+            .stdout
+            .contains("no events")
+    });
+    let events = table_of(&h.cli(&["events", "--thread", &thread]).stdout, "AT");
+    assert_eq!(
+        events.iter().map(|l| masked_times(l)).collect::<Vec<_>>(),
+        [
+            "AT EVENT JOB SEQ RUN NAME DETAIL",
+            "<time> JOB_SUCCEEDED <uuid> 1 1 (step 0) train-7 exit 0",
+        ],
+        "{events:#?}"
+    );
+    assert_aligned(&events[0], &events[1]);
+}
