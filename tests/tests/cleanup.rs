@@ -14,11 +14,12 @@
 
 mod common;
 
+use common::procs::{parse_stat, Proc};
+
 use common::account::Account;
 use common::jobs::{gated_spec, resource, sh_spec, show, wait_idle, wait_job, wait_phase_on};
 use common::{is_uuid, new_uuid, run_bounded, wait_until, Probe, TestHome, PATIENCE};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -34,54 +35,13 @@ const SKIP_UNPRIVILEGED: &str = "HOMEBASED_TEST_SKIP_UNPRIVILEGED";
 // Processes by identity
 // ------------------------------------------------------------------------------------------
 
-/// A process by `(pid, kernel start time)`: a pid alone can be reused, the pair cannot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Proc {
-    pid: u32,
-    start: u64,
-}
-
-/// The state letter (field 3) and the start time (field 22) of a `/proc/<pid>/stat` line.
-fn parse_stat(line: &str) -> Option<(char, u64)> {
-    // The command name (field 2) may hold spaces and parentheses: count after the last ')'.
-    let rest = &line[line.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let state = fields.first()?.chars().next()?;
-    let start = fields.get(19)?.parse().ok()?;
-    Some((state, start))
-}
-
 impl Proc {
-    /// The process that holds `pid` now, read by the test from `/proc`.
-    fn now(pid: u32) -> Option<Proc> {
-        let line = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let (_, start) = parse_stat(&line)?;
-        Some(Proc { pid, start })
-    }
-
     /// What a step recorded: its pid file and the `/proc/<pid>/stat` line beside it.
     fn recorded(pidfile: &Path) -> Option<Proc> {
         let pid = std::fs::read_to_string(pidfile).ok()?.trim().parse().ok()?;
         let line = std::fs::read_to_string(stat_file(pidfile)).ok()?;
         let (_, start) = parse_stat(&line)?;
         Some(Proc { pid, start })
-    }
-
-    /// Still this very process, and not a zombie.
-    fn alive(&self) -> bool {
-        std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
-            .ok()
-            .and_then(|line| parse_stat(&line))
-            .is_some_and(|(state, start)| start == self.start && !matches!(state, 'Z' | 'X'))
-    }
-
-    /// SIGKILL, only if the pid still names this process.
-    fn kill(&self) {
-        if self.alive() {
-            if let Ok(raw) = i32::try_from(self.pid) {
-                let _ = kill(Pid::from_raw(raw), Signal::SIGKILL);
-            }
-        }
     }
 }
 

@@ -13,58 +13,14 @@
 
 mod common;
 
+use common::procs::{parse_stat, Proc};
+
 use common::jobs::{open_gate, runs, sh_spec, show, wait_for_gate, wait_job, wait_phase};
-use common::{wait_until, Probe, TestHome};
+use common::{Probe, TestHome};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-
-/// A process by `(pid, kernel start time)`: a pid alone can be reused, the pair cannot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Proc {
-    pid: u32,
-    start: u64,
-}
-
-/// The state letter (field 3) and the start time (field 22) of a `/proc/<pid>/stat` line.
-fn parse_stat(line: &str) -> Option<(char, u64)> {
-    // The command name (field 2) may hold spaces and parentheses: count after the last ')'.
-    let rest = &line[line.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let state = fields.first()?.chars().next()?;
-    let start = fields.get(19)?.parse().ok()?;
-    Some((state, start))
-}
-
-impl Proc {
-    fn now(pid: u32) -> Option<Proc> {
-        let line = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let (_, start) = parse_stat(&line)?;
-        Some(Proc { pid, start })
-    }
-
-    /// The process whose pid a step wrote to `pidfile` (waits for it).
-    fn written(pidfile: &Path) -> Proc {
-        let mut found = None;
-        wait_until(&format!("a pid in {}", pidfile.display()), || {
-            found = std::fs::read_to_string(pidfile)
-                .ok()
-                .and_then(|t| t.trim().parse().ok())
-                .and_then(Proc::now);
-            found.is_some()
-        });
-        found.unwrap()
-    }
-
-    /// Still this very process, and not a zombie.
-    fn alive(&self) -> bool {
-        std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
-            .ok()
-            .and_then(|line| parse_stat(&line))
-            .is_some_and(|(state, start)| start == self.start && !matches!(state, 'Z' | 'X'))
-    }
-}
 
 /// Kills the process on drop if it is still the same one, whatever the test's assertions did.
 struct Leftover(Proc);

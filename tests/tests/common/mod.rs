@@ -15,6 +15,7 @@
 pub mod account;
 pub mod gpus;
 pub mod jobs;
+pub mod procs;
 pub mod queue;
 
 use serde_json::{json, Value};
