@@ -432,13 +432,19 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
             job_id,
             spec,
             allow_other_thread,
+            machine,
         } => {
             let id = match job_id {
                 None => JobId::new(),
                 Some(t) => t.parse().map_err(|_| bad_input("job-id", &t))?,
             };
             let submitted = client
-                .submit(&submit_request(id, &spec, allow_other_thread)?)
+                .submit(&submit_request(
+                    id,
+                    &spec,
+                    allow_other_thread,
+                    machine.machine,
+                )?)
                 .await?;
             let human = format!(
                 "submitted {id}: {} at {} position {}",
@@ -553,7 +559,12 @@ fn captured_environment() -> std::collections::BTreeMap<String, String> {
 }
 
 /// Reads the spec and captures what the submitter's side contributes.
-fn submit_request(id: JobId, spec_arg: &str, allow_other_thread: bool) -> ApiResult<SubmitRequest> {
+fn submit_request(
+    id: JobId,
+    spec_arg: &str,
+    allow_other_thread: bool,
+    machine: Option<String>,
+) -> ApiResult<SubmitRequest> {
     // Bytes, not a String: a spec that is not UTF-8 is `invalid_spec`, said by the spec reader.
     // One byte past the limit is enough for it to refuse the size.
     let limit = homebased_shared::spec::MAX_SPEC_BYTES as u64 + 1;
@@ -586,5 +597,6 @@ fn submit_request(id: JobId, spec_arg: &str, allow_other_thread: bool) -> ApiRes
             env: Some(captured_environment()),
         },
         allow_other_thread,
+        machine,
     })
 }

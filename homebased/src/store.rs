@@ -8,6 +8,8 @@
 //!   open transaction). The connection never leaves this module: no other code knows SQL.
 //! - [`peers`]: Fleet peers added with `fleet add`, and each address's bound machine UUID.
 //! - [`notices`]: blocked-notice episodes and the check-due mark of runs.
+//! - [`routes`]: Fleet's remote submits on the origin (job to authority, settled or pending)
+//!   and the pull cursor per authority (`schema_v7.sql`).
 
 pub mod attentions;
 pub mod events;
@@ -17,6 +19,7 @@ pub mod notices;
 pub mod operations;
 pub mod peers;
 pub mod resources;
+pub mod routes;
 pub mod runs;
 
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
@@ -31,6 +34,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("store/schema_v4.sql"),
     include_str!("store/schema_v5.sql"),
     include_str!("store/schema_v6.sql"),
+    include_str!("store/schema_v7.sql"),
 ];
 
 /// The schema version this build writes.

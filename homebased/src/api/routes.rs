@@ -169,6 +169,19 @@ impl AppState {
         }
     }
 
+    /// Like [`AppState::route`], but a job that is not local and has no `?machine=` goes to
+    /// its saved authority (the route of its remote submit), as SPEC 13 says for show, move
+    /// and cancel.
+    async fn route_job(&self, machine: Option<String>, job: JobId) -> Result<Route, ErrorResponse> {
+        if machine.is_none() {
+            let saved = crate::fleet::remote::saved_authority(&self.fleet, &self.core, job).await?;
+            if let Some((client, uuid)) = saved {
+                return Ok(Route::Peer(client, uuid.to_string()));
+            }
+        }
+        self.route(machine).await
+    }
+
     /// A peer's answer; a peer that could not be reached is probed again before its next use.
     async fn via<T>(
         &self,
@@ -235,7 +248,7 @@ async fn job_show(
 ) -> ApiResponse {
     let m = machine(q)?;
     let id = job_id(&job)?;
-    match s.route(m).await? {
+    match s.route_job(m, id).await? {
         Route::Local => s.local(move |core| core.job_detail(id)).await,
         Route::Peer(c, m) => json(s.via(&m, c.job_show(id, Some(&m))).await?),
     }
@@ -260,8 +273,15 @@ async fn register(State(s): State<AppState>, q: MachineParam, bytes: Bytes) -> A
 }
 
 async fn submit(State(s): State<AppState>, bytes: Bytes) -> ApiResponse {
+    use crate::fleet::remote::{self, SubmitTarget};
     let req = submit_body(&bytes)?;
-    json(s.core.call(move |core| core.submit(req)).await?)
+    // A spec (or --machine) naming a peer is a remote submit (SPEC 13).
+    match remote::target(&s.fleet, &req).await? {
+        SubmitTarget::Local => json(s.core.call(move |core| core.submit(req)).await?),
+        SubmitTarget::Peer(client, authority) => {
+            json(remote::submit(&s.fleet, &s.core, req, client, authority).await?)
+        }
+    }
 }
 
 async fn job_move(
@@ -273,7 +293,7 @@ async fn job_move(
     let m = machine(q)?;
     let id = job_id(&job)?;
     let req: MoveRequest = body(&bytes)?;
-    match s.route(m).await? {
+    match s.route_job(m, id).await? {
         Route::Local => s.local(move |core| core.move_job(id, req)).await,
         Route::Peer(c, m) => json(s.via(&m, c.job_move(id, Some(&m), &req)).await?),
     }
@@ -288,7 +308,7 @@ async fn job_cancel(
     let m = machine(q)?;
     let id = job_id(&job)?;
     let req: CancelRequest = body(&bytes)?;
-    match s.route(m).await? {
+    match s.route_job(m, id).await? {
         Route::Local => {
             s.local(move |core| core.cancel(id, req).and_then(sorted_keys))
                 .await
