@@ -409,7 +409,7 @@ async fn resource(
             let released = client.release(machine.machine.as_deref(), &req).await?;
             let human = format!(
                 "released attention {attention} on resource {}",
-                released.resource
+                released.answer.resource
             );
             Printed::answer(&released, vec![attention.to_string()], human)?
         }
@@ -517,7 +517,7 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
                 .await?;
             let human = format!(
                 "moved {id} to {} position {}",
-                moved.priority, moved.position
+                moved.answer.priority, moved.answer.position
             );
             Printed::answer(&moved, vec![id.to_string()], human)
         }
@@ -533,7 +533,7 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
             let result = client
                 .job_cancel(id, machine.machine.as_deref(), &req)
                 .await?;
-            let human = match &result {
+            let human = match &result.answer {
                 CancelResult::Cancelled => format!("cancelled {id}"),
                 CancelResult::Stopping { resource, task } => format!(
                     "stop requested for {id}: run {task} on resource {resource}; cleanup is not \

@@ -12,7 +12,7 @@ pub use transport::Retry;
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::ids::{JobId, MachineId, TaskId};
 use homebased_shared::wire::{
-    body_too_large, AddPeerRequest, CancelRequest, FleetEvents, FleetSubmitRequest, CancelResult, DaemonStatus, Identity, JobDetail,
+    body_too_large, AddPeerRequest, Answered, CancelRequest, FleetEvents, FleetSubmitRequest, CancelResult, DaemonStatus, Identity, JobDetail,
     JobEnvironment, JobList, MachineList, MachineView, MoveRequest, MoveResult, PeerRequest,
     RegisterRequest, ReleaseRequest, ReleaseResult, RemovedPeer, ResourceList, ResourceView,
     Settled, ShutdownResult, SubmitRequest, SubmitResult, TaskLog, Versioned, MAX_BODY_BYTES,
@@ -176,7 +176,7 @@ impl Client {
         task: TaskId,
         tail: Option<usize>,
         machine: Option<&str>,
-    ) -> ApiResult<TaskLog> {
+    ) -> ApiResult<Answered<TaskLog>> {
         let tail = tail.map(|n| n.to_string());
         let query = [("tail", tail.as_deref()), ("machine", machine)];
         self.get(&path(&format!("/v1/tasks/{task}/log"), &query))
@@ -206,7 +206,7 @@ impl Client {
         job: JobId,
         machine: Option<&str>,
         req: &MoveRequest,
-    ) -> ApiResult<MoveResult> {
+    ) -> ApiResult<Answered<MoveResult>> {
         let path = path(&format!("/v1/jobs/{job}/move"), &[("machine", machine)]);
         self.post(&path, req, Retry::Safe).await
     }
@@ -217,7 +217,7 @@ impl Client {
         job: JobId,
         machine: Option<&str>,
         req: &CancelRequest,
-    ) -> ApiResult<CancelResult> {
+    ) -> ApiResult<Answered<CancelResult>> {
         let path = path(&format!("/v1/jobs/{job}/cancel"), &[("machine", machine)]);
         self.post(&path, req, Retry::Safe).await
     }
@@ -227,7 +227,7 @@ impl Client {
         &self,
         machine: Option<&str>,
         req: &ReleaseRequest,
-    ) -> ApiResult<ReleaseResult> {
+    ) -> ApiResult<Answered<ReleaseResult>> {
         let path = path("/v1/release", &[("machine", machine)]);
         self.post(&path, req, Retry::Safe).await
     }

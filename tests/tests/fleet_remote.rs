@@ -169,6 +169,7 @@ fn a_remote_submit_runs_on_the_authority_and_its_event_comes_back_to_the_origin(
         log["log"].as_str().unwrap().contains("secret=none"),
         "{log}"
     );
+    assert_eq!(log["machine"], b_id.as_str(), "the machine that answered: {log}");
 
     // The event reaches the origin's sink, with its evidence there, and no sink of beta's.
     a.wait_inbox(&thread, &job, &[(1, "JOB_SUCCEEDED")]);
@@ -303,8 +304,11 @@ fn show_move_and_cancel_follow_the_saved_authority_and_replay_their_operations()
     ];
     let moved = a.h.json(&args);
     assert_eq!(moved["position"], 1, "{moved}");
-    // Meanwhile the queue changes on beta: the replay still answers the stored result.
-    b.h.json(&["resource", "job", "move", &first, "--front"]);
+    assert_eq!(moved["machine"], b_id.as_str(), "the machine that answered: {moved}");
+    // Meanwhile the queue changes on beta (asked there, its answer names beta too): the
+    // replay still answers the stored result.
+    let local = b.h.json(&["resource", "job", "move", &first, "--front"]);
+    assert_eq!(local["machine"], b_id.as_str(), "{local}");
     assert_eq!(a.h.json(&args), moved, "the replay across machines");
     let cancel_op = new_uuid();
     let cancel = [
@@ -317,6 +321,7 @@ fn show_move_and_cancel_follow_the_saved_authority_and_replay_their_operations()
     ];
     let cancelled = a.h.json(&cancel);
     assert_eq!(cancelled["result"], "cancelled", "{cancelled}");
+    assert_eq!(cancelled["machine"], b_id.as_str(), "{cancelled}");
     assert_eq!(a.h.json(&cancel), cancelled);
     assert_eq!(
         b.h.json(&["resource", "job", "show", &second])["state"]["state"],
@@ -403,4 +408,79 @@ fn an_authority_killed_and_restarted_delivers_its_events_in_order_once_back() {
         &low_job,
         &[(1, "JOB_PREEMPTED"), (2, "JOB_SUCCEEDED")],
     );
+}
+
+#[test]
+fn an_origin_that_crashed_after_storing_the_route_submits_once_on_retry() {
+    let mut b = Machine::with_gpu("beta");
+    b.start(Some(TOKEN), &[]);
+    let mut a = Machine::new("alpha");
+    a.configure(Some(TOKEN), &[b.address()]);
+    a.h.set_env("FAILPOINTS", "fleet.submit-before-forward=return");
+    a.h.spawn_serve();
+    a.wait_up(&b.address());
+    let spec = for_beta(sh_spec(&a.h, "once", "echo once", &[]));
+    let job = new_uuid();
+    let err = a.h.submit_err(&spec, Some(&job), 1);
+    assert_eq!(err["code"], "daemon_unavailable", "the origin crashed: {err}");
+    let _ = a.h.kill_serve(nix::sys::signal::Signal::SIGKILL);
+    b.h.settle();
+    assert!(
+        b.h.json(&["resource", "jobs"])["jobs"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "nothing reached beta"
+    );
+    a.h.unset_env("FAILPOINTS");
+    a.h.spawn_serve();
+    let answer = a.h.submit_json(&spec, Some(&job));
+    assert_eq!(answer["job"], job.as_str(), "{answer}");
+    let done = wait_job(&a.h, &job, "succeeded");
+    assert_eq!(done["runs"].as_array().unwrap().len(), 1, "ran once: {done}");
+    assert_eq!(a.h.submit_json(&spec, Some(&job))["job"], job.as_str());
+}
+
+/// A TCP server on a loopback port that answers every request with a body of `size` bytes
+/// that are not JSON, until the test ends.
+fn huge_peer(size: usize) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(1)));
+                let _ = conn.read(&mut buf);
+                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n");
+                let _ = conn.write_all(head.as_bytes());
+                let chunk = vec![b'x'; 1 << 20];
+                let mut left = size;
+                while left > 0 {
+                    let n = left.min(chunk.len());
+                    if conn.write_all(&chunk[..n]).is_err() {
+                        break;
+                    }
+                    left -= n;
+                }
+            });
+        }
+    });
+    address
+}
+
+#[test]
+fn a_peer_answering_a_huge_body_is_cut_off_and_nothing_is_stored() {
+    let mut a = Machine::new("alpha");
+    a.start(Some(TOKEN), &[]);
+    let huge = huge_peer(80 << 20);
+    let added = a.h.json(&["fleet", "add", &huge]);
+    assert_eq!(added["state"], "down", "{added}");
+    assert!(added["machine"].is_null(), "nothing bound: {added}");
+    let err = a.h.json_err(&["fleet", "probe", &huge], 1);
+    assert_eq!(err["code"], "machine_unavailable", "{err}");
+    let err = a.h.json_err(&["resource", "list", "--machine", &huge], 1);
+    assert_eq!(err["code"], "machine_unavailable", "{err}");
 }

@@ -96,6 +96,16 @@ pub struct RemovedPeer {
     pub removed: MachineView,
 }
 
+/// An answer with the machine that gave it: the replies of move, cancel, release and
+/// `task log` name it (SPEC 13), whether asked locally or forwarded. The stored result of an
+/// operation is the bare answer; the machine is added at the API edge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answered<T> {
+    pub machine: MachineId,
+    #[serde(flatten)]
+    pub answer: T,
+}
+
 /// `POST /v1/fleet/jobs`: a remote submit, from the origin to the authority. The authority
 /// validates the spec itself (its `cwd`, its daemon's `PATH`) and stores no environment of
 /// the origin's.
