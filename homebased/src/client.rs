@@ -12,10 +12,11 @@ pub use transport::Retry;
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::ids::{JobId, MachineId, TaskId};
 use homebased_shared::wire::{
-    body_too_large, AddPeerRequest, Answered, CancelRequest, FleetEvents, FleetSubmitRequest, CancelResult, DaemonStatus, Identity, JobDetail,
-    JobEnvironment, JobList, MachineList, MachineView, MoveRequest, MoveResult, PeerRequest,
-    RegisterRequest, ReleaseRequest, ReleaseResult, RemovedPeer, ResourceList, ResourceView,
-    Settled, ShutdownResult, SubmitRequest, SubmitResult, TaskLog, Versioned, MAX_BODY_BYTES,
+    body_too_large, AddPeerRequest, Answered, CancelRequest, CancelResult, DaemonStatus,
+    FleetEvents, FleetSubmitRequest, Identity, JobDetail, JobEnvironment, JobList, MachineList,
+    MachineView, MoveRequest, MoveResult, PeerRequest, RegisterRequest, ReleaseRequest,
+    ReleaseResult, RemovedPeer, ResourceList, ResourceView, Settled, ShutdownResult, SubmitRequest,
+    SubmitResult, TaskLog, Versioned, MAX_BODY_BYTES,
 };
 use hyper::body::Bytes;
 use hyper::Method;

@@ -6,12 +6,12 @@ use super::routes::{body, json, ApiResponse, AppState};
 use super::{ErrorResponse, Listener};
 use crate::fleet::{Fleet, ORIGIN_HEADER};
 use axum::body::Bytes;
+use axum::extract::Query;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use axum::extract::Query;
 use homebased_shared::error::{ApiError, ErrorCode};
 use homebased_shared::ids::MachineId;
 use homebased_shared::wire::{
@@ -65,8 +65,11 @@ async fn events(
     let Query(q) = q.map_err(|e| ErrorResponse(ApiError::new(ErrorCode::Usage, e.body_text())))?;
     let origin: MachineId = q.origin.parse().map_err(|_| {
         ErrorResponse(
-            ApiError::new(ErrorCode::Usage, format!("{:?} is not a machine UUID", q.origin))
-                .with_input(serde_json::json!({ "origin": q.origin })),
+            ApiError::new(
+                ErrorCode::Usage,
+                format!("{:?} is not a machine UUID", q.origin),
+            )
+            .with_input(serde_json::json!({ "origin": q.origin })),
         )
     })?;
     let wait = match &q.wait {

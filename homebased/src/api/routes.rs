@@ -206,15 +206,16 @@ impl AppState {
     }
 }
 
-/// A local answer that names this machine (SPEC 13: the reply names the machine that
-/// answered, as a peer's does).
-fn answered<T>(
-    core: &crate::core::Core,
-    answer: homebased_shared::error::ApiResult<T>,
+/// A peer's answer naming the peer (SPEC 13: a forwarded reply carries the machine that
+/// answered).
+fn from_peer<T>(
+    machine: &str,
+    answered: homebased_shared::wire::Answered<T>,
 ) -> homebased_shared::error::ApiResult<homebased_shared::wire::Answered<T>> {
-    answer.map(|answer| homebased_shared::wire::Answered {
-        machine: core.machine(),
-        answer,
+    let machine = machine.parse().map_err(ApiError::internal)?;
+    Ok(homebased_shared::wire::Answered {
+        machine: Some(machine),
+        answer: answered.answer,
     })
 }
 
@@ -306,14 +307,11 @@ async fn job_move(
     let id = job_id(&job)?;
     let req: MoveRequest = body(&bytes)?;
     match s.route_job(m, id).await? {
-        Route::Local => {
-            s.local(move |core| {
-                let moved = core.move_job(id, req);
-                answered(core, moved)
-            })
-            .await
-        }
-        Route::Peer(c, m) => json(s.via(&m, c.job_move(id, Some(&m), &req)).await?),
+        Route::Local => s.local(move |core| core.move_job(id, req)).await,
+        Route::Peer(c, m) => json(from_peer(
+            &m,
+            s.via(&m, c.job_move(id, Some(&m), &req)).await?,
+        )?),
     }
 }
 
@@ -328,15 +326,13 @@ async fn job_cancel(
     let req: CancelRequest = body(&bytes)?;
     match s.route_job(m, id).await? {
         Route::Local => {
-            s.local(move |core| {
-                let result = core.cancel(id, req);
-                answered(core, result).and_then(sorted_keys)
-            })
-            .await
+            s.local(move |core| core.cancel(id, req).and_then(sorted_keys))
+                .await
         }
-        Route::Peer(c, m) => json(sorted_keys(
+        Route::Peer(c, m) => json(sorted_keys(from_peer(
+            &m,
             s.via(&m, c.job_cancel(id, Some(&m), &req)).await?,
-        )?),
+        )?)?),
     }
 }
 
@@ -344,14 +340,8 @@ async fn release(State(s): State<AppState>, q: MachineParam, bytes: Bytes) -> Ap
     let m = machine(q)?;
     let req: ReleaseRequest = body(&bytes)?;
     match s.route(m).await? {
-        Route::Local => {
-            s.local(move |core| {
-                let released = core.release(req);
-                answered(core, released)
-            })
-            .await
-        }
-        Route::Peer(c, m) => json(s.via(&m, c.release(Some(&m), &req)).await?),
+        Route::Local => s.local(move |core| core.release(req)).await,
+        Route::Peer(c, m) => json(from_peer(&m, s.via(&m, c.release(Some(&m), &req)).await?)?),
     }
 }
 
@@ -382,13 +372,13 @@ async fn task_log(
     })?;
     match s.route(q.machine).await? {
         Route::Local => {
-            s.local(move |core| {
-                let log = core.task_log(task, q.tail, q.raw);
-                answered(core, log)
-            })
-            .await
+            s.local(move |core| core.task_log(task, q.tail, q.raw))
+                .await
         }
-        Route::Peer(c, m) => json(s.via(&m, c.task_log(task, q.tail, Some(&m))).await?),
+        Route::Peer(c, m) => json(from_peer(
+            &m,
+            s.via(&m, c.task_log(task, q.tail, Some(&m))).await?,
+        )?),
     }
 }
 

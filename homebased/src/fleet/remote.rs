@@ -45,7 +45,9 @@ pub async fn target(fleet: &Fleet, req: &SubmitRequest) -> ApiResult<SubmitTarge
                          give one, or make them agree"
                     ),
                 )
-                .with_input(serde_json::json!({ "machine": a, "pointer": "/machine", "value": s })));
+                .with_input(
+                    serde_json::json!({ "machine": a, "pointer": "/machine", "value": s }),
+                ));
             }
             from_flag
         }

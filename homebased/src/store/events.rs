@@ -90,7 +90,12 @@ pub fn append(
 
 /// The events of `origin`'s remote jobs after `after` in `fleet_seq` order, at most `limit`:
 /// what `GET /v1/fleet/events` serves. Each comes with its `fleet_seq` (the cursor).
-pub fn for_origin(db: Db, origin: MachineId, after: u64, limit: u32) -> ApiResult<Vec<(u64, Value)>> {
+pub fn for_origin(
+    db: Db,
+    origin: MachineId,
+    after: u64,
+    limit: u32,
+) -> ApiResult<Vec<(u64, Value)>> {
     let after = i64::try_from(after).unwrap_or(i64::MAX);
     let mut stmt = db
         .conn

@@ -46,8 +46,7 @@ fn from_row(r: &rusqlite::Row) -> rusqlite::Result<Route> {
     let answer = match (state.as_str(), answer) {
         ("pending", None) => Answer::Pending,
         (s @ ("accepted" | "rejected"), Some(text)) => {
-            let value: Value =
-                serde_json::from_str(&text).map_err(|e| bad_column("answer", e))?;
+            let value: Value = serde_json::from_str(&text).map_err(|e| bad_column("answer", e))?;
             if s == "accepted" {
                 Answer::Accepted(value)
             } else {
@@ -197,11 +196,19 @@ mod tests {
         let (job, authority, thread) = (JobId::new(), MachineId::new(), ThreadId::new());
         insert(db, job, authority, thread, "d1", 10).unwrap();
         assert_eq!(get(db, job).unwrap().unwrap().answer, Answer::Pending);
-        assert_eq!(live_authorities(db).unwrap(), vec![authority], "pending: pulled");
+        assert_eq!(
+            live_authorities(db).unwrap(),
+            vec![authority],
+            "pending: pulled"
+        );
         let ok = Answer::Accepted(serde_json::json!({"job": job}));
         settle(db, job, &ok, 11).unwrap();
         settle(db, job, &Answer::Rejected(serde_json::json!({})), 12).unwrap();
-        assert_eq!(get(db, job).unwrap().unwrap().answer, ok, "the first answer stays");
+        assert_eq!(
+            get(db, job).unwrap().unwrap().answer,
+            ok,
+            "the first answer stays"
+        );
         forget_pending(db, job).unwrap();
         assert!(get(db, job).unwrap().is_some(), "a settled route is kept");
         assert_eq!(live_authorities(db).unwrap(), vec![authority]);

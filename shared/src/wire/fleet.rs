@@ -96,12 +96,14 @@ pub struct RemovedPeer {
     pub removed: MachineView,
 }
 
-/// An answer with the machine that gave it: the replies of move, cancel, release and
-/// `task log` name it (SPEC 13), whether asked locally or forwarded. The stored result of an
-/// operation is the bare answer; the machine is added at the API edge.
+/// An answer that may name the machine that gave it. A forwarded reply of move, cancel,
+/// release or `task log` carries `machine` (SPEC 13), added by the forwarding daemon; asked
+/// locally the answer keeps its SPEC 9 shape, without it. The stored result of an operation
+/// is the bare answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Answered<T> {
-    pub machine: MachineId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<MachineId>,
     #[serde(flatten)]
     pub answer: T,
 }
