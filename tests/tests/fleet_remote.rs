@@ -508,3 +508,55 @@ fn a_peer_answering_a_huge_body_is_cut_off_and_nothing_is_stored() {
     let err = a.h.json_err(&["resource", "list", "--machine", &huge], 1);
     assert_eq!(err["code"], "machine_unavailable", "{err}");
 }
+
+/// A raw request on `m`'s TCP listener with the token.
+fn raw(m: &Machine, method: &str, path: &str, body: &str) -> http::Answer {
+    let addr = format!("127.0.0.1:{}", m.port);
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    http::exchange(
+        &mut http::tcp(&addr),
+        request.as_bytes(),
+        std::time::Duration::from_secs(30),
+    )
+}
+
+#[test]
+fn the_authority_refuses_a_remote_submit_meant_for_another_machine_and_bad_pulls() {
+    let mut b = Machine::with_gpu("beta");
+    b.start(Some(TOKEN), &[]);
+    let spec = b.h.spec("misrouted");
+    let job = new_uuid();
+    let body = json!({
+        "job": job, "origin": new_uuid(), "authority": new_uuid(), "spec": spec.0,
+    })
+    .to_string();
+    let answer = raw(&b, "POST", "/v1/fleet/jobs", &body);
+    assert_eq!(answer.status, 409, "{answer:?}");
+    assert_eq!(answer.error()["code"], "machine_identity_mismatch");
+    let err = b.h.json_err(&["resource", "job", "show", &job], 3);
+    assert_eq!(err["code"], "job_not_found", "nothing stored: {err}");
+
+    for path in [
+        "/v1/fleet/events?origin=nobody&after=0".to_string(),
+        format!("/v1/fleet/events?origin={}&after=-1", new_uuid()),
+        format!("/v1/fleet/events?origin={}&wait=soon", new_uuid()),
+    ] {
+        let answer = raw(&b, "GET", &path, "");
+        assert_eq!(answer.status, 400, "{path}: {answer:?}");
+        assert_eq!(answer.error()["code"], "usage", "{path}");
+    }
+    // An origin with nothing there gets an empty answer once its wait is over.
+    let answer = raw(
+        &b,
+        "GET",
+        &format!("/v1/fleet/events?origin={}&after=0&wait=50ms", new_uuid()),
+        "",
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let listed: Value = serde_json::from_slice(&answer.body).unwrap();
+    assert_eq!(listed["events"], json!([]), "{listed}");
+}

@@ -687,4 +687,30 @@ mod tests {
         assert_eq!(err.input["pointer"], "/timeout");
         assert!(err.message.contains("at most 30 days"), "{}", err.message);
     }
+
+    #[test]
+    fn a_spec_for_another_machine_is_checked_for_shape_only() {
+        let fx = Fixture::new();
+        let elsewhere = SubmitContext {
+            path: None,
+            cwd: "/".into(),
+            elsewhere: true,
+        };
+        let mut spec = fx.spec();
+        spec["cwd"] = json!("/only/on/the/authority");
+        spec["workload"] = json!({"type": "task", "command": ["train.sh", "--fast"]});
+        let valid = validate(spec.to_string().as_bytes(), &elsewhere).unwrap();
+        assert_eq!(
+            valid.spec.cwd,
+            std::path::Path::new("/only/on/the/authority")
+        );
+        // Here, the same spec is refused: its files are not on this machine.
+        let err = validate(spec.to_string().as_bytes(), &fx.ctx).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidCwd, "{err:?}");
+        // Its shape is checked all the same.
+        spec["priority"] = json!("urgent");
+        let err = validate(spec.to_string().as_bytes(), &elsewhere).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidSpec);
+        assert_eq!(err.input["pointer"], "/priority");
+    }
 }
