@@ -73,7 +73,8 @@ pub fn append(
         .prepare_cached(
             "INSERT INTO events (job, seq, kind, body, created_at, origin, fleet_seq) \
              SELECT ?1, ?2, ?3, ?4, ?5, j.origin, CASE WHEN j.origin IS NULL THEN NULL \
-               ELSE (SELECT COALESCE(MAX(fleet_seq), 0) + 1 FROM events) END \
+               ELSE (SELECT COALESCE(MAX(fleet_seq), 0) + 1 FROM events \
+               WHERE fleet_seq IS NOT NULL) END \
              FROM jobs j WHERE j.id = ?1",
         )
         .db("append event")?
@@ -407,5 +408,71 @@ mod tests {
         assert_eq!(delivery_state(c, a.id, 1).unwrap(), Some((true, false)));
         // A suppressed notice keeps its seq.
         assert_eq!(add(c, &a, EventKind::JobCheckDue), 3);
+    }
+
+    #[test]
+    fn a_remote_jobs_events_are_its_origins_in_fleet_order_and_pulled_ones_are_stored_once() {
+        let (_d, store) = test_store();
+        let c = store.db();
+        let origin = MachineId::new();
+        let spec = json!({});
+        let remote = |c| {
+            let new = jobs::NewJob {
+                origin: Some(origin),
+                ..jobs::NewJob::for_test(&spec, homebased_shared::queue::Priority::Medium)
+            };
+            jobs::insert(c, &new).unwrap();
+            jobs::require(c, new.id).unwrap()
+        };
+        let (a, b, local) = (remote(c), remote(c), test_job(c));
+        add(c, &a, EventKind::JobPreempted);
+        add(c, &local, EventKind::JobCancelled);
+        add(c, &b, EventKind::JobSucceeded);
+        add(c, &a, EventKind::JobSucceeded);
+        let heads: Vec<JobId> = pending_heads(c).unwrap().iter().map(|p| p.job).collect();
+        assert_eq!(
+            heads,
+            vec![local.id],
+            "the authority delivers only its own jobs' events"
+        );
+        let served = for_origin(c, origin, 0, 10).unwrap();
+        let order: Vec<(u64, String, u64)> = served
+            .iter()
+            .map(|(n, e)| {
+                (
+                    *n,
+                    e["job"].as_str().unwrap().to_string(),
+                    e["seq"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        let (a_id, b_id) = (a.id.to_string(), b.id.to_string());
+        assert_eq!(
+            order,
+            vec![(1, a_id.clone(), 1), (2, b_id, 1), (3, a_id, 2)]
+        );
+        assert_eq!(
+            for_origin(c, origin, 2, 10).unwrap().len(),
+            1,
+            "after the cursor"
+        );
+        assert!(for_origin(c, MachineId::new(), 0, 10).unwrap().is_empty());
+
+        // On the origin (another store), the pulled events are pending like local ones.
+        let (_d2, origin_store) = test_store();
+        let o = origin_store.db();
+        let authority = MachineId::new();
+        for (_, event) in &served {
+            assert!(insert_pulled(o, authority, event, 100).unwrap());
+            assert!(
+                !insert_pulled(o, authority, event, 101).unwrap(),
+                "stored once"
+            );
+        }
+        let heads = pending_heads(o).unwrap();
+        assert_eq!(heads.len(), 2, "one head per job");
+        assert!(heads
+            .iter()
+            .all(|p| p.pulled_from == Some(authority) && p.seq == 1));
     }
 }
