@@ -1577,7 +1577,9 @@ def fleet_workload(bins: Path, rows: list[Row], notes: dict) -> None:
                     return seen - int(at.timestamp() * 1000) * 1_000_000
             return None
 
-        starts, events = [], []
+        # The same job submitted on the authority's own socket, interleaved: the baseline.
+        local_spec = {k: v for k, v in spec.items() if k != "machine"}
+        starts, local_starts, events = [], [], []
         for i in range(FLEET_JOBS + 1):  # the first one warms up, not counted
             job = uuid7()
             t0 = time.time_ns()
@@ -1586,16 +1588,32 @@ def fleet_workload(bins: Path, rows: list[Row], notes: dict) -> None:
                 lambda: read_ns(authority.out / f"start.{job}"), 30, 0.0005, "the remote job to start"
             )
             lag = wait_for(lambda: delivered_at(job), 30, 0.0005, "the event on the origin")
+            authority.wait_idle()
+            local = uuid7()
+            t1 = time.time_ns()
+            authority.submit_api(local_spec, local, fresh=True)
+            local_started = wait_for(
+                lambda: read_ns(authority.out / f"start.{local}"), 30, 0.0005, "the local job to start"
+            )
+            authority.wait_idle()
             if i > 0:
                 starts.append((started - t0) / 1e6)
+                local_starts.append((local_started - t1) / 1e6)
                 events.append(lag / 1e6)
-            authority.wait_idle()
         rows.append(
             dist_row(
                 "fleet_start",
                 "remote submit to start, origin socket API to the authority's workload",
                 "ms",
                 starts,
+            )
+        )
+        rows.append(
+            dist_row(
+                "fleet_start_local",
+                "the same job submitted on the authority's own socket (interleaved baseline)",
+                "ms",
+                local_starts,
             )
         )
         rows.append(

@@ -153,6 +153,12 @@ fn a_remote_submit_runs_on_the_authority_and_its_event_comes_back_to_the_origin(
     // The authority stored it with its origin and no environment of the origin's.
     let on_b = b.h.json(&["resource", "job", "show", &job]);
     assert_eq!(on_b["origin"], a_id.as_str(), "{on_b}");
+    let human = b.h.cli(&["resource", "job", "show", &job]);
+    assert!(
+        human.stdout.contains(&format!("from machine {a_id}")),
+        "{}",
+        human.stdout
+    );
     let env = b.h.json(&["resource", "job", "show", &job, "--env"]);
     assert_eq!(env["environment"], Value::Null, "{env}");
     assert!(

@@ -158,6 +158,8 @@ impl Client {
                     let stream = TcpStream::connect(authority.as_str())
                         .await
                         .map_err(unavailable)?;
+                    // One small request per connection: sent at once, not held for Nagle.
+                    let _ = stream.set_nodelay(true);
                     self.exchange(stream, method, path, body).await
                 };
                 match tokio::time::timeout(self.deadline, attempt).await {
