@@ -409,7 +409,7 @@ async fn resource(
             let released = client.release(machine.machine.as_deref(), &req).await?;
             let human = format!(
                 "released attention {attention} on resource {}",
-                released.resource
+                released.answer.resource
             );
             Printed::answer(&released, vec![attention.to_string()], human)?
         }
@@ -432,13 +432,19 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
             job_id,
             spec,
             allow_other_thread,
+            machine,
         } => {
             let id = match job_id {
                 None => JobId::new(),
                 Some(t) => t.parse().map_err(|_| bad_input("job-id", &t))?,
             };
             let submitted = client
-                .submit(&submit_request(id, &spec, allow_other_thread)?)
+                .submit(&submit_request(
+                    id,
+                    &spec,
+                    allow_other_thread,
+                    machine.machine,
+                )?)
                 .await?;
             let human = format!(
                 "submitted {id}: {} at {} position {}",
@@ -511,7 +517,7 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
                 .await?;
             let human = format!(
                 "moved {id} to {} position {}",
-                moved.priority, moved.position
+                moved.answer.priority, moved.answer.position
             );
             Printed::answer(&moved, vec![id.to_string()], human)
         }
@@ -527,7 +533,7 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
             let result = client
                 .job_cancel(id, machine.machine.as_deref(), &req)
                 .await?;
-            let human = match &result {
+            let human = match &result.answer {
                 CancelResult::Cancelled => format!("cancelled {id}"),
                 CancelResult::Stopping { resource, task } => format!(
                     "stop requested for {id}: run {task} on resource {resource}; cleanup is not \
@@ -553,7 +559,12 @@ fn captured_environment() -> std::collections::BTreeMap<String, String> {
 }
 
 /// Reads the spec and captures what the submitter's side contributes.
-fn submit_request(id: JobId, spec_arg: &str, allow_other_thread: bool) -> ApiResult<SubmitRequest> {
+fn submit_request(
+    id: JobId,
+    spec_arg: &str,
+    allow_other_thread: bool,
+    machine: Option<String>,
+) -> ApiResult<SubmitRequest> {
     // Bytes, not a String: a spec that is not UTF-8 is `invalid_spec`, said by the spec reader.
     // One byte past the limit is enough for it to refuse the size.
     let limit = homebased_shared::spec::MAX_SPEC_BYTES as u64 + 1;
@@ -586,5 +597,6 @@ fn submit_request(id: JobId, spec_arg: &str, allow_other_thread: bool) -> ApiRes
             env: Some(captured_environment()),
         },
         allow_other_thread,
+        machine,
     })
 }

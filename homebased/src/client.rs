@@ -12,10 +12,11 @@ pub use transport::Retry;
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::ids::{JobId, MachineId, TaskId};
 use homebased_shared::wire::{
-    body_too_large, AddPeerRequest, CancelRequest, CancelResult, DaemonStatus, Identity, JobDetail,
-    JobEnvironment, JobList, MachineList, MachineView, MoveRequest, MoveResult, PeerRequest,
-    RegisterRequest, ReleaseRequest, ReleaseResult, RemovedPeer, ResourceList, ResourceView,
-    Settled, ShutdownResult, SubmitRequest, SubmitResult, TaskLog, Versioned, MAX_BODY_BYTES,
+    body_too_large, AddPeerRequest, Answered, CancelRequest, CancelResult, DaemonStatus,
+    FleetEvents, FleetSubmitRequest, Identity, JobDetail, JobEnvironment, JobList, MachineList,
+    MachineView, MoveRequest, MoveResult, PeerRequest, RegisterRequest, ReleaseRequest,
+    ReleaseResult, RemovedPeer, ResourceList, ResourceView, Settled, ShutdownResult, SubmitRequest,
+    SubmitResult, TaskLog, Versioned, MAX_BODY_BYTES,
 };
 use hyper::body::Bytes;
 use hyper::Method;
@@ -31,6 +32,9 @@ pub struct Client {
     token: Option<String>,
     /// Sent as `X-Homebased-Origin` when this daemon forwards a request to a peer.
     origin: Option<MachineId>,
+    /// How long a TCP peer has to answer ([`transport::PEER_DEADLINE`] unless a long poll
+    /// asks for more).
+    deadline: std::time::Duration,
 }
 
 /// An answer still in the bytes it came in, for callers that may not need it decoded: the
@@ -58,6 +62,7 @@ impl Client {
             endpoint: Endpoint::Socket(path),
             token: None,
             origin: None,
+            deadline: transport::PEER_DEADLINE,
         }
     }
 
@@ -67,6 +72,7 @@ impl Client {
             endpoint: Endpoint::tcp(address),
             token: None,
             origin: None,
+            deadline: transport::PEER_DEADLINE,
         }
     }
 
@@ -79,6 +85,44 @@ impl Client {
     pub fn with_origin(mut self, origin: MachineId) -> Client {
         self.origin = Some(origin);
         self
+    }
+
+    /// A remote submit to the authority (SPEC 13). Resent after a lost connection: submit is
+    /// idempotent on the job UUID there.
+    pub async fn fleet_submit(&self, req: &FleetSubmitRequest) -> ApiResult<SubmitResult> {
+        let body = encode_body(req, true)?;
+        decode(
+            &self
+                .send(Method::POST, "/v1/fleet/jobs", Some(body), Retry::Safe)
+                .await?,
+        )
+    }
+
+    /// The origin's pull: the events of its remote jobs after `after`, waiting up to `wait`
+    /// for one to exist. The peer gets `wait` plus the usual bound to answer.
+    pub async fn fleet_events(
+        &self,
+        origin: MachineId,
+        after: u64,
+        wait: std::time::Duration,
+    ) -> ApiResult<FleetEvents> {
+        let (origin, after) = (origin.to_string(), after.to_string());
+        let wait_text = humantime::format_duration(wait).to_string();
+        let query = [
+            ("origin", Some(origin.as_str())),
+            ("after", Some(after.as_str())),
+            ("wait", Some(wait_text.as_str())),
+        ];
+        let path = path("/v1/fleet/events", &query);
+        let bytes = Client {
+            endpoint: self.endpoint.clone(),
+            token: self.token.clone(),
+            origin: self.origin,
+            deadline: wait + transport::PEER_DEADLINE,
+        }
+        .send(Method::GET, &path, None, Retry::Safe)
+        .await?;
+        decode(&bytes)
     }
 
     pub async fn identity(&self) -> ApiResult<Identity> {
@@ -133,7 +177,7 @@ impl Client {
         task: TaskId,
         tail: Option<usize>,
         machine: Option<&str>,
-    ) -> ApiResult<TaskLog> {
+    ) -> ApiResult<Answered<TaskLog>> {
         let tail = tail.map(|n| n.to_string());
         let query = [("tail", tail.as_deref()), ("machine", machine)];
         self.get(&path(&format!("/v1/tasks/{task}/log"), &query))
@@ -163,7 +207,7 @@ impl Client {
         job: JobId,
         machine: Option<&str>,
         req: &MoveRequest,
-    ) -> ApiResult<MoveResult> {
+    ) -> ApiResult<Answered<MoveResult>> {
         let path = path(&format!("/v1/jobs/{job}/move"), &[("machine", machine)]);
         self.post(&path, req, Retry::Safe).await
     }
@@ -174,7 +218,7 @@ impl Client {
         job: JobId,
         machine: Option<&str>,
         req: &CancelRequest,
-    ) -> ApiResult<CancelResult> {
+    ) -> ApiResult<Answered<CancelResult>> {
         let path = path(&format!("/v1/jobs/{job}/cancel"), &[("machine", machine)]);
         self.post(&path, req, Retry::Safe).await
     }
@@ -184,7 +228,7 @@ impl Client {
         &self,
         machine: Option<&str>,
         req: &ReleaseRequest,
-    ) -> ApiResult<ReleaseResult> {
+    ) -> ApiResult<Answered<ReleaseResult>> {
         let path = path("/v1/release", &[("machine", machine)]);
         self.post(&path, req, Retry::Safe).await
     }

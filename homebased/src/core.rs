@@ -90,6 +90,8 @@ pub struct Core {
     me: CoreHandle,
     /// Wakes the event delivery loop when events may be pending ([`notices`]).
     delivery_wake: Arc<tokio::sync::Notify>,
+    /// Wakes every Fleet events long poll when events may have been appended ([`fleet`]).
+    fleet_wake: Arc<tokio::sync::Notify>,
     /// Taken by [`Core::spawn`].
     inbox: Option<mpsc::Receiver<Call>>,
 }
@@ -163,6 +165,7 @@ impl Core {
             )),
             me: CoreHandle { calls },
             delivery_wake: Arc::new(tokio::sync::Notify::new()),
+            fleet_wake: Arc::new(tokio::sync::Notify::new()),
             inbox: Some(inbox),
         })
     }

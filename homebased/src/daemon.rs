@@ -186,6 +186,11 @@ pub async fn run(
     .await?;
     // Probing is a task of its own: a slow peer never holds up the core or a request.
     let probes = tokio::spawn(fleet.clone().probe_forever());
+    // Events of this machine's remote jobs come back from their authorities on its own task.
+    let pulls = tokio::spawn(crate::fleet::pull::pull_forever(
+        fleet.clone(),
+        handle.clone(),
+    ));
     let sink = crate::delivery::sink::Sink::from_config(config.events.command.as_deref());
     let delivery = crate::delivery::spawn(handle.clone(), home.clone(), sink, delivery_wake);
     let (shut_tx, shut_rx) = tokio::sync::watch::channel(false);
@@ -230,6 +235,7 @@ pub async fn run(
     }
     pokes.abort();
     probes.abort();
+    pulls.abort();
     delivery.abort();
     let _ = std::fs::remove_file(home.socket());
     let _ = std::fs::remove_file(home.poke_socket());

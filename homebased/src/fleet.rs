@@ -5,12 +5,17 @@
 //! - [`directory`]: the pure rules: the address binding, probe timing, name resolution.
 //! - [`token`]: the shared bearer token, compared in constant time, and the TCP guard of
 //!   machine-to-machine requests.
+//! - [`remote`]: remote submit on the origin (routes) and on the authority, and the saved
+//!   authority of `job show|move|cancel`.
+//! - [`pull`]: events back to the origin: one long-polling pull task per authority.
 //!
 //! [`Fleet`] is the directory as the API reads it, with its probe task: every peer is
 //! probed at start, every 30 s, and before use after a failed probe, each probe bounded by
 //! the client's 5 s deadline.
 
 pub mod directory;
+pub mod pull;
+pub mod remote;
 pub mod token;
 
 use crate::client::Client;
@@ -46,6 +51,19 @@ struct Inner {
     peers: Mutex<Vec<Peer>>,
     /// Stores additions, removals and bindings (the store is the core's).
     core: CoreHandle,
+    /// Raised when a remote submit stored a route: the pull task looks at once.
+    routes_changed: tokio::sync::Notify,
+}
+
+/// One peer as the metrics see it (`homebased_fleet_peer_up{machine, name}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerUp {
+    /// The UUID the peer's address is bound to; `None` before it first answered.
+    pub machine: Option<MachineId>,
+    pub name: Option<String>,
+    pub address: String,
+    /// Its last probe found it `up` (answering, same UUID, a common protocol).
+    pub up: bool,
 }
 
 /// What `fleet remove` may not remove.
@@ -99,6 +117,7 @@ impl Fleet {
                 token: config.token.clone(),
                 peers: Mutex::new(peers),
                 core,
+                routes_changed: tokio::sync::Notify::new(),
             }),
         })
     }
@@ -118,6 +137,30 @@ impl Fleet {
     fn peers(&self) -> std::sync::MutexGuard<'_, Vec<Peer>> {
         // A panic while holding it left a plain Vec behind: still consistent.
         self.inner.peers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Resolves when a remote submit stored or settled a route.
+    pub async fn routes_changed(&self) {
+        self.inner.routes_changed.notified().await
+    }
+
+    /// Wakes the pull task (a route was stored or settled).
+    pub fn notify_routes(&self) {
+        self.inner.routes_changed.notify_waiters();
+    }
+
+    /// Every peer with whether it is up, in address order: what the metrics export as
+    /// `homebased_fleet_peer_up` (1 up, 0 otherwise), labelled with machine and name.
+    pub fn peers_up(&self) -> Vec<PeerUp> {
+        self.peers()
+            .iter()
+            .map(|p| PeerUp {
+                machine: p.bound,
+                name: p.name.clone(),
+                address: p.address.clone(),
+                up: p.state == PeerState::Up,
+            })
+            .collect()
     }
 
     /// `fleet machines`: this machine first.
@@ -145,7 +188,7 @@ impl Fleet {
         }
     }
 
-    fn disabled(&self) -> ApiError {
+    pub(crate) fn disabled(&self) -> ApiError {
         ApiError::new(
             ErrorCode::Usage,
             "Fleet is not enabled here: set [fleet] enabled = true and [web] listen",

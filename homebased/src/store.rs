@@ -8,6 +8,8 @@
 //!   open transaction). The connection never leaves this module: no other code knows SQL.
 //! - [`peers`]: Fleet peers added with `fleet add`, and each address's bound machine UUID.
 //! - [`notices`]: blocked-notice episodes and the check-due mark of runs.
+//! - [`routes`]: Fleet's remote submits on the origin (job to authority, settled or pending)
+//!   and the pull cursor per authority (`schema_v7.sql`).
 
 pub mod attentions;
 pub mod events;
@@ -17,6 +19,7 @@ pub mod notices;
 pub mod operations;
 pub mod peers;
 pub mod resources;
+pub mod routes;
 pub mod runs;
 
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
@@ -31,6 +34,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("store/schema_v4.sql"),
     include_str!("store/schema_v5.sql"),
     include_str!("store/schema_v6.sql"),
+    include_str!("store/schema_v7.sql"),
 ];
 
 /// The schema version this build writes.
@@ -319,6 +323,42 @@ mod tests {
             user_version(&conn).unwrap(),
             SCHEMA_VERSION + 1,
             "left untouched"
+        );
+    }
+
+    #[test]
+    fn the_v7_rebuild_of_events_keeps_every_event_and_its_delivery_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("homebased.sqlite");
+        let conn = Connection::open(&path).unwrap();
+        for (i, sql) in MIGRATIONS.iter().take(6).enumerate() {
+            conn.execute_batch(&format!("{sql}\nPRAGMA user_version = {};", i + 1))
+                .unwrap();
+        }
+        let job = "01a23100-0000-7000-8000-000000000001";
+        conn.execute_batch(&format!(
+            "INSERT INTO jobs (id, thread, name, priority, position, state, spec, digest, steps, \
+               created_at, updated_at) VALUES ('{job}', '01a23100-0000-7000-8000-000000000002', \
+               'old', 1, 1, 'queued', '{{}}', 'd', 1, 1, 1); \
+             INSERT INTO events (job, seq, kind, body, created_at, delivered_at, attempts) VALUES \
+               ('{job}', 1, 'JOB_PREEMPTED', '{{}}', 5, 6, 0), \
+               ('{job}', 2, 'JOB_SUCCEEDED', '{{}}', 7, NULL, 3);"
+        ))
+        .unwrap();
+        drop(conn);
+        let store = Store::open(&path).unwrap();
+        assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
+        let id: homebased_shared::ids::JobId = job.parse().unwrap();
+        assert_eq!(
+            events::delivery_state(store.db(), id, 1).unwrap(),
+            Some((true, false))
+        );
+        let pending = events::get(store.db(), id, 2).unwrap().unwrap();
+        assert_eq!((pending.attempts, pending.pulled_from), (3, None));
+        let heads = events::pending_heads(store.db()).unwrap();
+        assert_eq!(
+            heads.iter().map(|p| (p.job, p.seq)).collect::<Vec<_>>(),
+            vec![(id, 2)]
         );
     }
 }

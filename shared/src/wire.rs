@@ -48,8 +48,8 @@ pub fn body_too_large(submit: bool, size: Option<usize>) -> crate::error::ApiErr
 pub use daemon::{DaemonStatus, Settled, ShutdownResult, TaskLog};
 pub use envelope::Versioned;
 pub use fleet::{
-    AddPeerRequest, Identity, MachineList, MachineView, PeerRequest, PeerSource, PeerState,
-    ProtocolRange, RemovedPeer,
+    AddPeerRequest, Answered, FleetEvent, FleetEvents, FleetSubmitRequest, Identity, MachineList,
+    MachineView, PeerRequest, PeerSource, PeerState, ProtocolRange, RemovedPeer,
 };
 pub use job_writes::{
     CancelRequest, CancelResult, MoveRequest, MoveResult, Placement, SubmitRequest, SubmitResult,

@@ -17,6 +17,7 @@ fn ctx() -> SubmitContext {
     SubmitContext {
         path: Some("/usr/bin:/bin".into()),
         cwd: "/".into(),
+        elsewhere: false,
     }
 }
 

@@ -169,6 +169,19 @@ impl AppState {
         }
     }
 
+    /// Like [`AppState::route`], but a job that is not local and has no `?machine=` goes to
+    /// its saved authority (the route of its remote submit), as SPEC 13 says for show, move
+    /// and cancel.
+    async fn route_job(&self, machine: Option<String>, job: JobId) -> Result<Route, ErrorResponse> {
+        if machine.is_none() {
+            let saved = crate::fleet::remote::saved_authority(&self.fleet, &self.core, job).await?;
+            if let Some((client, uuid)) = saved {
+                return Ok(Route::Peer(client, uuid.to_string()));
+            }
+        }
+        self.route(machine).await
+    }
+
     /// A peer's answer; a peer that could not be reached is probed again before its next use.
     async fn via<T>(
         &self,
@@ -191,6 +204,19 @@ impl AppState {
     ) -> ApiResponse {
         json(self.core.call(f).await?)
     }
+}
+
+/// A peer's answer naming the peer (SPEC 13: a forwarded reply carries the machine that
+/// answered).
+fn from_peer<T>(
+    machine: &str,
+    answered: homebased_shared::wire::Answered<T>,
+) -> homebased_shared::error::ApiResult<homebased_shared::wire::Answered<T>> {
+    let machine = machine.parse().map_err(ApiError::internal)?;
+    Ok(homebased_shared::wire::Answered {
+        machine: Some(machine),
+        answer: answered.answer,
+    })
 }
 
 /// A peer's answer passed on as it came (it names the machine that answered).
@@ -235,7 +261,7 @@ async fn job_show(
 ) -> ApiResponse {
     let m = machine(q)?;
     let id = job_id(&job)?;
-    match s.route(m).await? {
+    match s.route_job(m, id).await? {
         Route::Local => s.local(move |core| core.job_detail(id)).await,
         Route::Peer(c, m) => json(s.via(&m, c.job_show(id, Some(&m))).await?),
     }
@@ -260,8 +286,15 @@ async fn register(State(s): State<AppState>, q: MachineParam, bytes: Bytes) -> A
 }
 
 async fn submit(State(s): State<AppState>, bytes: Bytes) -> ApiResponse {
+    use crate::fleet::remote::{self, SubmitTarget};
     let req = submit_body(&bytes)?;
-    json(s.core.call(move |core| core.submit(req)).await?)
+    // A spec (or --machine) naming a peer is a remote submit (SPEC 13).
+    match remote::target(&s.fleet, &req).await? {
+        SubmitTarget::Local => json(s.core.call(move |core| core.submit(req)).await?),
+        SubmitTarget::Peer(client, authority) => {
+            json(remote::submit(&s.fleet, &s.core, req, client, authority).await?)
+        }
+    }
 }
 
 async fn job_move(
@@ -273,9 +306,12 @@ async fn job_move(
     let m = machine(q)?;
     let id = job_id(&job)?;
     let req: MoveRequest = body(&bytes)?;
-    match s.route(m).await? {
+    match s.route_job(m, id).await? {
         Route::Local => s.local(move |core| core.move_job(id, req)).await,
-        Route::Peer(c, m) => json(s.via(&m, c.job_move(id, Some(&m), &req)).await?),
+        Route::Peer(c, m) => json(from_peer(
+            &m,
+            s.via(&m, c.job_move(id, Some(&m), &req)).await?,
+        )?),
     }
 }
 
@@ -288,14 +324,15 @@ async fn job_cancel(
     let m = machine(q)?;
     let id = job_id(&job)?;
     let req: CancelRequest = body(&bytes)?;
-    match s.route(m).await? {
+    match s.route_job(m, id).await? {
         Route::Local => {
             s.local(move |core| core.cancel(id, req).and_then(sorted_keys))
                 .await
         }
-        Route::Peer(c, m) => json(sorted_keys(
+        Route::Peer(c, m) => json(sorted_keys(from_peer(
+            &m,
             s.via(&m, c.job_cancel(id, Some(&m), &req)).await?,
-        )?),
+        )?)?),
     }
 }
 
@@ -304,7 +341,7 @@ async fn release(State(s): State<AppState>, q: MachineParam, bytes: Bytes) -> Ap
     let req: ReleaseRequest = body(&bytes)?;
     match s.route(m).await? {
         Route::Local => s.local(move |core| core.release(req)).await,
-        Route::Peer(c, m) => json(s.via(&m, c.release(Some(&m), &req)).await?),
+        Route::Peer(c, m) => json(from_peer(&m, s.via(&m, c.release(Some(&m), &req)).await?)?),
     }
 }
 
@@ -338,7 +375,10 @@ async fn task_log(
             s.local(move |core| core.task_log(task, q.tail, q.raw))
                 .await
         }
-        Route::Peer(c, m) => json(s.via(&m, c.task_log(task, q.tail, Some(&m))).await?),
+        Route::Peer(c, m) => json(from_peer(
+            &m,
+            s.via(&m, c.task_log(task, q.tail, Some(&m))).await?,
+        )?),
     }
 }
 

@@ -156,6 +156,9 @@ pub enum JobCommand {
         /// Allow a run to submit work into another thread than its own job's.
         #[arg(long)]
         allow_other_thread: bool,
+        /// Submit to this Fleet machine (name or UUID); must agree with the spec's machine.
+        #[command(flatten)]
+        machine: MachineArg,
     },
     /// The job, its slot, every run with its task UUID, cleanup results and events.
     Show {

@@ -91,7 +91,12 @@ pub async fn task_log(
         .with_input(serde_json::json!({ "task": task }))
     })?;
     let log = client.task_log(id, tail, Some(machine)).await?;
-    let human = log.log.strip_suffix('\n').unwrap_or(&log.log).to_string();
+    let human = log
+        .answer
+        .log
+        .strip_suffix('\n')
+        .unwrap_or(&log.answer.log)
+        .to_string();
     Printed::answer(&log, vec![], human)
 }
 

@@ -256,6 +256,12 @@ pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
         d.thread,
     );
     out.push_str(&format!("  submitted {} ago", since(j.created_at)));
+    if let Some(origin) = d.origin {
+        // A remote job (Fleet): its events are delivered on that machine.
+        out.push_str(&format!(
+            "\nfrom machine {origin} (its events are delivered there)"
+        ));
+    }
     if let Some(waiting) = &d.waiting {
         let no_names = JobList {
             machine: d.machine,

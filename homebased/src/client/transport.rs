@@ -25,6 +25,7 @@ pub const PEER_DEADLINE: Duration = Duration::from_secs(5);
 /// The largest answer read from a peer: a peer answering a huge body is cut off there.
 pub const MAX_PEER_REPLY_BYTES: usize = 64 * 1024 * 1024;
 
+#[derive(Clone)]
 pub(super) enum Endpoint {
     Socket(PathBuf),
     /// `host:port`, also sent as the `Host` header.
@@ -157,16 +158,18 @@ impl Client {
                     let stream = TcpStream::connect(authority.as_str())
                         .await
                         .map_err(unavailable)?;
+                    // One small request per connection: sent at once, not held for Nagle.
+                    let _ = stream.set_nodelay(true);
                     self.exchange(stream, method, path, body).await
                 };
-                match tokio::time::timeout(PEER_DEADLINE, attempt).await {
+                match tokio::time::timeout(self.deadline, attempt).await {
                     Ok(result) => result,
                     Err(_) => Err(Transport::Unavailable(
                         ApiError::new(
                             ErrorCode::MachineUnavailable,
                             format!(
                                 "http://{authority} did not answer within {}s",
-                                PEER_DEADLINE.as_secs()
+                                self.deadline.as_secs()
                             ),
                         )
                         .with_input(

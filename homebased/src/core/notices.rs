@@ -69,6 +69,8 @@ impl Core {
     /// costs one query.
     pub fn wake_delivery(&self) {
         self.delivery_wake.notify_one();
+        // A remote job's events are its origin's: its long poll, if any, answers now.
+        self.fleet_wake.notify_waiters();
     }
 
     fn track_episode(&mut self, head: Option<&BlockedHead>, now: Millis) -> ApiResult<()> {

@@ -10,6 +10,16 @@ use homebased_shared::wire::{SubmitRequest, SubmitResult};
 
 impl Core {
     pub fn submit(&mut self, req: SubmitRequest) -> ApiResult<SubmitResult> {
+        self.submit_from(req, None)
+    }
+
+    /// A submit, from this machine (`origin` `None`) or, through Fleet, from the machine
+    /// `origin`, which the job is stored with: its events are then the origin's to deliver.
+    pub fn submit_from(
+        &mut self,
+        req: SubmitRequest,
+        origin: Option<homebased_shared::ids::MachineId>,
+    ) -> ApiResult<SubmitResult> {
         let raw = serde_json::to_vec(&req.spec).map_err(ApiError::internal)?;
         let request_digest = request_digest(&raw, &req.submitter.cwd);
         // A retry of the very request that created the job (a lost reply) gets the job as it
@@ -20,6 +30,7 @@ impl Core {
         let ctx = SubmitContext {
             path: req.submitter.path.clone(),
             cwd: req.submitter.cwd.clone(),
+            elsewhere: false,
         };
         let valid = spec::validate(&raw, &ctx)?;
         if let Some(machine) = &valid.spec.machine {
@@ -79,6 +90,7 @@ impl Core {
                     env_home: req.submitter.home.as_deref(),
                     env: captured.as_ref(),
                     steps: valid.spec.steps.len() as u32,
+                    origin,
                 },
             )?;
             jobs::require(tx, id)

@@ -82,6 +82,7 @@ impl Fixture {
                     env: None,
                 },
                 allow_other_thread: false,
+                machine: None,
             })
             .unwrap();
         self.pass();
@@ -882,6 +883,7 @@ fn the_submitters_environment_reaches_run_json_without_run_variables_or_the_dige
                 env,
             },
             allow_other_thread: false,
+            machine: None,
         };
     let id = JobId::new();
     f.core.submit(submit(Some(env.into()), id)).unwrap();

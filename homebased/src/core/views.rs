@@ -124,6 +124,7 @@ impl Core {
             runs: history.iter().map(run_view).collect(),
             last_stop_cause: job.last_stop_cause,
             events: events::list_for_job(db, id)?,
+            origin: job.origin,
         })
     }
 

@@ -46,7 +46,8 @@ pub fn take(core: &mut Core, busy: &HashSet<JobId>, now: Millis, room: usize) ->
                 round.next_retry_at = Some(round.next_retry_at.map_or(at, |n| n.min(at)));
                 continue;
             }
-            if !core.notice_still_true(&event)? {
+            // A pulled notice was judged by its authority, which alone knows its job.
+            if event.pulled_from.is_none() && !core.notice_still_true(&event)? {
                 stale.push(event);
                 continue;
             }

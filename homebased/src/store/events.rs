@@ -66,14 +66,92 @@ pub fn append(
         detail,
     };
     let body = serde_json::to_string(&Versioned::new(&event)).map_err(ApiError::internal)?;
-    db.conn
+    // A remote job's event (its job has an origin) is the origin's to deliver: it is marked
+    // with the origin and numbered in `fleet_seq`, the order the origin pulls in.
+    let inserted = db
+        .conn
         .prepare_cached(
-            "INSERT INTO events (job, seq, kind, body, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT INTO events (job, seq, kind, body, created_at, origin, fleet_seq) \
+             SELECT ?1, ?2, ?3, ?4, ?5, j.origin, CASE WHEN j.origin IS NULL THEN NULL \
+               ELSE (SELECT COALESCE(MAX(fleet_seq), 0) + 1 FROM events \
+               WHERE fleet_seq IS NOT NULL) END \
+             FROM jobs j WHERE j.id = ?1",
         )
         .db("append event")?
         .execute((job.id.to_string(), seq, kind.as_str(), body, now))
         .db("append event")?;
+    if inserted != 1 {
+        return Err(ApiError::internal(format!(
+            "cannot append an event of job {}: no such job",
+            job.id
+        )));
+    }
     Ok(seq)
+}
+
+/// The events of `origin`'s remote jobs after `after` in `fleet_seq` order, at most `limit`:
+/// what `GET /v1/fleet/events` serves. Each comes with its `fleet_seq` (the cursor).
+pub fn for_origin(
+    db: Db,
+    origin: MachineId,
+    after: u64,
+    limit: u32,
+) -> ApiResult<Vec<(u64, Value)>> {
+    let after = i64::try_from(after).unwrap_or(i64::MAX);
+    let mut stmt = db
+        .conn
+        .prepare_cached(
+            "SELECT fleet_seq, body FROM events WHERE origin = ?1 AND fleet_seq > ?2 \
+             ORDER BY fleet_seq LIMIT ?3",
+        )
+        .db("read remote events")?;
+    let rows = stmt
+        .query_map((origin.to_string(), after, limit), |r| {
+            let n: i64 = r.get(0)?;
+            let body: String = r.get(1)?;
+            Ok((n, body))
+        })
+        .db("read remote events")?
+        .collect::<Result<Vec<_>, _>>()
+        .db("read remote events")?;
+    rows.into_iter()
+        .map(|(n, body)| {
+            let body = serde_json::from_str(&body).map_err(ApiError::internal)?;
+            Ok((u64::try_from(n).unwrap_or(0), body))
+        })
+        .collect()
+}
+
+/// Stores an event pulled from `authority` for delivery here, as it came. Answers false
+/// when it was stored already (a pull answered twice, a replay after a crash).
+pub fn insert_pulled(db: Db, authority: MachineId, body: &Value, at: Millis) -> ApiResult<bool> {
+    let job = body["job"]
+        .as_str()
+        .and_then(|j| j.parse::<JobId>().ok())
+        .ok_or_else(|| ApiError::internal(format!("a pulled event names no job: {body}")))?;
+    let seq = body["seq"]
+        .as_u64()
+        .and_then(|s| u32::try_from(s).ok())
+        .filter(|s| *s >= 1)
+        .ok_or_else(|| ApiError::internal(format!("a pulled event has no seq: {body}")))?;
+    let kind = body["event"].as_str().unwrap_or("UNKNOWN");
+    let n = db
+        .conn
+        .prepare_cached(
+            "INSERT OR IGNORE INTO events (job, seq, kind, body, created_at, authority) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .db("store pulled event")?
+        .execute((
+            job.to_string(),
+            seq,
+            kind,
+            body.to_string(),
+            at,
+            authority.to_string(),
+        ))
+        .db("store pulled event")?;
+    Ok(n == 1)
 }
 
 /// Every event of a job, oldest first.
@@ -106,6 +184,8 @@ pub struct Pending {
     pub attempts: u32,
     /// Not before this time (backoff after a failure); `None` means now.
     pub next_attempt_at: Option<Millis>,
+    /// Pulled from this authority: the event of a remote job, delivered here as it came.
+    pub pulled_from: Option<MachineId>,
 }
 
 impl Pending {
@@ -130,19 +210,25 @@ fn pending_from_row(r: &Row) -> rusqlite::Result<Pending> {
         created_at: r.get("created_at")?,
         attempts: r.get("attempts")?,
         next_attempt_at: r.get("next_attempt_at")?,
+        pulled_from: r
+            .get::<_, Option<String>>("authority")?
+            .map(|a| a.parse().map_err(|e| super::bad_column("authority", e)))
+            .transpose()?,
     })
 }
 
 const PENDING_COLUMNS: &str =
-    "e.job, e.seq, e.kind, e.body, e.created_at, e.attempts, e.next_attempt_at";
+    "e.job, e.seq, e.kind, e.body, e.created_at, e.attempts, e.next_attempt_at, e.authority";
 
 /// The oldest pending (neither delivered nor suppressed) event of every job, oldest first.
+/// A remote job's events on its authority are never pending there: its origin delivers them.
 pub fn pending_heads(db: Db) -> ApiResult<Vec<Pending>> {
     let mut stmt = db
         .conn
         .prepare_cached(&format!(
             "SELECT {PENDING_COLUMNS} FROM events e \
-             WHERE e.delivered_at IS NULL AND e.suppressed = 0 AND NOT EXISTS ( \
+             WHERE e.delivered_at IS NULL AND e.suppressed = 0 AND e.origin IS NULL \
+               AND NOT EXISTS ( \
                SELECT 1 FROM events p WHERE p.job = e.job AND p.seq < e.seq \
                AND p.delivered_at IS NULL AND p.suppressed = 0) \
              ORDER BY e.created_at, e.job"
@@ -322,5 +408,71 @@ mod tests {
         assert_eq!(delivery_state(c, a.id, 1).unwrap(), Some((true, false)));
         // A suppressed notice keeps its seq.
         assert_eq!(add(c, &a, EventKind::JobCheckDue), 3);
+    }
+
+    #[test]
+    fn a_remote_jobs_events_are_its_origins_in_fleet_order_and_pulled_ones_are_stored_once() {
+        let (_d, store) = test_store();
+        let c = store.db();
+        let origin = MachineId::new();
+        let spec = json!({});
+        let remote = |c| {
+            let new = jobs::NewJob {
+                origin: Some(origin),
+                ..jobs::NewJob::for_test(&spec, homebased_shared::queue::Priority::Medium)
+            };
+            jobs::insert(c, &new).unwrap();
+            jobs::require(c, new.id).unwrap()
+        };
+        let (a, b, local) = (remote(c), remote(c), test_job(c));
+        add(c, &a, EventKind::JobPreempted);
+        add(c, &local, EventKind::JobCancelled);
+        add(c, &b, EventKind::JobSucceeded);
+        add(c, &a, EventKind::JobSucceeded);
+        let heads: Vec<JobId> = pending_heads(c).unwrap().iter().map(|p| p.job).collect();
+        assert_eq!(
+            heads,
+            vec![local.id],
+            "the authority delivers only its own jobs' events"
+        );
+        let served = for_origin(c, origin, 0, 10).unwrap();
+        let order: Vec<(u64, String, u64)> = served
+            .iter()
+            .map(|(n, e)| {
+                (
+                    *n,
+                    e["job"].as_str().unwrap().to_string(),
+                    e["seq"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        let (a_id, b_id) = (a.id.to_string(), b.id.to_string());
+        assert_eq!(
+            order,
+            vec![(1, a_id.clone(), 1), (2, b_id, 1), (3, a_id, 2)]
+        );
+        assert_eq!(
+            for_origin(c, origin, 2, 10).unwrap().len(),
+            1,
+            "after the cursor"
+        );
+        assert!(for_origin(c, MachineId::new(), 0, 10).unwrap().is_empty());
+
+        // On the origin (another store), the pulled events are pending like local ones.
+        let (_d2, origin_store) = test_store();
+        let o = origin_store.db();
+        let authority = MachineId::new();
+        for (_, event) in &served {
+            assert!(insert_pulled(o, authority, event, 100).unwrap());
+            assert!(
+                !insert_pulled(o, authority, event, 101).unwrap(),
+                "stored once"
+            );
+        }
+        let heads = pending_heads(o).unwrap();
+        assert_eq!(heads.len(), 2, "one head per job");
+        assert!(heads
+            .iter()
+            .all(|p| p.pulled_from == Some(authority) && p.seq == 1));
     }
 }

@@ -7,7 +7,7 @@
 use super::bad_column;
 use super::{Db, DbResult};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
-use homebased_shared::ids::{JobId, ResourceId, TaskId, ThreadId};
+use homebased_shared::ids::{JobId, MachineId, ResourceId, TaskId, ThreadId};
 use homebased_shared::queue::{JobStatus, Priority, StopCause};
 use homebased_shared::time::{now_ms, Millis};
 use rusqlite::{OptionalExtension, Row};
@@ -53,6 +53,8 @@ pub struct Job {
     pub env_home: Option<String>,
     /// The submitter's whole environment; `None` when none was captured.
     pub env: Option<BTreeMap<String, String>>,
+    /// The machine a remote job was submitted from (Fleet); `None` for a local job.
+    pub origin: Option<MachineId>,
 }
 
 /// A job is read like its head (`job.status`, `job.id`): the head is most of what callers
@@ -78,6 +80,8 @@ pub struct NewJob<'a> {
     pub env_home: Option<&'a str>,
     pub env: Option<&'a BTreeMap<String, String>>,
     pub steps: u32,
+    /// The origin of a remote job (Fleet).
+    pub origin: Option<MachineId>,
 }
 
 #[cfg(test)]
@@ -97,6 +101,7 @@ impl<'a> NewJob<'a> {
             env_home: None,
             env: None,
             steps: 1,
+            origin: None,
         }
     }
 }
@@ -114,7 +119,7 @@ const COLUMNS: &str = "j.id, j.thread, j.name, j.priority, j.position, j.state, 
     j.created_at, j.updated_at, \
     (SELECT r.resource FROM runs r WHERE r.job = j.id \
        AND r.phase IN ('launching', 'executing', 'stopping')) AS active_resource, \
-    j.spec, j.digest, j.env_path, j.env_home, j.env";
+    j.spec, j.digest, j.env_path, j.env_home, j.env, j.origin";
 
 fn parse<T: std::str::FromStr>(name: &str, text: String) -> rusqlite::Result<T>
 where
@@ -167,6 +172,7 @@ fn from_row(r: &Row) -> rusqlite::Result<Job> {
             .get::<_, Option<String>>(21)?
             .map(|text| serde_json::from_str(&text).map_err(|e| bad_column("env", e)))
             .transpose()?,
+        origin: opt("origin", r.get(22)?)?,
     })
 }
 
@@ -273,8 +279,10 @@ pub fn insert(db: Db, job: &NewJob) -> ApiResult<()> {
     db.conn
         .prepare_cached(
             "INSERT INTO jobs (id, thread, name, priority, position, state, resume, target, spec, \
-         digest, env_path, env_home, step, steps, created_at, updated_at, request_digest, env) \
-         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 0, ?6, ?7, ?8, ?9, ?10, 0, ?11, ?12, ?12, ?13, ?14)",
+         digest, env_path, env_home, step, steps, created_at, updated_at, request_digest, env, \
+         origin) \
+         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 0, ?6, ?7, ?8, ?9, ?10, 0, ?11, ?12, ?12, ?13, ?14, \
+         ?15)",
         )
         .db("insert job")?
         .execute(rusqlite::params![
@@ -295,6 +303,7 @@ pub fn insert(db: Db, job: &NewJob) -> ApiResult<()> {
                 .map(serde_json::to_string)
                 .transpose()
                 .map_err(ApiError::internal)?,
+            job.origin.map(|o| o.to_string()),
         ])
         .db("insert job")?;
     Ok(())

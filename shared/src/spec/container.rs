@@ -29,7 +29,7 @@ const RESERVED_TARGET: &str = "/homebased";
 /// is not there right now (it appears when the engine starts).
 const SOCKET_DIRS: &[&str] = &["/", "/run", "/var", "/var/run"];
 
-pub(super) fn container_step(v: &Value, at: &Ptr) -> Result<Step, ApiError> {
+pub(super) fn container_step(v: &Value, at: &Ptr, elsewhere: bool) -> Result<Step, ApiError> {
     let f = Fields::open(v, at, "a container step", CONTAINER_FIELDS, container_hint)?;
 
     let (v, at) = f.required("image")?;
@@ -53,7 +53,7 @@ pub(super) fn container_step(v: &Value, at: &Ptr) -> Result<Step, ApiError> {
         .map(|(v, at)| workdir(v, &at))
         .transpose()?;
     let mounts = match f.optional("mounts") {
-        Some((v, at)) => mounts(v, &at)?,
+        Some((v, at)) => mounts(v, &at, elsewhere)?,
         None => Vec::new(),
     };
     let env = match f.optional("env") {
@@ -240,7 +240,7 @@ fn workdir(v: &Value, at: &Ptr) -> Result<String, ApiError> {
     Ok(s.to_string())
 }
 
-fn mounts(v: &Value, at: &Ptr) -> Result<Vec<Mount>, ApiError> {
+fn mounts(v: &Value, at: &Ptr, elsewhere: bool) -> Result<Vec<Mount>, ApiError> {
     let list = v
         .as_array()
         .ok_or_else(|| invalid(at, v, "must be an array of mounts"))?;
@@ -248,7 +248,7 @@ fn mounts(v: &Value, at: &Ptr) -> Result<Vec<Mount>, ApiError> {
     let mut out = Vec::with_capacity(list.len());
     for (i, item) in list.iter().enumerate() {
         let at = at.index(i);
-        let mount = mount(item, &at)?;
+        let mount = mount(item, &at, elsewhere)?;
         if !targets.insert(mount.target.clone()) {
             let (v, at) = (&item["target"], at.key("target"));
             return Err(invalid(&at, v, "is the target of an earlier mount too"));
@@ -258,13 +258,18 @@ fn mounts(v: &Value, at: &Ptr) -> Result<Vec<Mount>, ApiError> {
     Ok(out)
 }
 
-fn mount(v: &Value, at: &Ptr) -> Result<Mount, ApiError> {
+fn mount(v: &Value, at: &Ptr, elsewhere: bool) -> Result<Mount, ApiError> {
     let f = Fields::open(v, at, "a mount", MOUNT_FIELDS, |_| None)?;
 
     let (v, source_at) = f.required("source")?;
     let source = normal_path(v, &source_at)?;
-    let resolved = fs::canonicalize(&source)
-        .map_err(|e| invalid(&source_at, v, format!("must exist on this machine ({e})")))?;
+    // Another machine's source is checked (it exists, where its links lead) by its daemon.
+    let resolved = if elsewhere {
+        source.clone()
+    } else {
+        fs::canonicalize(&source)
+            .map_err(|e| invalid(&source_at, v, format!("must exist on this machine ({e})")))?
+    };
     if let Some(why) = docker_socket(&source).or_else(|| docker_socket(&resolved)) {
         return Err(invalid(
             &source_at,

@@ -41,6 +41,14 @@ pub(super) fn task_step(
     let command = argv(cmd, &cmd_at, true)?;
     let program_at = cmd_at.index(0);
     let written = &cmd[0];
+    if ctx.elsewhere {
+        // The program is resolved by the machine that runs it, against its own PATH.
+        let env = match f.optional("env") {
+            Some((v, at)) => env_map(v, &at)?,
+            None => Default::default(),
+        };
+        return Ok(Step::Task { command, env });
+    }
 
     let program = resolve_program(&command[0], cwd, ctx.path.as_deref()).ok_or_else(|| {
         let searched = if command[0].contains('/') {

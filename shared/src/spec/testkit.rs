@@ -23,6 +23,7 @@ impl Fixture {
         let ctx = SubmitContext {
             path: Some(format!("/nonexistent:{}/bin", dir.path().display())),
             cwd: dir.path().to_path_buf(),
+            elsewhere: false,
         };
         let fx = Fixture { dir, ctx };
         fx.executable("bin/tool");

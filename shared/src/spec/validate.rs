@@ -25,6 +25,10 @@ pub struct SubmitContext {
     pub path: Option<String>,
     /// The submitter's working directory: a relative `cwd` in the spec is taken from here.
     pub cwd: PathBuf,
+    /// The spec runs on another machine (a Fleet remote submit checked on its origin): only
+    /// its shape is checked here. Its `cwd`, programs and mount sources are that machine's
+    /// files, which its daemon checks when the spec arrives.
+    pub elsewhere: bool,
 }
 
 /// The fields of the top-level object, in the order they are checked.
@@ -105,7 +109,7 @@ fn job_spec(doc: &Value, ctx: &SubmitContext) -> Result<JobSpec, ApiError> {
     let name = label_name(v, &at)?;
 
     let (v, at) = job.required("cwd")?;
-    let cwd = resolve_cwd(v, &at, &ctx.cwd)?;
+    let cwd = resolve_cwd(v, &at, &ctx.cwd, ctx.elsewhere)?;
 
     let (v, at) = job.required("priority")?;
     let priority = match text(v, &at)? {
@@ -260,10 +264,14 @@ fn preempt(v: &Value, at: &Ptr) -> Result<Preempt, ApiError> {
 /// The job's one working directory. A relative `cwd` is taken from the submitter's, and the
 /// result is normalised lexically (`.` dropped, `..` removes the previous component) without
 /// resolving symlinks: the job runs in the directory the user named, even through a link.
-fn resolve_cwd(v: &Value, at: &Ptr, base: &Path) -> Result<PathBuf, ApiError> {
+fn resolve_cwd(v: &Value, at: &Ptr, base: &Path, elsewhere: bool) -> Result<PathBuf, ApiError> {
     let s = text(v, at)?;
     if s.is_empty() || s.contains('\0') {
         return Err(invalid(at, v, "must be a non-empty path without NUL bytes"));
+    }
+    if elsewhere {
+        // Another machine's directory: taken from its daemon's working directory there.
+        return Ok(normalise(Path::new(s)));
     }
     let path = normalise(&base.join(s));
     let refuse_cwd = |why: String| refuse(ErrorCode::InvalidCwd, at, v, why);
@@ -314,7 +322,7 @@ fn step(v: &Value, at: &Ptr, cwd: &Path, ctx: &SubmitContext) -> Result<Step, Ap
             "is required: task or container",
         )),
         Some((_, Some("task"))) => task::task_step(v, at, cwd, ctx),
-        Some((_, Some("container"))) => container::container_step(v, at),
+        Some((_, Some("container"))) => container::container_step(v, at, ctx.elsewhere),
         Some((k, _)) => Err(invalid(&type_at, k, "must be task or container")),
     }
 }
@@ -678,5 +686,31 @@ mod tests {
         assert_eq!(err.code, ErrorCode::InvalidSpec);
         assert_eq!(err.input["pointer"], "/timeout");
         assert!(err.message.contains("at most 30 days"), "{}", err.message);
+    }
+
+    #[test]
+    fn a_spec_for_another_machine_is_checked_for_shape_only() {
+        let fx = Fixture::new();
+        let elsewhere = SubmitContext {
+            path: None,
+            cwd: "/".into(),
+            elsewhere: true,
+        };
+        let mut spec = fx.spec();
+        spec["cwd"] = json!("/only/on/the/authority");
+        spec["workload"] = json!({"type": "task", "command": ["train.sh", "--fast"]});
+        let valid = validate(spec.to_string().as_bytes(), &elsewhere).unwrap();
+        assert_eq!(
+            valid.spec.cwd,
+            std::path::Path::new("/only/on/the/authority")
+        );
+        // Here, the same spec is refused: its files are not on this machine.
+        let err = validate(spec.to_string().as_bytes(), &fx.ctx).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidCwd, "{err:?}");
+        // Its shape is checked all the same.
+        spec["priority"] = json!("urgent");
+        let err = validate(spec.to_string().as_bytes(), &elsewhere).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidSpec);
+        assert_eq!(err.input["pointer"], "/priority");
     }
 }

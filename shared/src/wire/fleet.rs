@@ -95,3 +95,45 @@ pub struct PeerRequest {
 pub struct RemovedPeer {
     pub removed: MachineView,
 }
+
+/// An answer that may name the machine that gave it. A forwarded reply of move, cancel,
+/// release or `task log` carries `machine` (SPEC 13), added by the forwarding daemon; asked
+/// locally the answer keeps its SPEC 9 shape, without it. The stored result of an operation
+/// is the bare answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answered<T> {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<MachineId>,
+    #[serde(flatten)]
+    pub answer: T,
+}
+
+/// `POST /v1/fleet/jobs`: a remote submit, from the origin to the authority. The authority
+/// validates the spec itself (its `cwd`, its daemon's `PATH`) and stores no environment of
+/// the origin's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetSubmitRequest {
+    pub job: crate::ids::JobId,
+    /// The machine the job comes from: its events are delivered there.
+    pub origin: MachineId,
+    /// The machine the origin means to reach: a receiver that is another machine refuses
+    /// (`machine_identity_mismatch`).
+    pub authority: MachineId,
+    pub spec: serde_json::Value,
+}
+
+/// One event of `GET /v1/fleet/events`: its place in the authority's order, and the event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FleetEvent {
+    pub cursor: u64,
+    pub event: serde_json::Value,
+}
+
+/// `GET /v1/fleet/events?origin=<uuid>&after=<cursor>&wait=<duration>`: the events of the
+/// origin's remote jobs after `after`, oldest first; empty when none came within `wait`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FleetEvents {
+    pub machine: MachineId,
+    pub events: Vec<FleetEvent>,
+}

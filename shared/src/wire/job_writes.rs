@@ -35,6 +35,10 @@ pub struct SubmitRequest {
     pub submitter: Submitter,
     #[serde(default)]
     pub allow_other_thread: bool,
+    /// `resource job submit --machine M`: the machine to submit to (it must agree with the
+    /// spec's `machine` if both are given). A peer makes it a remote submit (SPEC 13).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 /// The answer to `resource job submit`.

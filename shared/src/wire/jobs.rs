@@ -150,4 +150,7 @@ pub struct JobDetail {
     pub runs: Vec<RunView>,
     pub last_stop_cause: Option<StopCause>,
     pub events: Vec<Value>,
+    /// The machine a remote job was submitted from (Fleet); absent for a local job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<crate::ids::MachineId>,
 }

@@ -1,0 +1,568 @@
+//! Fleet's remote jobs (SPEC section 13): a spec submitted on one machine (the origin) that
+//! runs on another (the authority). Real daemons, each with its own home and a TCP listener
+//! on its own loopback port: the route stored before the spec is forwarded, the authority's
+//! own validation and its `origin`, the saved authority of show, move and cancel, and the
+//! events pulled back to the origin's sink through crashes and outages.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+#[path = "common/http.rs"]
+mod http;
+
+use common::jobs::{gated_spec, open_gate, sh_spec, wait_job};
+use common::{new_uuid, wait_until, Spec, TestHome};
+use serde_json::{json, Value};
+
+const TOKEN: &str = "fleet-test-token-0123456789abcdef";
+
+/// One machine of a test fleet.
+struct Machine {
+    h: TestHome,
+    port: u16,
+    name: String,
+}
+
+impl Machine {
+    /// A machine without resources: its jobs stay queued.
+    fn new(name: &str) -> Machine {
+        Machine {
+            h: TestHome::without_resources(),
+            port: http::free_port(),
+            name: name.to_string(),
+        }
+    }
+
+    /// A machine with one (fake) GPU, so that its jobs run.
+    fn with_gpu(name: &str) -> Machine {
+        Machine {
+            h: TestHome::new(common::Probe::Gpus(1)),
+            port: http::free_port(),
+            name: name.to_string(),
+        }
+    }
+
+    fn address(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Writes the config (with `peers` as `[[fleet.machines]]`).
+    fn configure(&mut self, token: Option<&str>, peers: &[String]) {
+        let mut text = format!(
+            "[web]\nlisten = \"127.0.0.1:{}\"\n[fleet]\nenabled = true\nmachine_name = \"{}\"\n",
+            self.port, self.name
+        );
+        if let Some(t) = token {
+            text.push_str(&format!("token = \"{t}\"\n"));
+        }
+        for p in peers {
+            text.push_str(&format!("[[fleet.machines]]\naddress = \"{p}\"\n"));
+        }
+        self.h.use_config(&text);
+    }
+
+    /// Configures and starts the daemon; answers its machine UUID.
+    fn start(&mut self, token: Option<&str>, peers: &[String]) -> String {
+        self.configure(token, peers);
+        let status = self.h.start_daemon();
+        status["machine"].as_str().unwrap().to_string()
+    }
+
+    /// Waits until the peer at `address` is up in `fleet machines`.
+    fn wait_up(&self, address: &str) {
+        wait_until(&format!("{address} up on {}", self.name), || {
+            self.h.json(&["fleet", "machines"])["machines"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["address"] == address && m["state"] == "up")
+        });
+    }
+
+    /// The `(seq, event)` pairs of `job` in `thread`'s inbox on this machine, in arrival order.
+    fn inbox(&self, thread: &str, job: &str) -> Vec<(u64, String)> {
+        self.h.json(&["events", "--thread", thread])["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["job"] == job)
+            .map(|e| {
+                (
+                    e["seq"].as_u64().unwrap(),
+                    e["event"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// Waits until `job`'s inbox on this machine holds `expected`.
+    fn wait_inbox(&self, thread: &str, job: &str, expected: &[(u64, &str)]) {
+        let expected: Vec<(u64, String)> =
+            expected.iter().map(|(s, e)| (*s, e.to_string())).collect();
+        let mut last = Vec::new();
+        wait_until(
+            &format!("{job}'s events {expected:?} on {}", self.name),
+            || {
+                last = self.inbox(thread, job);
+                assert!(
+                    last.len() <= expected.len() && expected.starts_with(&last),
+                    "{job} on {}: {last:?}, expected {expected:?}",
+                    self.name
+                );
+                last == expected
+            },
+        );
+    }
+}
+
+/// An origin `alpha` (no resources) and an authority `beta` (one GPU) with the token.
+fn pair() -> (Machine, String, Machine, String) {
+    let mut b = Machine::with_gpu("beta");
+    let b_id = b.start(Some(TOKEN), &[]);
+    let mut a = Machine::new("alpha");
+    let a_id = a.start(Some(TOKEN), &[b.address()]);
+    a.wait_up(&b.address());
+    (a, a_id, b, b_id)
+}
+
+fn for_beta(spec: Spec) -> Spec {
+    spec.set("machine", json!("beta"))
+}
+
+fn submit_args(file: &str) -> Vec<&str> {
+    vec!["resource", "job", "submit", "--spec", file]
+}
+
+#[test]
+fn a_remote_submit_runs_on_the_authority_and_its_event_comes_back_to_the_origin() {
+    let (mut a, a_id, b, b_id) = pair();
+    // The origin CLI's environment must not travel to the authority.
+    a.h.set_env("ORIGIN_ONLY_SECRET", "from-alpha");
+    let spec = for_beta(sh_spec(
+        &a.h,
+        "remote",
+        "echo secret=${ORIGIN_ONLY_SECRET:-none}",
+        &[],
+    ));
+    let thread = spec.thread();
+    let job = new_uuid();
+    let submitted = a.h.submit_json(&spec, Some(&job));
+    assert_eq!(submitted["machine"], b_id.as_str(), "{submitted}");
+    assert_eq!(submitted["job"], job.as_str());
+
+    // The authority stored it with its origin and no environment of the origin's.
+    let on_b = b.h.json(&["resource", "job", "show", &job]);
+    assert_eq!(on_b["origin"], a_id.as_str(), "{on_b}");
+    let human = b.h.cli(&["resource", "job", "show", &job]);
+    assert!(
+        human.stdout.contains(&format!("from machine {a_id}")),
+        "{}",
+        human.stdout
+    );
+    let env = b.h.json(&["resource", "job", "show", &job, "--env"]);
+    assert_eq!(env["environment"], Value::Null, "{env}");
+    assert!(
+        a.h.json(&["resource", "jobs"])["jobs"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "nothing queued on the origin"
+    );
+
+    // Show without --machine follows the route; the run's log is the authority's.
+    let shown = wait_job(&a.h, &job, "succeeded");
+    assert_eq!(shown["machine"], b_id.as_str(), "{shown}");
+    let task = shown["runs"][0]["task"].as_str().unwrap().to_string();
+    let log = a.h.json(&["task", "log", &task, "--machine", "beta"]);
+    assert!(
+        log["log"].as_str().unwrap().contains("secret=none"),
+        "{log}"
+    );
+    assert_eq!(
+        log["machine"],
+        b_id.as_str(),
+        "the machine that answered: {log}"
+    );
+
+    // The event reaches the origin's sink, with its evidence there, and no sink of beta's.
+    a.wait_inbox(&thread, &job, &[(1, "JOB_SUCCEEDED")]);
+    let evidence = a.h.home().join("jobs").join(&job).join("delivery");
+    assert!(
+        evidence.join("callback.log").exists(),
+        "{}",
+        evidence.display()
+    );
+    b.h.settle();
+    assert!(b.inbox(&thread, &job).is_empty(), "beta delivers nothing");
+    assert!(!b.h.home().join("jobs").join(&job).join("delivery").exists());
+
+    // A retry with the same job UUID and spec answers the stored result; another spec under
+    // that UUID is a conflict, and changes nothing on either machine.
+    assert_eq!(a.h.submit_json(&spec, Some(&job)), submitted);
+    let other = for_beta(sh_spec(&a.h, "other", "true", &[]));
+    let err = a.h.submit_err(&other, Some(&job), 5);
+    assert_eq!(err["code"], "job_conflict", "{err}");
+    assert_eq!(
+        b.h.json(&["resource", "job", "show", &job])["name"],
+        "remote"
+    );
+}
+
+#[test]
+fn the_authority_validates_the_rest_and_its_refusal_is_stored_with_the_route() {
+    let (a, _a_id, b, _b_id) = pair();
+    // The shape is checked on the origin: nothing is stored or forwarded.
+    let bad = for_beta(a.h.spec("bad").priority("urgent"));
+    let job = new_uuid();
+    let err = a.h.submit_err(&bad, Some(&job), 2);
+    assert_eq!(err["code"], "invalid_spec", "{err}");
+    assert_eq!(err["input"]["pointer"], "/priority");
+    let err = a.h.json_err(&["resource", "job", "show", &job], 3);
+    assert_eq!(err["code"], "job_not_found", "no route: {err}");
+
+    // A cwd the authority does not have is the authority's refusal, stored on the route: the
+    // retry answers it again.
+    let missing = a.h.tmp().join("only-on-paper");
+    let spec = for_beta(a.h.spec("elsewhere").set("cwd", json!(missing)));
+    let job = new_uuid();
+    let err = a.h.submit_err(&spec, Some(&job), 2);
+    assert_eq!(err["code"], "invalid_cwd", "{err}");
+    std::fs::create_dir(&missing).unwrap();
+    let again = a.h.submit_err(&spec, Some(&job), 2);
+    assert_eq!(again, err, "the stored answer");
+    assert!(
+        b.h.json(&["resource", "jobs"])["jobs"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "nothing stored on beta"
+    );
+
+    // --machine must agree with the spec's machine; alone it makes the submit remote.
+    let spec = for_beta(a.h.spec("flagged"));
+    let file = a.h.spec_file(&spec);
+    let mut args = submit_args(file.to_str().unwrap());
+    args.extend(["--machine", "alpha"]);
+    let err = a.h.json_err(&args, 2);
+    assert_eq!(err["code"], "usage", "{err}");
+    let plain = a.h.spec_file(&a.h.spec("flagged"));
+    let mut args = submit_args(plain.to_str().unwrap());
+    args.extend(["--machine", "beta"]);
+    let answer = a.h.json(&args);
+    assert_eq!(
+        answer["machine"],
+        b.h.json(&["daemon", "status"])["machine"]
+    );
+}
+
+#[test]
+fn a_remote_submit_needs_the_token_on_both_machines() {
+    let mut b = Machine::with_gpu("beta");
+    b.start(None, &[]);
+    let mut a = Machine::new("alpha");
+    a.start(None, &[b.address()]);
+    a.wait_up(&b.address());
+    let spec = for_beta(a.h.spec("untrusted"));
+    let job = new_uuid();
+    let err = a.h.submit_err(&spec, Some(&job), 4);
+    assert_eq!(err["code"], "permission", "{err}");
+    assert!(
+        err["message"].as_str().unwrap().contains("fleet.token"),
+        "{err}"
+    );
+    // The authority refuses it itself too, when asked directly without a token.
+    let body = json!({
+        "job": job, "origin": new_uuid(), "authority": new_uuid(), "spec": spec.0,
+    })
+    .to_string();
+    let addr = format!("127.0.0.1:{}", b.port);
+    let request = format!(
+        "POST /v1/fleet/jobs HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let answer = http::exchange(
+        &mut http::tcp(&addr),
+        request.as_bytes(),
+        std::time::Duration::from_secs(30),
+    );
+    assert_eq!(answer.status, 403, "{answer:?}");
+    assert_eq!(answer.error()["code"], "permission");
+    // Nothing changed on either machine.
+    assert!(b.h.json(&["resource", "jobs"])["jobs"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    let err = a.h.json_err(&["resource", "job", "show", &job], 3);
+    assert_eq!(err["code"], "job_not_found", "{err}");
+}
+
+#[test]
+fn show_move_and_cancel_follow_the_saved_authority_and_replay_their_operations() {
+    let mut b = Machine::new("beta");
+    let b_id = b.start(Some(TOKEN), &[]);
+    let mut a = Machine::new("alpha");
+    a.start(Some(TOKEN), &[]);
+    a.h.json(&["fleet", "add", &b.address()]);
+    let first = a.h.submit(&for_beta(a.h.spec("first")));
+    let spec = for_beta(a.h.spec("second"));
+    let thread = spec.thread();
+    let second = a.h.submit(&spec);
+
+    let shown = a.h.json(&["resource", "job", "show", &second]);
+    assert_eq!(shown["machine"], b_id.as_str(), "{shown}");
+    let op = new_uuid();
+    let args = [
+        "resource",
+        "job",
+        "move",
+        &second,
+        "--front",
+        "--operation-id",
+        &op,
+    ];
+    let moved = a.h.json(&args);
+    assert_eq!(moved["position"], 1, "{moved}");
+    assert_eq!(
+        moved["machine"],
+        b_id.as_str(),
+        "the machine that answered: {moved}"
+    );
+    // Meanwhile the queue changes on beta (asked there, the answer keeps its local shape):
+    // the replay still answers the stored result.
+    let local = b.h.json(&["resource", "job", "move", &first, "--front"]);
+    assert!(local.get("machine").is_none(), "{local}");
+    assert_eq!(a.h.json(&args), moved, "the replay across machines");
+    let cancel_op = new_uuid();
+    let cancel = [
+        "resource",
+        "job",
+        "cancel",
+        &second,
+        "--operation-id",
+        &cancel_op,
+    ];
+    let cancelled = a.h.json(&cancel);
+    assert_eq!(cancelled["result"], "cancelled", "{cancelled}");
+    assert_eq!(cancelled["machine"], b_id.as_str(), "{cancelled}");
+    assert_eq!(a.h.json(&cancel), cancelled);
+    assert_eq!(
+        b.h.json(&["resource", "job", "show", &second])["state"]["state"],
+        "cancelled"
+    );
+    a.wait_inbox(&thread, &second, &[(1, "JOB_CANCELLED")]);
+
+    // A route to a machine that was removed: a clear error, nothing changed anywhere.
+    a.h.json(&["fleet", "remove", "beta"]);
+    for args in [
+        vec!["resource", "job", "show", &first],
+        vec!["resource", "job", "cancel", &first],
+    ] {
+        let err = a.h.json_err(&args, 3);
+        assert_eq!(err["code"], "machine_not_found", "{err}");
+        assert!(
+            err["message"].as_str().unwrap().contains("fleet add"),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        b.h.json(&["resource", "job", "show", &first])["state"]["state"],
+        "queued"
+    );
+}
+
+#[test]
+fn the_origin_killed_while_its_remote_job_runs_gets_the_event_after_its_restart() {
+    let mut b = Machine::with_gpu("beta");
+    b.start(Some(TOKEN), &[]);
+    let mut a = Machine::new("alpha");
+    a.configure(Some(TOKEN), &[b.address()]);
+    a.h.spawn_serve();
+    a.wait_up(&b.address());
+    let gate = a.h.tmp().join("gate");
+    let spec = for_beta(gated_spec(&a.h, "long", "", &gate, "echo done"));
+    let thread = spec.thread();
+    let job = a.h.submit(&spec);
+    wait_job(&b.h, &job, "active");
+    a.h.kill_serve(nix::sys::signal::Signal::SIGKILL);
+    open_gate(&gate);
+    wait_job(&b.h, &job, "succeeded");
+    a.h.spawn_serve();
+    a.wait_inbox(&thread, &job, &[(1, "JOB_SUCCEEDED")]);
+    a.h.settle();
+    assert_eq!(a.inbox(&thread, &job).len(), 1, "delivered once");
+}
+
+#[test]
+fn an_authority_killed_and_restarted_delivers_its_events_in_order_once_back() {
+    let mut b = Machine::with_gpu("beta");
+    b.configure(Some(TOKEN), &[]);
+    b.h.spawn_serve();
+    let mut a = Machine::new("alpha");
+    a.start(Some(TOKEN), &[b.address()]);
+    a.wait_up(&b.address());
+    let gate = a.h.tmp().join("gate");
+    let low = for_beta(gated_spec(&a.h, "low", "", &gate, "echo low-done").priority("low"));
+    let thread = low.thread();
+    let low_job = a.h.submit(&low);
+    wait_job(&b.h, &low_job, "active");
+
+    // The authority is killed while the job runs: the origin's requests are
+    // machine_unavailable (retryable), its pull waits, nothing is lost.
+    b.h.kill_serve(nix::sys::signal::Signal::SIGKILL);
+    let err = a.h.json_err(&["resource", "job", "show", &low_job], 1);
+    assert_eq!(err["code"], "machine_unavailable", "{err}");
+    assert_eq!(err["retryable"], true);
+    b.h.spawn_serve();
+
+    // A high job preempts the low one (JOB_PREEMPTED), then the low one restarts and ends.
+    let high = for_beta(
+        sh_spec(&a.h, "high", "echo high-done", &[])
+            .priority("high")
+            .set("thread", json!(thread)),
+    );
+    let high_job = a.h.submit(&high);
+    wait_job(&a.h, &high_job, "succeeded");
+    open_gate(&gate);
+    wait_job(&a.h, &low_job, "succeeded");
+    a.wait_inbox(&thread, &high_job, &[(1, "JOB_SUCCEEDED")]);
+    a.wait_inbox(
+        &thread,
+        &low_job,
+        &[(1, "JOB_PREEMPTED"), (2, "JOB_SUCCEEDED")],
+    );
+}
+
+#[test]
+fn an_origin_that_crashed_after_storing_the_route_submits_once_on_retry() {
+    let mut b = Machine::with_gpu("beta");
+    b.start(Some(TOKEN), &[]);
+    let mut a = Machine::new("alpha");
+    a.configure(Some(TOKEN), &[b.address()]);
+    a.h.set_env("FAILPOINTS", "fleet.submit-before-forward=return");
+    a.h.spawn_serve();
+    a.wait_up(&b.address());
+    let spec = for_beta(sh_spec(&a.h, "once", "echo once", &[]));
+    let job = new_uuid();
+    let err = a.h.submit_err(&spec, Some(&job), 1);
+    assert_eq!(
+        err["code"], "daemon_unavailable",
+        "the origin crashed: {err}"
+    );
+    let _ = a.h.kill_serve(nix::sys::signal::Signal::SIGKILL);
+    b.h.settle();
+    assert!(
+        b.h.json(&["resource", "jobs"])["jobs"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "nothing reached beta"
+    );
+    a.h.unset_env("FAILPOINTS");
+    a.h.spawn_serve();
+    let answer = a.h.submit_json(&spec, Some(&job));
+    assert_eq!(answer["job"], job.as_str(), "{answer}");
+    let done = wait_job(&a.h, &job, "succeeded");
+    assert_eq!(
+        done["runs"].as_array().unwrap().len(),
+        1,
+        "ran once: {done}"
+    );
+    assert_eq!(a.h.submit_json(&spec, Some(&job))["job"], job.as_str());
+}
+
+/// A TCP server on a loopback port that answers every request with a body of `size` bytes
+/// that are not JSON, until the test ends.
+fn huge_peer(size: usize) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(1)));
+                let _ = conn.read(&mut buf);
+                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n");
+                let _ = conn.write_all(head.as_bytes());
+                let chunk = vec![b'x'; 1 << 20];
+                let mut left = size;
+                while left > 0 {
+                    let n = left.min(chunk.len());
+                    if conn.write_all(&chunk[..n]).is_err() {
+                        break;
+                    }
+                    left -= n;
+                }
+            });
+        }
+    });
+    address
+}
+
+#[test]
+fn a_peer_answering_a_huge_body_is_cut_off_and_nothing_is_stored() {
+    let mut a = Machine::new("alpha");
+    a.start(Some(TOKEN), &[]);
+    let huge = huge_peer(80 << 20);
+    let added = a.h.json(&["fleet", "add", &huge]);
+    assert_eq!(added["state"], "down", "{added}");
+    assert!(added["machine"].is_null(), "nothing bound: {added}");
+    let err = a.h.json_err(&["fleet", "probe", &huge], 1);
+    assert_eq!(err["code"], "machine_unavailable", "{err}");
+    let err = a.h.json_err(&["resource", "list", "--machine", &huge], 1);
+    assert_eq!(err["code"], "machine_unavailable", "{err}");
+}
+
+/// A raw request on `m`'s TCP listener with the token.
+fn raw(m: &Machine, method: &str, path: &str, body: &str) -> http::Answer {
+    let addr = format!("127.0.0.1:{}", m.port);
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    http::exchange(
+        &mut http::tcp(&addr),
+        request.as_bytes(),
+        std::time::Duration::from_secs(30),
+    )
+}
+
+#[test]
+fn the_authority_refuses_a_remote_submit_meant_for_another_machine_and_bad_pulls() {
+    let mut b = Machine::with_gpu("beta");
+    b.start(Some(TOKEN), &[]);
+    let spec = b.h.spec("misrouted");
+    let job = new_uuid();
+    let body = json!({
+        "job": job, "origin": new_uuid(), "authority": new_uuid(), "spec": spec.0,
+    })
+    .to_string();
+    let answer = raw(&b, "POST", "/v1/fleet/jobs", &body);
+    assert_eq!(answer.status, 409, "{answer:?}");
+    assert_eq!(answer.error()["code"], "machine_identity_mismatch");
+    let err = b.h.json_err(&["resource", "job", "show", &job], 3);
+    assert_eq!(err["code"], "job_not_found", "nothing stored: {err}");
+
+    for path in [
+        "/v1/fleet/events?origin=nobody&after=0".to_string(),
+        format!("/v1/fleet/events?origin={}&after=-1", new_uuid()),
+        format!("/v1/fleet/events?origin={}&wait=soon", new_uuid()),
+    ] {
+        let answer = raw(&b, "GET", &path, "");
+        assert_eq!(answer.status, 400, "{path}: {answer:?}");
+        assert_eq!(answer.error()["code"], "usage", "{path}");
+    }
+    // An origin with nothing there gets an empty answer once its wait is over.
+    let answer = raw(
+        &b,
+        "GET",
+        &format!("/v1/fleet/events?origin={}&after=0&wait=50ms", new_uuid()),
+        "",
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let listed: Value = serde_json::from_slice(&answer.body).unwrap();
+    assert_eq!(listed["events"], json!([]), "{listed}");
+}
