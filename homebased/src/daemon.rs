@@ -206,6 +206,10 @@ pub async fn run(
                 crate::fleet::token::guard,
             ))
             .layer(axum::middleware::from_fn_with_state(
+                api::guard::WebToken::from_config(&config),
+                api::guard::token,
+            ))
+            .layer(axum::middleware::from_fn_with_state(
                 addr,
                 api::guard::guard,
             ));
