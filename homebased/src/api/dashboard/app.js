@@ -157,6 +157,7 @@ function age(since) {
   return `${Math.floor(h / 24)}d ${h % 24}h`;
 }
 
+const clip = (text, n) => (text.length > n ? text.slice(0, n - 1) + "…" : text);
 const when = (t) => (t ? new Date(t).toLocaleString() : "-");
 
 function notice(text, kind) {
@@ -270,8 +271,8 @@ function processes(gpu) {
       foreign.map((p) =>
         el(
           "li",
-          { "data-pid": p.pid },
-          `pid ${p.pid} ${p.user || "?"} ${p.command || "?"} · ${p.used_memory_mib ?? "?"} MiB`,
+          { "data-pid": p.pid, title: p.command || "" },
+          `pid ${p.pid} ${p.user || "?"} ${clip(p.command || "?", 48)} · ${p.used_memory_mib ?? "?"} MiB`,
         ),
       ),
     ),
@@ -552,7 +553,7 @@ function renderDetail(d) {
   const events = el(
     "ol",
     { class: "events" },
-    d.events.map((e) => el("li", {}, el("strong", { text: e.type || e.kind || "event" }), " ", el("span", { class: "muted", text: compact(e) }))),
+    d.events.map((e) => el("li", {}, el("strong", { text: e.event || "event" }), " ", el("span", { class: "muted", text: compact(e) }))),
   );
   const log = el(
     "div",
