@@ -422,3 +422,48 @@ fn the_page_asks_for_the_web_token_once_and_writes_with_it() {
         "the page asked again"
     );
 }
+
+#[test]
+fn with_fleet_the_page_switches_machines_and_acts_on_the_one_it_shows() {
+    let mut beta = TestHome::without_resources();
+    let beta_url = listen(&mut beta, "", "[fleet]\nenabled = true\nmachine_name = \"beta\"");
+    let beta_id = beta.start_daemon()["machine"].as_str().unwrap().to_string();
+    let mut alpha = TestHome::without_resources();
+    let url = listen(
+        &mut alpha,
+        "",
+        &format!(
+            "[fleet]\nenabled = true\nmachine_name = \"alpha\"\n[[fleet.machines]]\naddress = \"{beta_url}\""
+        ),
+    );
+    alpha.start_daemon();
+    wait_until("beta up in alpha's directory", || {
+        alpha.json(&["fleet", "machines"])["machines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == "beta" && m["state"] == "up")
+    });
+    let here = alpha.submit(&alpha.spec("on-alpha"));
+    let there = beta.submit(&beta.spec("on-beta"));
+
+    let b = Browser::start(1280, 900);
+    b.goto(&format!("{url}/"));
+    wait_for("alpha's own queue", || (page_jobs(&b) == [here.clone()]).then_some(()));
+    assert!(b.text("#machine-name") == "alpha", "{}", b.text("#machine"));
+    wait_for("the machine switch", || b.find("#machine-switch:not([hidden])"));
+    assert!(b.text("#machine-facts").contains("1 of 1 peers up"));
+
+    b.click(&format!("#machine-select option[value=\"{beta_id}\"]"));
+    wait_for("beta's queue", || (page_jobs(&b) == [there.clone()]).then_some(()));
+    wait_for("beta named in the header", || {
+        (b.text("#machine-name") == "beta").then_some(())
+    });
+    // A write goes to the machine shown: cancel on beta, through alpha.
+    let cancel = format!("{} [data-action=cancel]", row(&there));
+    b.click(&cancel);
+    b.click(&cancel);
+    wait_job(&beta, &there, "cancelled");
+    alpha.settle();
+    assert_eq!(show(&alpha, &here)["state"]["state"], "queued");
+}
