@@ -10,9 +10,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
 #[path = "common/attention.rs"]
 mod attention;
+mod common;
 #[path = "common/webdriver.rs"]
 mod webdriver;
 
@@ -125,9 +125,7 @@ fn the_page_shows_the_daemons_resources_and_queue_and_a_new_job_within_two_secon
     let task = run["run"]["task"].as_str().unwrap();
     assert!(cards.contains(&task[..8]), "the run's task: {cards}");
     let foreign = wait_for("the foreign process on the other card", || {
-        let text = b.text(&format!(
-            "article[data-name=\"gpu{other_card}\"] .foreign"
-        ));
+        let text = b.text(&format!("article[data-name=\"gpu{other_card}\"] .foreign"));
         text.contains(&format!("pid {}", std::process::id()))
             .then_some(text)
     });
@@ -152,11 +150,9 @@ fn the_page_shows_the_daemons_resources_and_queue_and_a_new_job_within_two_secon
     assert_eq!(marker, 1);
     let late = h.submit(&h.spec("late-arrival"));
     let submitted = Instant::now();
-    wait_within(
-        "the new job on the page",
-        FOLLOWS_WITHIN,
-        || page_jobs(&b).contains(&late).then_some(()),
-    );
+    wait_within("the new job on the page", FOLLOWS_WITHIN, || {
+        page_jobs(&b).contains(&late).then_some(())
+    });
     eprintln!("the new job showed after {:?}", submitted.elapsed());
     assert_eq!(
         b.script("return window.__same_page;", json!([])),
@@ -281,7 +277,10 @@ fn release_clears_a_real_attention_and_a_stale_release_is_refused_in_words() {
     };
     let b = Browser::start(1280, 900);
     b.goto(&format!("http://{addr}/"));
-    let button = format!("button[data-action=release][data-attention=\"{}\"]", held.attention);
+    let button = format!(
+        "button[data-action=release][data-attention=\"{}\"]",
+        held.attention
+    );
     wait_for("the Attention with its Release button", || b.find(&button));
     let card = b.text("article[data-name=gpu0]");
     let suspect = held.resource["run"]["phase"]["failure"]["remaining"][0]["pid"]
@@ -313,10 +312,9 @@ fn release_clears_a_real_attention_and_a_stale_release_is_refused_in_words() {
     b.try_click(&element).unwrap();
     let refused = wait_notice(&b, "attention_not_found");
     assert!(refused.contains("Refused"), "{refused}");
-    let stale = held.h.json_err(
-        &["resource", "release", "--attention", &held.attention],
-        3,
-    );
+    let stale = held
+        .h
+        .json_err(&["resource", "release", "--attention", &held.attention], 3);
     let message = stale["message"].as_str().unwrap();
     assert!(
         refused.contains(message),
@@ -426,7 +424,11 @@ fn the_page_asks_for_the_web_token_once_and_writes_with_it() {
 #[test]
 fn with_fleet_the_page_switches_machines_and_acts_on_the_one_it_shows() {
     let mut beta = TestHome::without_resources();
-    let beta_url = listen(&mut beta, "", "[fleet]\nenabled = true\nmachine_name = \"beta\"");
+    let beta_url = listen(
+        &mut beta,
+        "",
+        "[fleet]\nenabled = true\nmachine_name = \"beta\"",
+    );
     let beta_id = beta.start_daemon()["machine"].as_str().unwrap().to_string();
     let mut alpha = TestHome::without_resources();
     let url = listen(
@@ -449,13 +451,19 @@ fn with_fleet_the_page_switches_machines_and_acts_on_the_one_it_shows() {
 
     let b = Browser::start(1280, 900);
     b.goto(&format!("{url}/"));
-    wait_for("alpha's own queue", || (page_jobs(&b) == [here.clone()]).then_some(()));
+    wait_for("alpha's own queue", || {
+        (page_jobs(&b) == [here.clone()]).then_some(())
+    });
     assert!(b.text("#machine-name") == "alpha", "{}", b.text("#machine"));
-    wait_for("the machine switch", || b.find("#machine-switch:not([hidden])"));
+    wait_for("the machine switch", || {
+        b.find("#machine-switch:not([hidden])")
+    });
     assert!(b.text("#machine-facts").contains("1 of 1 peers up"));
 
     b.click(&format!("#machine-select option[value=\"{beta_id}\"]"));
-    wait_for("beta's queue", || (page_jobs(&b) == [there.clone()]).then_some(()));
+    wait_for("beta's queue", || {
+        (page_jobs(&b) == [there.clone()]).then_some(())
+    });
     wait_for("beta named in the header", || {
         (b.text("#machine-name") == "beta").then_some(())
     });

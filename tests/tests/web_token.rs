@@ -10,8 +10,8 @@ mod common;
 #[path = "common/http.rs"]
 mod http;
 
-use http::Answer;
 use common::{new_uuid, TestHome};
+use http::Answer;
 use std::time::Duration;
 
 const WEB_TOKEN: &str = "web-token-0123456789-abcdefghij-KLMNOP";
@@ -90,8 +90,16 @@ fn writes_need_the_web_token_reads_stay_open_and_the_socket_never_needs_it() {
 
     // A write without the token, or with another one, is refused and changes nothing.
     refused_for_the_token(&cancel(&addr, &job, &[]));
-    refused_for_the_token(&cancel(&addr, &job, &bearer("not-the-token-not-the-token-xx")));
-    refused_for_the_token(&cancel(&addr, &job, &[format!("Authorization: {WEB_TOKEN}")]));
+    refused_for_the_token(&cancel(
+        &addr,
+        &job,
+        &bearer("not-the-token-not-the-token-xx"),
+    ));
+    refused_for_the_token(&cancel(
+        &addr,
+        &job,
+        &[format!("Authorization: {WEB_TOKEN}")],
+    ));
     h.settle();
     assert_eq!(state_of(&h, &job), "queued");
 
@@ -105,7 +113,10 @@ fn writes_need_the_web_token_reads_stay_open_and_the_socket_never_needs_it() {
         html.contains(r#"<meta name="homebased-token" content="writes">"#),
         "{html}"
     );
-    assert!(!html.contains(WEB_TOKEN), "the page never carries the token");
+    assert!(
+        !html.contains(WEB_TOKEN),
+        "the page never carries the token"
+    );
 
     // With the token the write is done.
     let done = cancel(&addr, &job, &bearer(WEB_TOKEN));
@@ -131,7 +142,12 @@ fn writes_need_the_web_token_reads_stay_open_and_the_socket_never_needs_it() {
 #[test]
 fn with_token_reads_every_tcp_read_needs_it_but_the_page_loads_to_ask_for_it() {
     let (h, addr) = daemon(&format!("token = \"{WEB_TOKEN}\"\ntoken_reads = true\n"));
-    for path in ["/v1/jobs", "/v1/resources", "/v1/status", "/v1/fleet/identity"] {
+    for path in [
+        "/v1/jobs",
+        "/v1/resources",
+        "/v1/status",
+        "/v1/fleet/identity",
+    ] {
         refused_for_the_token(&send(&addr, "GET", path, &[], None));
         let ok = send(&addr, "GET", path, &bearer(WEB_TOKEN), None);
         assert_eq!(ok.status, 200, "{path}: {ok:?}");
@@ -161,9 +177,21 @@ fn a_request_a_fleet_peer_forwards_may_bring_the_fleet_token_instead() {
     let origin = format!("X-Homebased-Origin: {}", new_uuid());
 
     // The Fleet token opens only what a peer sends: not a plain write from a browser.
-    refused_for_the_token(&send(&addr, "POST", &path, &bearer(FLEET_TOKEN), Some(&body)));
+    refused_for_the_token(&send(
+        &addr,
+        "POST",
+        &path,
+        &bearer(FLEET_TOKEN),
+        Some(&body),
+    ));
     // A forwarded request without any token is refused.
-    let bare = send(&addr, "POST", &path, std::slice::from_ref(&origin), Some(&body));
+    let bare = send(
+        &addr,
+        "POST",
+        &path,
+        std::slice::from_ref(&origin),
+        Some(&body),
+    );
     assert_eq!(bare.status, 401, "{bare:?}");
     h.settle();
     assert_eq!(state_of(&h, &job), "queued");

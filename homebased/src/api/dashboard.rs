@@ -58,7 +58,11 @@ async fn app() -> Response {
 }
 
 async fn style() -> Response {
-    page("text/css; charset=utf-8", STYLE.as_bytes().to_vec(), "no-cache")
+    page(
+        "text/css; charset=utf-8",
+        STYLE.as_bytes().to_vec(),
+        "no-cache",
+    )
 }
 
 /// `no-cache` lets the browser keep a copy but ask (cheaply) each time, so a daemon

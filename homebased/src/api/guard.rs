@@ -3,8 +3,8 @@
 //! and on reads with `token_reads`. The Unix socket needs none of them: only its owner
 //! connects.
 
-use axum::extract::{Request, State};
 use crate::fleet::token::same_secret;
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};

@@ -145,10 +145,7 @@ impl Held {
             })
         });
         let resource = wait_phase_on(&h, "gpu0", &job, "attention");
-        let attention = resource["run"]["phase"]["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let attention = resource["run"]["phase"]["id"].as_str().unwrap().to_string();
         let suspect = Proc::written(&pidfile);
         Some(Held {
             h,

@@ -33,7 +33,11 @@ const MISSING: &str = "the dashboard tests drive a real headless Chromium: insta
 fn find_binary(env: &str, candidates: &[&str]) -> PathBuf {
     if let Some(p) = std::env::var_os(env) {
         let p = PathBuf::from(p);
-        assert!(p.is_file(), "{env}={} is not a file: {MISSING}", p.display());
+        assert!(
+            p.is_file(),
+            "{env}={} is not a file: {MISSING}",
+            p.display()
+        );
         return p;
     }
     candidates
