@@ -197,6 +197,7 @@ pub async fn run(
                 stop_tx.clone(),
                 fleet.clone(),
             )
+            .layer(axum::middleware::from_fn(api::dashboard::conditional))
             .layer(axum::middleware::from_fn_with_state(
                 fleet.clone(),
                 api::fleet::forwarded,

@@ -291,6 +291,12 @@ fn release_clears_a_real_attention_and_a_stale_release_is_refused_in_words() {
         "{card}"
     );
     assert!(card.contains(&held.attention[..8]), "{card}");
+    // Its job ended (its step exited 0), so it is not in the queue: named all the same.
+    wait_for("the held run's job named", || {
+        b.text("article[data-name=gpu0]")
+            .contains("leaves-an-unreadable-process")
+            .then_some(())
+    });
 
     // Keep this page stale (its resource reads fail), as a second screen left behind would
     // be, so that the same button can be pressed again after the release.

@@ -203,3 +203,36 @@ fn a_request_a_fleet_peer_forwards_may_bring_the_fleet_token_instead() {
     assert_eq!(done.status, 200, "{done:?}");
     assert_eq!(state_of(&h, &job), "cancelled");
 }
+
+/// The page polls every second; an unchanged answer is not sent again (SPEC section 11's
+/// dashboard, docs/ARCHITECTURE.md): `ETag` on every TCP read, `304` to a matching
+/// `If-None-Match`, a new tag once the queue changed.
+#[test]
+fn an_unchanged_read_is_answered_304_to_its_etag_and_a_change_gets_a_new_one() {
+    let (h, addr) = daemon("");
+    h.submit(&h.spec("listed"));
+    let first = send(&addr, "GET", "/v1/jobs", &[], None);
+    assert_eq!(first.status, 200, "{first:?}");
+    let tag = first.header("etag").expect("a read carries an ETag");
+    let again = send(
+        &addr,
+        "GET",
+        "/v1/jobs",
+        &[format!("If-None-Match: {tag}")],
+        None,
+    );
+    assert_eq!(again.status, 304, "{again:?}");
+    assert!(again.body.is_empty());
+    h.submit(&h.spec("another"));
+    let changed = send(
+        &addr,
+        "GET",
+        "/v1/jobs",
+        &[format!("If-None-Match: {tag}")],
+        None,
+    );
+    assert_eq!(changed.status, 200, "{changed:?}");
+    assert_ne!(changed.header("etag").unwrap(), tag);
+    let jobs: serde_json::Value = serde_json::from_slice(&changed.body).unwrap();
+    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 2);
+}

@@ -4,8 +4,10 @@
 //! even where `[web] token_reads` closes the reads (it must load to ask for the token).
 
 use super::guard::TokenMode;
-use axum::extract::Extension;
-use axum::http::header;
+use axum::body::Body;
+use axum::extract::{Extension, Request};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -81,6 +83,73 @@ fn page(content_type: &'static str, body: Vec<u8>, cache: &'static str) -> Respo
         .into_response()
 }
 
+/// Conditional GETs on the TCP listener, for the page's polling: a `200` answer to a `GET`
+/// carries a weak `ETag` (a hash of its bytes), and a request whose `If-None-Match` names the
+/// current one is answered `304` with no body. The daemon still builds the answer (that is
+/// what the hash is of), but an unchanged queue of 2,000 jobs (megabytes of JSON) is neither
+/// sent nor parsed again by the browser, which revalidates each read (`cache: "no-cache"`).
+pub async fn conditional(request: Request, next: Next) -> Response {
+    if request.method() != Method::GET {
+        return next.run(request).await;
+    }
+    let asked = request
+        .headers()
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let response = next.run(request).await;
+    if response.status() != StatusCode::OK || response.headers().contains_key(header::ETAG) {
+        return response;
+    }
+    // Only an answer already whole in memory (every JSON answer and the page's files: their
+    // size is exact) is hashed; a streamed one passes as it is.
+    let Some(size) = axum::body::HttpBody::size_hint(response.body()).exact() else {
+        return response;
+    };
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::try_from(size).unwrap_or(usize::MAX)).await
+    else {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            axum::Json(
+                homebased_shared::error::ApiError::internal("the answer could not be read")
+                    .envelope(),
+            ),
+        )
+            .into_response();
+    };
+    let tag = etag_of(&bytes);
+    if asked.as_deref().is_some_and(|a| if_none_match(a, &tag)) {
+        parts.status = StatusCode::NOT_MODIFIED;
+        parts.headers.remove(header::CONTENT_LENGTH);
+        parts.headers.remove(header::CONTENT_TYPE);
+        if let Ok(v) = HeaderValue::from_str(&tag) {
+            parts.headers.insert(header::ETAG, v);
+        }
+        return Response::from_parts(parts, Body::empty());
+    }
+    if let Ok(v) = HeaderValue::from_str(&tag) {
+        parts.headers.insert(header::ETAG, v);
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+/// A weak validator of `bytes`: 128 bits of SHA-256 are plenty to tell two answers apart.
+fn etag_of(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(bytes);
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("W/\"{hex}\"")
+}
+
+/// Whether an `If-None-Match` list names `tag` (weak comparison, `*` included).
+fn if_none_match(header: &str, tag: &str) -> bool {
+    let bare = |t: &str| t.trim().trim_start_matches("W/").to_string();
+    header
+        .split(',')
+        .any(|t| t.trim() == "*" || bare(t) == bare(tag))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,5 +169,20 @@ mod tests {
         assert!(is_page("/"));
         assert!(!is_page("/v1/jobs"));
         assert!(!is_page("/metrics"));
+    }
+
+    #[test]
+    fn an_if_none_match_names_the_answer_only_when_its_bytes_are_the_same() {
+        let tag = etag_of(b"{\"jobs\":[]}");
+        assert!(tag.starts_with("W/\"") && tag.len() == 36, "{tag}");
+        assert_eq!(tag, etag_of(b"{\"jobs\":[]}"));
+        assert_ne!(tag, etag_of(b"{\"jobs\":[1]}"));
+        assert!(if_none_match(&tag, &tag));
+        assert!(if_none_match(
+            &format!("\"x\", {}", tag.trim_start_matches("W/")),
+            &tag
+        ));
+        assert!(if_none_match("*", &tag));
+        assert!(!if_none_match("W/\"0000\"", &tag));
     }
 }

@@ -16,6 +16,7 @@ const state = {
   self: null,
   machines: [],
   names: new Map(), // job UUID -> name, from the queue listing
+  otherNames: new Map(), // job UUID -> name, for runs of jobs no longer listed
   resourceNames: new Map(), // resource UUID -> name
   jobs: [],
   detail: null, // job UUID shown in the detail panel
@@ -54,7 +55,10 @@ function withMachine(path) {
   return path + (path.includes("?") ? "&" : "?") + "machine=" + encodeURIComponent(state.machine);
 }
 
-// One exchange; answers {data, text}. A refusal throws a Refusal with the daemon's message.
+// One exchange; answers {text, data}, `data` parsed when first read (an unchanged listing of
+// thousands of jobs is compared as text and never parsed again). Reads revalidate with the
+// daemon (`no-cache`: an unchanged answer comes back 304, and fetch hands over the cached
+// body). A refusal throws a Refusal with the daemon's message.
 async function call(path, { method = "GET", body, machine = true } = {}) {
   const headers = {};
   const t = token();
@@ -64,24 +68,30 @@ async function call(path, { method = "GET", body, machine = true } = {}) {
     method,
     headers,
     body: body === undefined ? undefined : JSON.stringify(body),
-    cache: "no-store",
+    cache: method === "GET" ? "no-cache" : "no-store",
     credentials: "omit",
   });
   const date = Date.parse(res.headers.get("Date") || "");
   if (!Number.isNaN(date)) state.skew = date - Date.now();
   const text = await res.text();
-  let data = null;
-  try {
-    data = JSON.parse(text);
-  } catch {
-    data = null;
-  }
   if (!res.ok) {
-    const error = (data && data.error) || { message: text || res.statusText };
+    let error = null;
+    try {
+      error = JSON.parse(text).error;
+    } catch {
+      error = null;
+    }
     if (res.status === 401) askForToken();
-    throw new Refusal(res.status, error);
+    throw new Refusal(res.status, error || { message: text || res.statusText });
   }
-  return { data, text };
+  let parsed;
+  return {
+    text,
+    get data() {
+      if (parsed === undefined) parsed = JSON.parse(text);
+      return parsed;
+    },
+  };
 }
 
 // A fresh operation id. crypto.randomUUID exists only in secure contexts (https, localhost);
@@ -174,7 +184,7 @@ function resourceName(id) {
 }
 
 function jobName(id) {
-  return state.names.get(id) || short(id);
+  return state.names.get(id) || state.otherNames.get(id) || short(id);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -226,6 +236,7 @@ function renderMachine(status, identity) {
 $("machine-select").addEventListener("change", (e) => {
   state.machine = e.target.value || null;
   state.seen = {};
+  state.otherNames = new Map();
   state.detail = null;
   $("detail").hidden = true;
   refreshSoon(true);
@@ -451,8 +462,23 @@ function jobRow(j) {
   );
 }
 
+// Rows by job UUID with the text they were built from: a re-render rebuilds only the rows
+// whose job changed, and moves the others (2,000 rows rebuilt cost a few hundred ms).
+const rows = new Map();
+
+function cachedRow(j) {
+  const key = JSON.stringify(j) + waitingText(j) + (state.detail === j.id ? "*" : "");
+  const had = rows.get(j.id);
+  if (had && had.key === key && !(state.armed && state.armed.job === j.id)) return had.tr;
+  const tr = jobRow(j);
+  rows.set(j.id, { key, tr });
+  return tr;
+}
+
 function renderQueue(list) {
   state.jobs = list.jobs;
+  const listed = new Set(list.jobs.map((j) => j.id));
+  for (const id of rows.keys()) if (!listed.has(id)) rows.delete(id);
   state.names = new Map(list.jobs.map((j) => [j.id, j.name]));
   $("queue-count").textContent = `(${list.jobs.length})`;
   const groups = LEVELS.map((level) => {
@@ -470,7 +496,7 @@ function renderQueue(list) {
         {},
         el("tr", {}, ["#", "job", "state", "target", "steps done", "waiting because", ""].map((h) => el("th", { text: h }))),
       ),
-      el("tbody", {}, jobs.map(jobRow)),
+      el("tbody", {}, jobs.map(cachedRow)),
       ),
     );
   }).filter(Boolean);
@@ -640,8 +666,20 @@ async function refresh() {
   }
   // Names first: the resource cards show the names of the jobs they run.
   const queueChanged = fresh("jobs", jobs.text);
-  if (queueChanged) state.names = new Map(jobs.data.jobs.map((j) => [j.id, j.name]));
+  if (queueChanged || !state.names.size) state.names = new Map(jobs.data.jobs.map((j) => [j.id, j.name]));
   state.resourceNames = new Map(resources.data.resources.map((r) => [r.id, r.name]));
+  // A lane may hold the run of a job that left the queue listing (it ended, and its run is
+  // cleaning or in Attention): its name is asked for once.
+  for (const r of resources.data.resources) {
+    const job = r.run && r.run.job;
+    if (job && !state.names.has(job) && !state.otherNames.has(job)) {
+      state.otherNames.set(job, short(job));
+      call(`/v1/jobs/${job}`).then(
+        (d) => state.otherNames.set(job, d.data.name),
+        () => state.otherNames.delete(job),
+      );
+    }
+  }
   renderResources(resources.data); // every tick: the ages move on
   if (queueChanged || state.tick % 5 === 0) renderQueue(jobs.data);
   if (state.detail) {
