@@ -56,23 +56,28 @@ function withMachine(path) {
 }
 
 // One exchange; answers {text, data}, `data` parsed when first read (an unchanged listing of
-// thousands of jobs is compared as text and never parsed again). Reads revalidate with the
-// daemon (`no-cache`: an unchanged answer comes back 304, and fetch hands over the cached
-// body). A refusal throws a Refusal with the daemon's message.
+// thousands of jobs is compared as text and never parsed again). Reads carry the ETag of the
+// last answer, and a 304 gives that answer back. A refusal throws a Refusal with the daemon's
+// message.
 async function call(path, { method = "GET", body, machine = true } = {}) {
   const headers = {};
+  const url = machine ? withMachine(path) : path;
+  const known = method === "GET" ? validated.get(url) : undefined;
+  if (known) headers["If-None-Match"] = known.tag;
   const t = token();
   if (t) headers.Authorization = "Bearer " + t;
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  const res = await fetch(machine ? withMachine(path) : path, {
+  const res = await fetch(url, {
     method,
     headers,
     body: body === undefined ? undefined : JSON.stringify(body),
-    cache: method === "GET" ? "no-cache" : "no-store",
+    cache: "no-store",
     credentials: "omit",
   });
   const date = Date.parse(res.headers.get("Date") || "");
   if (!Number.isNaN(date)) state.skew = date - Date.now();
+  // Unchanged since the answer kept: the same object again, whose text compares at once.
+  if (res.status === 304 && known) return known.answer;
   const text = await res.text();
   if (!res.ok) {
     let error = null;
@@ -85,14 +90,25 @@ async function call(path, { method = "GET", body, machine = true } = {}) {
     throw new Refusal(res.status, error || { message: text || res.statusText });
   }
   let parsed;
-  return {
+  const answer = {
     text,
     get data() {
       if (parsed === undefined) parsed = JSON.parse(text);
       return parsed;
     },
   };
+  const tag = res.headers.get("ETag");
+  if (method === "GET" && tag) {
+    validated.set(url, { tag, answer });
+    // Old URLs (other jobs' details, other machines) are not kept for ever.
+    if (validated.size > 64) validated.delete(validated.keys().next().value);
+  }
+  return answer;
 }
+
+// The last answer and its ETag per read URL: the page sends If-None-Match itself (with
+// `no-store`, so the browser keeps no second copy), and a 304 reaches the script as such.
+const validated = new Map();
 
 // A fresh operation id. crypto.randomUUID exists only in secure contexts (https, localhost);
 // a page opened by a LAN name (trainer.local:7677) gets a v4 UUID from getRandomValues.
@@ -475,32 +491,71 @@ function cachedRow(j) {
   return tr;
 }
 
+// One table per level, kept across renders: a render moves, inserts and removes rows in
+// place, so that a change of one job leaves the other rows' layout alone.
+const groups = new Map();
+const emptyQueue = el("p", { class: "muted" }, "The queue is empty.");
+
+function group(level) {
+  if (!groups.has(level)) {
+    const caption = el("caption");
+    const tbody = el("tbody");
+    const wrap = el(
+      "div",
+      { class: "scroll" },
+      el(
+        "table",
+        { class: "jobs", "data-level": level },
+        caption,
+        el(
+          "thead",
+          {},
+          el("tr", {}, ["#", "job", "state", "target", "steps done", "waiting because", ""].map((h) => el("th", { text: h }))),
+        ),
+        tbody,
+      ),
+    );
+    groups.set(level, { wrap, caption, tbody });
+  }
+  return groups.get(level);
+}
+
+// Makes `parent`'s children exactly `wanted`, touching only what differs.
+function reconcile(parent, wanted) {
+  let cur = parent.firstChild;
+  for (const node of wanted) {
+    if (cur === node) {
+      cur = cur.nextSibling;
+    } else {
+      parent.insertBefore(node, cur);
+    }
+  }
+  while (cur) {
+    const next = cur.nextSibling;
+    cur.remove();
+    cur = next;
+  }
+}
+
 function renderQueue(list) {
   state.jobs = list.jobs;
   const listed = new Set(list.jobs.map((j) => j.id));
   for (const id of rows.keys()) if (!listed.has(id)) rows.delete(id);
   state.names = new Map(list.jobs.map((j) => [j.id, j.name]));
+  // Ages in a waiting reason ("requested 12s ago") move on without a change of bytes.
+  state.queueAges = list.jobs.some((j) => j.waiting && j.waiting.reason === "stopping");
   $("queue-count").textContent = `(${list.jobs.length})`;
-  const groups = LEVELS.map((level) => {
+  const shown = [];
+  for (const level of LEVELS) {
     const jobs = list.jobs.filter((j) => j.priority === level);
-    if (!jobs.length) return null;
-    return el(
-      "div",
-      { class: "scroll" },
-      el(
-      "table",
-      { class: "jobs", "data-level": level },
-      el("caption", {}, `${level} · ${jobs.length}`),
-      el(
-        "thead",
-        {},
-        el("tr", {}, ["#", "job", "state", "target", "steps done", "waiting because", ""].map((h) => el("th", { text: h }))),
-      ),
-      el("tbody", {}, jobs.map(cachedRow)),
-      ),
-    );
-  }).filter(Boolean);
-  $("queue").replaceChildren(...(groups.length ? groups : [el("p", { class: "muted" }, "The queue is empty.")]));
+    if (!jobs.length) continue;
+    const g = group(level);
+    const caption = `${level} · ${jobs.length}`;
+    if (g.caption.textContent !== caption) g.caption.textContent = caption;
+    reconcile(g.tbody, jobs.map(cachedRow));
+    shown.push(g.wrap);
+  }
+  reconcile($("queue"), shown.length ? shown : [emptyQueue]);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -681,7 +736,7 @@ async function refresh() {
     }
   }
   renderResources(resources.data); // every tick: the ages move on
-  if (queueChanged || state.tick % 5 === 0) renderQueue(jobs.data);
+  if (queueChanged || (state.queueAges && state.tick % 5 === 0)) renderQueue(jobs.data);
   if (state.detail) {
     const job = state.detail;
     const d = await call(`/v1/jobs/${job}`);
