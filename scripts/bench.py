@@ -1725,7 +1725,6 @@ def browser_rows(rows: list[Row], url: str, n: int, change) -> None:
 
         idle = measure(20, lambda: None)
         ticks = measure(20, change)
-        heap = script("return performance.memory ? performance.memory.usedJSHeapSize : null;")
         wd("DELETE", base)
         rows.append(
             Row(
@@ -1747,8 +1746,7 @@ def browser_rows(rows: list[Row], url: str, n: int, change) -> None:
         rows.append(
             dist_row(
                 "dash_browser_tick",
-                f"one refresh in the page with a change each tick (reads, parse, render), {n}+ jobs"
-                + (f"; JS heap {heap / 2**20:.0f} MiB" if heap else ""),
+                f"one refresh in the page with a change each tick (reads, parse, render), {n}+ jobs",
                 "ms",
                 ticks,
             )

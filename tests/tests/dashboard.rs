@@ -194,12 +194,18 @@ fn the_page_shows_the_daemons_resources_and_queue_and_a_new_job_within_two_secon
         let png = std::fs::read(dir.join(name)).unwrap();
         assert!(png.starts_with(b"\x89PNG"), "{name} is a PNG");
     }
-    // Nothing spills sideways at 390 px: the page is as wide as the window.
-    let overflow = b.script(
-        "return document.documentElement.scrollWidth - document.documentElement.clientWidth;",
-        json!([]),
-    );
-    assert!(overflow.as_i64().unwrap() <= 0, "{overflow} px too wide");
+    // Nothing spills sideways down to 360 px: the page is as wide as the window.
+    for width in [390, 360] {
+        b.set_size(width, 800);
+        let overflow = b.script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth;",
+            json!([]),
+        );
+        assert!(
+            overflow.as_i64().unwrap() <= 0,
+            "{overflow} px too wide at {width} px"
+        );
+    }
 }
 
 #[test]
