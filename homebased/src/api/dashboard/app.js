@@ -168,7 +168,9 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-const short = (uuid) => (uuid ? String(uuid).slice(0, 8) : "-");
+// UUIDv7s made close together share their first 8 digits (the time): the last 4 tell them
+// apart. The full UUID is each id's title.
+const short = (uuid) => (uuid ? `${String(uuid).slice(0, 8)}…${String(uuid).slice(-4)}` : "-");
 const idText = (uuid) => el("code", { title: uuid, class: "id" }, short(uuid));
 
 function age(since) {
