@@ -2,6 +2,7 @@
 //! optional TCP listener (reads plus move, cancel and release). Handlers only translate
 //! between HTTP and the core.
 
+pub mod dashboard;
 pub mod fleet;
 pub mod guard;
 pub mod limits;

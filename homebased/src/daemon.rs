@@ -202,6 +202,7 @@ pub async fn run(
                 stop_tx.clone(),
                 fleet.clone(),
             )
+            .layer(axum::middleware::from_fn(api::dashboard::conditional))
             .layer(axum::middleware::from_fn_with_state(
                 fleet.clone(),
                 api::fleet::forwarded,
@@ -209,6 +210,10 @@ pub async fn run(
             .layer(axum::middleware::from_fn_with_state(
                 fleet.clone(),
                 crate::fleet::token::guard,
+            ))
+            .layer(axum::middleware::from_fn_with_state(
+                api::guard::WebToken::from_config(&config),
+                api::guard::token,
             ))
             .layer(axum::middleware::from_fn_with_state(
                 addr,

@@ -134,6 +134,12 @@ pub struct EventsConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 pub struct WebConfig {
     pub listen: Option<SocketAddr>,
+    /// TCP writes (and reads with `token_reads`) need it as a bearer token. Never shown:
+    /// `config validate` and the logs leave it out.
+    #[serde(skip_serializing)]
+    pub token: Option<FleetToken>,
+    /// Whether TCP reads need the token too.
+    pub token_reads: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
@@ -150,8 +156,8 @@ pub struct FleetConfig {
 /// The shortest Fleet token accepted.
 pub const MIN_TOKEN_CHARS: usize = 32;
 
-/// The shared secret of a fleet. Its `Debug` is redacted, so no log line or error built
-/// from the configuration can show it.
+/// A bearer secret: the shared secret of a fleet, or the web listener's write token. Its
+/// `Debug` is redacted, so no log line or error built from the configuration can show it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct FleetToken(String);
 
@@ -160,12 +166,12 @@ impl FleetToken {
     pub fn new(text: String, source: &str) -> Result<FleetToken, ConfigError> {
         if text.chars().count() < MIN_TOKEN_CHARS {
             return Err(ConfigError(format!(
-                "{source}: a Fleet token has at least {MIN_TOKEN_CHARS} characters"
+                "{source}: a token has at least {MIN_TOKEN_CHARS} characters"
             )));
         }
         if text.chars().any(|c| c.is_control() || c.is_whitespace()) {
             return Err(ConfigError(format!(
-                "{source}: a Fleet token has no spaces or control characters"
+                "{source}: a token has no spaces or control characters"
             )));
         }
         Ok(FleetToken(text))
@@ -185,9 +191,9 @@ impl std::fmt::Debug for FleetToken {
 
 /// Reads `token_file`: it must be a regular file of mode 0600 (or stricter) owned by us, one
 /// line; its trailing newline is not part of the token.
-fn read_token_file(path: &Path) -> Result<FleetToken, ConfigError> {
+fn read_token_file(table: &str, path: &Path) -> Result<FleetToken, ConfigError> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let key = format!("fleet.token_file {}", path.display());
+    let key = format!("{table}.token_file {}", path.display());
     let meta = std::fs::metadata(path).map_err(|e| ConfigError(format!("{key}: {e}")))?;
     if !meta.is_file() {
         return Err(ConfigError(format!("{key}: not a regular file")));
@@ -259,6 +265,10 @@ struct RawEvents {
 #[serde(deny_unknown_fields)]
 struct RawWeb {
     listen: Option<String>,
+    token: Option<String>,
+    token_file: Option<PathBuf>,
+    #[serde(default)]
+    token_reads: bool,
 }
 
 #[derive(Deserialize, Default)]
@@ -357,16 +367,13 @@ impl Config {
                 )));
             }
         }
-        let token = match (raw.fleet.token, raw.fleet.token_file) {
-            (Some(_), Some(_)) => {
-                return Err(ConfigError(
-                    "fleet: set token or token_file, not both".into(),
-                ))
-            }
-            (Some(t), None) => Some(FleetToken::new(t, "fleet.token")?),
-            (None, Some(path)) => Some(read_token_file(&path)?),
-            (None, None) => None,
-        };
+        let token = token_of("fleet", raw.fleet.token, raw.fleet.token_file)?;
+        let web_token = token_of("web", raw.web.token, raw.web.token_file)?;
+        if raw.web.token_reads && web_token.is_none() {
+            return Err(ConfigError(
+                "web.token_reads: set web.token (or web.token_file) too".into(),
+            ));
+        }
         let mut machines = Vec::new();
         for peer in raw.fleet.machines {
             let a = crate::peer_address::normalize(&peer.address)
@@ -383,7 +390,11 @@ impl Config {
             events: EventsConfig {
                 command: raw.events.command,
             },
-            web: WebConfig { listen },
+            web: WebConfig {
+                listen,
+                token: web_token,
+                token_reads: raw.web.token_reads,
+            },
             fleet: FleetConfig {
                 enabled: raw.fleet.enabled,
                 machine_name: raw.fleet.machine_name,
@@ -391,6 +402,22 @@ impl Config {
                 machines,
             },
         })
+    }
+}
+
+/// A table's `token` or `token_file` (one of them at most).
+fn token_of(
+    table: &str,
+    token: Option<String>,
+    file: Option<PathBuf>,
+) -> Result<Option<FleetToken>, ConfigError> {
+    match (token, file) {
+        (Some(_), Some(_)) => Err(ConfigError(format!(
+            "{table}: set token or token_file, not both"
+        ))),
+        (Some(t), None) => FleetToken::new(t, &format!("{table}.token")).map(Some),
+        (None, Some(path)) => read_token_file(table, &path).map(Some),
+        (None, None) => Ok(None),
     }
 }
 
@@ -486,6 +513,37 @@ address = "http://main:7677"
         assert_eq!(c.fleet.token.unwrap().expose(), long);
         let both = format!("{text}\ntoken = \"{long}\"");
         assert!(Config::parse(&both).is_err());
+    }
+
+    #[test]
+    fn the_web_token_is_long_private_and_never_shown() {
+        let long = "w3b-w3b-w3b-w3b-w3b-w3b-w3b-w3b-w3b";
+        let c = Config::parse(&format!("[web]\ntoken = \"{long}\"\ntoken_reads = true")).unwrap();
+        assert_eq!(c.web.token.as_ref().unwrap().expose(), long);
+        assert!(c.web.token_reads);
+        assert!(!format!("{c:?}").contains(long));
+        assert!(!serde_json::to_string(&c).unwrap().contains(long));
+        let short = Config::parse("[web]\ntoken = \"hunter2\"").unwrap_err();
+        assert!(
+            short.0.starts_with("web.token:") && !short.0.contains("hunter2"),
+            "{short}"
+        );
+        // token_reads without a token would protect nothing: refused rather than ignored.
+        assert!(Config::parse("[web]\ntoken_reads = true").is_err());
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("web-token");
+        std::fs::write(&file, format!("{long}\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let text = format!("[web]\ntoken_file = {:?}", file.display().to_string());
+        let loose = Config::parse(&text).unwrap_err();
+        assert!(loose.0.starts_with("web.token_file"), "{loose}");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(
+            Config::parse(&text).unwrap().web.token.unwrap().expose(),
+            long
+        );
+        assert!(Config::parse(&format!("{text}\ntoken = \"{long}\"")).is_err());
     }
 
     #[test]

@@ -72,7 +72,9 @@ pub fn router(
             .route("/v1/internal/settle", post(settle)),
         Listener::Tcp => common
             .route("/v1/resources", get(resource_list).post(socket_only))
-            .route("/v1/jobs", get(job_list).post(socket_only)),
+            .route("/v1/jobs", get(job_list).post(socket_only))
+            // The dashboard: `GET /` and its files, on TCP only.
+            .merge(super::dashboard::routes()),
     };
     all.fallback(limits::no_such_route)
         .method_not_allowed_fallback(limits::wrong_method)
