@@ -4,6 +4,7 @@
 
 pub mod fleet;
 pub mod guard;
+mod history;
 pub mod limits;
 mod routes;
 pub mod tcp;

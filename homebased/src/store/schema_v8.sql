@@ -1,0 +1,13 @@
+-- Schema version 8 (history at scale; named v8 because Fleet's routes add their own v7 on
+-- another branch: renumber at merge so versions stay dense and ordered).
+--
+-- Terminal jobs are the ones without a slot (`position IS NULL`, see the CHECK in
+-- schema.sql). Retention walks them oldest first by the time they ended (`updated_at`, last
+-- written by `jobs::finish`), a batch at a time, without reading the live queue or the
+-- rest of the history: only the rows it removes.
+CREATE INDEX jobs_ended ON jobs(updated_at, id) WHERE position IS NULL;
+-- Deleting a run checks attentions that name it (foreign key): by index, not by a scan.
+CREATE INDEX attentions_task ON attentions(task);
+-- Retention removes operation records (kept only so that a retried request is answered
+-- from its stored result) older than its cutoff, oldest first.
+CREATE INDEX operations_created ON operations(created_at);
