@@ -11,3 +11,11 @@ CREATE INDEX attentions_task ON attentions(task);
 -- Retention removes operation records (kept only so that a retried request is answered
 -- from its stored result) older than its cutoff, oldest first.
 CREATE INDEX operations_created ON operations(created_at);
+-- Delivery reads the due heads of pending events oldest first and stops at the few it can
+-- send (`events::due_heads`), and the earliest retry among those backing off
+-- (`events::next_retry_at`): along these, instead of sorting every pending event each
+-- round, which made a burst of events cost the square of its size.
+CREATE INDEX events_pending_order ON events(created_at, job, seq)
+    WHERE delivered_at IS NULL AND suppressed = 0;
+CREATE INDEX events_retry ON events(next_attempt_at)
+    WHERE delivered_at IS NULL AND suppressed = 0 AND next_attempt_at IS NOT NULL;
