@@ -89,6 +89,8 @@ pub struct Core {
     resources_read_at: Arc<std::sync::atomic::AtomicI64>,
     /// Where retention's walk over the finished jobs goes on at the next tick.
     retention_cursor: crate::history::Cursor,
+    /// The retention batch whose directories are being removed, if any.
+    retention: Option<history::InFlight>,
     /// The last measure of run and job directories, for `daemon status`.
     run_dir_usage: Arc<std::sync::Mutex<Option<homebased_shared::wire::RunDirUsage>>>,
     /// A handle to this core, for the watchers it starts.
@@ -167,6 +169,7 @@ impl Core {
                 homebased_shared::time::now_ms(),
             )),
             retention_cursor: None,
+            retention: None,
             run_dir_usage: Arc::default(),
             me: CoreHandle { calls },
             delivery_wake: Arc::new(tokio::sync::Notify::new()),

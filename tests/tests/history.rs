@@ -131,25 +131,26 @@ fn a_job_with_an_undelivered_event_is_kept() {
 
 #[test]
 fn keep_prunes_by_itself_once_a_job_is_old_enough() {
-    let mut h = TestHome::without_resources();
+    let mut h = TestHome::new(common::Probe::Gpus(1));
     h.use_config("[history]\nkeep = \"1s\"\n");
     h.start_daemon();
-    let spec = h.spec("old");
+    let spec = h.spec("old").command(&["/bin/sh", "-c", "echo done"]);
     let thread = spec.thread();
     let job = h.submit(&spec);
-    h.json(&["resource", "job", "cancel", &job]);
+    let dir = run_dir(&h, &wait_job(&h, &job, "succeeded"));
+    wait_all_idle(&h);
     wait_delivered(&h, &thread, 1);
     h.settle();
-    // Not a second old yet (the tick ran within the settle): still there.
-    assert_eq!(state_of(&show(&h, &job)), "cancelled");
+    // Not a second old yet (the settle ran retention): still there.
+    assert_eq!(state_of(&show(&h, &job)), "succeeded");
+    assert!(dir.is_dir());
     std::thread::sleep(std::time::Duration::from_millis(1_100));
     h.settle();
     job_not_found(&h, &job);
-    // A queued job is never touched, however old.
-    let queued = h.submit(&h.spec("queued"));
-    std::thread::sleep(std::time::Duration::from_millis(1_100));
-    h.settle();
-    assert_eq!(state_of(&show(&h, &queued)), "queued");
+    assert!(!dir.exists(), "{} is removed", dir.display());
+    // Jobs submitted afterwards run as usual.
+    let next = h.submit(&spec.clone().set("name", "next".into()));
+    wait_job(&h, &next, "succeeded");
 }
 
 #[test]

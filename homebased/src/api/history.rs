@@ -14,16 +14,34 @@ pub(super) async fn prune(State(s): State<AppState>, bytes: Bytes) -> ApiRespons
     let dry_run = req.dry_run;
     let mut total = crate::history::Tally::default();
     let mut after = None;
+    let home = s.core.call(|core| Ok(core.home().clone())).await?;
+    // Each batch: read on the core, directories removed off it, rows removed on it; requests
+    // arriving meanwhile are served between the steps.
     loop {
-        let batch = s
+        let plan = s
             .core
-            .call(move |core| core.prune_batch(cutoff, after, dry_run))
+            .call(move |core| core.prune_plan(cutoff, after, dry_run))
             .await?;
-        total.add(batch.tally);
-        if batch.done {
+        let (next, done) = (plan.next, plan.done);
+        if dry_run || plan.go.is_empty() {
+            total.add(plan.tally);
+        } else {
+            let home = home.clone();
+            let cleared = tokio::task::spawn_blocking(move || {
+                crate::core::history::clear_dirs(&home, plan.go, plan.tally)
+            })
+            .await
+            .map_err(homebased_shared::error::ApiError::internal)?;
+            let tally = s
+                .core
+                .call(move |core| core.prune_rows(cutoff, cleared))
+                .await?;
+            total.add(tally);
+        }
+        if done {
             break;
         }
-        after = batch.next;
+        after = next;
     }
     let mut operations = 0;
     loop {

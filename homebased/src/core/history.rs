@@ -1,5 +1,6 @@
 //! Retention (`[history] keep`, `homebased history prune`): one bounded batch of finished
-//! jobs at a time, the rule of `crate::history`, run directories removed before the rows.
+//! jobs at a time, the rule of `crate::history`: the core reads the batch, the run
+//! directories are removed off the core, then the core removes the rows.
 //! Also the bulk history seeding of `POST /v1/internal/seed` (benchmarks), which goes
 //! through the core's own submit and cancel.
 
@@ -12,9 +13,11 @@ use homebased_shared::ids::{JobId, OperationId, TaskId};
 use homebased_shared::time::{now_ms, Millis};
 use homebased_shared::wire::{CancelRequest, RunDirUsage, SeedRequest, Seeded};
 
-/// One batch: what it removed (or would), and where the walk goes on.
+/// One batch as read on the core: the jobs that may go with their run directories, what
+/// stays, and where the walk goes on.
 #[derive(Debug, Default)]
-pub struct Batch {
+pub struct Plan {
+    pub go: Vec<(JobId, Vec<TaskId>)>,
     pub tally: Tally,
     /// The last job read; the next batch starts after it.
     pub next: Cursor,
@@ -22,32 +25,40 @@ pub struct Batch {
     pub done: bool,
 }
 
+/// What the directory removal of a plan left to remove from the store.
+#[derive(Debug, Default)]
+pub struct Cleared {
+    pub removable: Vec<JobId>,
+    pub tally: Tally,
+}
+
+/// A retention batch whose directories are being removed on their own thread.
+pub(super) struct InFlight {
+    cutoff: Millis,
+    thread: std::thread::JoinHandle<Cleared>,
+}
+
 impl Core {
     /// Reads up to [`BATCH`] finished jobs that ended before `cutoff`, after `after`, and
-    /// removes those [`history::verdict`] lets go (with `dry_run`, only counts them).
-    pub fn prune_batch(
-        &mut self,
-        cutoff: Millis,
-        after: Cursor,
-        dry_run: bool,
-    ) -> ApiResult<Batch> {
+    /// sorts them by [`history::verdict`]. Reads only; with `dry_run` it also counts what the
+    /// jobs that may go hold.
+    pub fn prune_plan(&self, cutoff: Millis, after: Cursor, dry_run: bool) -> ApiResult<Plan> {
         let db = self.store.db();
         let listed = stored::candidates(db, cutoff, after, BATCH)?;
-        let mut batch = Batch {
+        let mut plan = Plan {
             next: listed.last().map(|c| (c.ended_at, c.job)),
             done: listed.len() < BATCH,
-            ..Batch::default()
+            ..Plan::default()
         };
-        let mut go: Vec<(JobId, Vec<TaskId>)> = Vec::new();
         for c in &listed {
             match history::verdict(c, cutoff) {
-                Verdict::Remove => go.push((c.job, stored::tasks_of(db, c.job)?)),
-                why => batch.tally.keep(why),
+                Verdict::Remove => plan.go.push((c.job, stored::tasks_of(db, c.job)?)),
+                why => plan.tally.keep(why),
             }
         }
-        let tally = &mut batch.tally;
         if dry_run {
-            for (job, tasks) in go {
+            for (job, tasks) in std::mem::take(&mut plan.go) {
+                let tally = &mut plan.tally;
                 tally.runs += tasks.len() as u64;
                 tally.events += stored::event_count(db, job)?;
                 tally.run_dirs += tasks
@@ -56,23 +67,17 @@ impl Core {
                     .count() as u64;
                 tally.jobs.push(job);
             }
-            return Ok(batch);
         }
-        // Directories first: a crash between the two leaves rows without directories (the
-        // next batch removes them), never a directory nobody will remove.
-        let mut removable = Vec::new();
-        for (job, tasks) in go {
-            match remove_dirs(&self.home, job, &tasks) {
-                Ok(n) => {
-                    tally.run_dirs += n;
-                    removable.push(job);
-                }
-                Err(e) => {
-                    tracing::warn!(%job, error = %e, "retention keeps a job whose directory cannot be removed");
-                    tally.kept_undeletable += 1;
-                }
-            }
-        }
+        Ok(plan)
+    }
+
+    /// Removes the rows of jobs whose directories are gone, each if it may still go (read
+    /// again in the transaction), and adds them to `tally`.
+    pub fn prune_rows(&mut self, cutoff: Millis, cleared: Cleared) -> ApiResult<Tally> {
+        let Cleared {
+            removable,
+            mut tally,
+        } = cleared;
         let removed = self.store.write(|tx| {
             let mut out = Vec::new();
             for job in removable {
@@ -87,7 +92,7 @@ impl Core {
             tally.runs += r.runs;
             tally.events += r.events;
         }
-        Ok(batch)
+        Ok(tally)
     }
 
     /// Stored results of requests older than `cutoff`, a batch at a time (none with
@@ -100,30 +105,74 @@ impl Core {
             .write(|tx| stored::prune_operations(tx, cutoff, BATCH))
     }
 
-    /// `[history] keep`: one bounded batch per tick, walking the history oldest first and
-    /// starting over once it reached the end.
-    pub(super) fn retention_tick(&mut self) {
+    /// `[history] keep`: at most one batch in flight. The core reads the batch and later
+    /// removes its rows; the directories, whose removal is disk I/O that grows with what the
+    /// runs wrote, are removed on a thread of their own meanwhile. `wait` (from `settle`)
+    /// lands the batch in flight and one more before returning.
+    pub(super) fn retention_tick(&mut self, wait: bool) {
         let Some(keep) = self.config.history.keep else {
             return;
         };
-        let cutoff = history::cutoff(now_ms(), keep);
-        match self.prune_batch(cutoff, self.retention_cursor, false) {
-            Ok(batch) => {
-                self.retention_cursor = if batch.done { None } else { batch.next };
-                if !batch.tally.jobs.is_empty() {
-                    tracing::info!(
-                        jobs = batch.tally.jobs.len(),
-                        runs = batch.tally.runs,
-                        events = batch.tally.events,
-                        "retention removed finished jobs"
-                    );
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "retention batch failed; retried next tick"),
+        if !self.land_retention(wait) {
+            return;
         }
+        let cutoff = history::cutoff(now_ms(), keep);
+        let plan = match self.prune_plan(cutoff, self.retention_cursor, false) {
+            Ok(plan) => plan,
+            Err(e) => {
+                tracing::warn!(error = %e, "retention batch failed; retried next tick");
+                return;
+            }
+        };
+        self.retention_cursor = if plan.done { None } else { plan.next };
         if let Err(e) = self.prune_operations(cutoff, false) {
             tracing::warn!(error = %e, "retention of stored operations failed");
         }
+        if plan.go.is_empty() {
+            return;
+        }
+        let home = self.home.clone();
+        match std::thread::Builder::new()
+            .name("retention".into())
+            .spawn(move || clear_dirs(&home, plan.go, plan.tally))
+        {
+            Ok(thread) => self.retention = Some(InFlight { cutoff, thread }),
+            Err(e) => tracing::warn!(error = %e, "cannot start a retention batch"),
+        }
+        if wait {
+            self.land_retention(true);
+        }
+    }
+
+    /// Removes the rows of the batch in flight once its directories are gone (waiting for
+    /// that with `wait`). False while it is still running.
+    fn land_retention(&mut self, wait: bool) -> bool {
+        let Some(in_flight) = self.retention.take() else {
+            return true;
+        };
+        if !wait && !in_flight.thread.is_finished() {
+            self.retention = Some(in_flight);
+            return false;
+        }
+        let cleared = match in_flight.thread.join() {
+            Ok(cleared) => cleared,
+            Err(_) => {
+                tracing::error!("a retention batch panicked; its jobs are read again later");
+                return true;
+            }
+        };
+        match self.prune_rows(in_flight.cutoff, cleared) {
+            Ok(tally) if !tally.jobs.is_empty() => tracing::info!(
+                jobs = tally.jobs.len(),
+                runs = tally.runs,
+                events = tally.events,
+                run_dirs = tally.run_dirs,
+                "retention removed finished jobs"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "retention could not remove rows; retried later"),
+        }
+        true
     }
 
     /// The last measure of the run and job directories (`daemon/disk_usage.rs` writes it).
@@ -157,6 +206,26 @@ impl Core {
 
 /// The most jobs one seed request makes: the core serves other calls between requests.
 pub const SEED_MAX: u32 = 1_000;
+
+/// Removes the run directories and the job directory of each job of a plan: disk I/O, run
+/// off the core. A job whose directory cannot be removed (another user's files, from a
+/// container) stays, so that no directory is left without its job.
+pub fn clear_dirs(home: &Home, go: Vec<(JobId, Vec<TaskId>)>, mut tally: Tally) -> Cleared {
+    let mut removable = Vec::new();
+    for (job, tasks) in go {
+        match remove_dirs(home, job, &tasks) {
+            Ok(n) => {
+                tally.run_dirs += n;
+                removable.push(job);
+            }
+            Err(e) => {
+                tracing::warn!(%job, error = %e, "retention keeps a job whose directory cannot be removed");
+                tally.kept_undeletable += 1;
+            }
+        }
+    }
+    Cleared { removable, tally }
+}
 
 /// Removes the job's run directories and its job directory; returns how many run
 /// directories were there.
