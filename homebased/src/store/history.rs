@@ -186,6 +186,40 @@ mod tests {
         assert_eq!(event_count(store.db(), owed).unwrap(), 1);
     }
 
+    /// A finished job whose run still holds its lane (Attention, cleaning) stays with its run
+    /// until the lane is free.
+    #[test]
+    fn a_run_holding_a_lane_keeps_its_finished_job() {
+        let (_dir, mut store) = test_store();
+        let (job, task) = store
+            .write(|tx| {
+                let lane = crate::store::resources::insert(
+                    tx,
+                    "gpu0",
+                    None,
+                    homebased_shared::wire::ResourceOrigin::Manual,
+                )?;
+                let job = test_job(tx);
+                let reserved = crate::store::runs::reserve(tx, job.id, lane.id)?.unwrap();
+                let job = jobs::require(tx, job.id)?;
+                jobs::finish(tx, &job, JobStatus::Failed, Some(reserved.task))?;
+                Ok((job.id, reserved.task))
+            })
+            .unwrap();
+        let future = homebased_shared::time::now_ms() + 60_000;
+        let listed = candidates(store.db(), future, None, 10).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert!(listed[0].holds_lane, "{listed:?}");
+        assert_eq!(store.write(|tx| remove(tx, job, future)).unwrap(), None);
+        assert_eq!(tasks_of(store.db(), job).unwrap(), vec![task]);
+        store
+            .write(|tx| crate::store::runs::set_phase(tx, task, None))
+            .unwrap();
+        let removed = store.write(|tx| remove(tx, job, future)).unwrap();
+        assert_eq!(removed, Some(Removed { runs: 1, events: 0 }));
+        assert!(tasks_of(store.db(), job).unwrap().is_empty());
+    }
+
     #[test]
     fn a_queued_job_is_never_a_candidate_nor_removed() {
         let (_dir, mut store) = test_store();
