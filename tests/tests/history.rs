@@ -148,6 +148,23 @@ fn keep_prunes_by_itself_once_a_job_is_old_enough() {
     h.settle();
     job_not_found(&h, &job);
     assert!(!dir.exists(), "{} is removed", dir.display());
+    // `daemon status` says how much the run directories take and how fresh that is.
+    let mut status = Value::Null;
+    wait_until("the first disk usage walk", || {
+        status = h.json(&["daemon", "status"]);
+        !status["run_dirs"].is_null()
+    });
+    let usage = &status["run_dirs"];
+    assert!(
+        usage["bytes"].is_u64() && usage["dirs"].is_u64(),
+        "{status}"
+    );
+    assert!(usage["measured_at"].as_i64().unwrap() > 0, "{status}");
+    let human = h.cli(&["daemon", "status"]).stdout;
+    assert!(
+        human.contains("run directories") && human.contains("ago"),
+        "{human}"
+    );
     // Jobs submitted afterwards run as usual.
     let next = h.submit(&spec.clone().set("name", "next".into()));
     wait_job(&h, &next, "succeeded");
