@@ -1798,6 +1798,15 @@ samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in 
   through the CLI for BENCH_IDLE_SECONDS keeps the sampler on (it idles a minute after the
   last read). Daemon CPU is utime + stime + cutime + cstime (the reaped queries included),
   scaled to an hour; the list latency is each of those calls' wall time.
+- **history**: for each size H in BENCH_HISTORY, one idle lane and H finished jobs, each
+  submitted and cancelled by the core's own verbs through `POST /v1/internal/seed` (1,000 a
+  request), their JOB_CANCELLED events delivered before anything is timed; then
+  BENCH_HISTORY_SAMPLE rounds of a CLI submit (wall time), its start (the workload writes
+  its start time), `resource jobs --json` and `job show` of that job (CLI wall times); the
+  daemon's RSS; SIGTERM and `daemon serve` to a working socket, and the restarted daemon's
+  RSS; last `history prune --before 0s` of the whole history, per 100-job batch.
+- **settle**: `POST /v1/internal/settle` with the queue full: the timers and one scheduling
+  pass.
 """
 
 BEGIN = "<!-- bench:begin (written by scripts/bench; edit outside these markers) -->"
