@@ -23,8 +23,11 @@ Python 3.11 standard library only. Settings (environment):
   BENCH_FILL_CONNECTIONS concurrent API connections for the bulk fill             [8 / 8]
   BENCH_FLEET_JOBS       remote submits timed in the Fleet workload               [50 / 15]
   BENCH_DASHBOARD_QUEUE  jobs queued (BENCH_LANES of them running) for the dashboard [2000]
+  BENCH_HISTORY          comma list of finished-job history sizes for the history workload,
+                         seeded through /v1/internal/seed (1,000,000 takes long) [0,100000 / 0,5000]
+  BENCH_HISTORY_SAMPLE   timed submits, listings and shows per history size       [30 / 10]
   BENCH_ONLY             comma list of workloads to run (default all): floor,start,handover,
-                         queue,preempt,sweep,kill9,sampler,fleet,dashboard
+                         queue,preempt,sweep,kill9,sampler,fleet,dashboard,history
   BENCH_OUT              report path [docs/BENCHMARKS.md; none when quick]; empty: no report
   BENCH_TMPDIR           parent folder of the temporary homes [system temp]
   BENCH_KEEP=1           keep the temporary homes (for a look afterwards)
@@ -99,6 +102,17 @@ except ValueError:
     sys.exit("bench: BENCH_SWEEP_PROCS must be a comma list of whole numbers")
 if not SWEEP_PROCS:
     SWEEP_PROCS = [0]
+try:
+    HISTORY = sorted(
+        {
+            int(p)
+            for p in os.environ.get("BENCH_HISTORY", "0,5000" if QUICK else "0,100000").split(",")
+            if p.strip()
+        }
+    )
+except ValueError:
+    sys.exit("bench: BENCH_HISTORY must be a comma list of whole numbers")
+HISTORY_SAMPLE = max(setting("BENCH_HISTORY_SAMPLE", 30, 10), 2)
 WORKLOADS = [
     "floor",
     "start",
@@ -110,6 +124,7 @@ WORKLOADS = [
     "sampler",
     "fleet",
     "dashboard",
+    "history",
 ]
 ONLY = [w.strip() for w in os.environ.get("BENCH_ONLY", "").split(",") if w.strip()]
 for w in ONLY:
@@ -1023,9 +1038,25 @@ def queue_workload(bins: Path, rows: list[Row], notes: dict) -> None:
 
         list_cli, list_api, listed = list_cost(LIST_RUNS)
         notes["listed"] = listed
+        # A scheduling pass with the queue full: `POST /v1/internal/settle` runs the timers and
+        # one pass (issue 18: bounded by what a decision can reach, not by the queue).
+        settle_ms = []
+        for _ in range(LIST_RUNS):
+            t0 = time.perf_counter_ns()
+            h.api.post("/v1/internal/settle", {})
+            settle_ms.append((time.perf_counter_ns() - t0) / 1e6)
         if listed != queued + LANES:
             log(f"resource jobs listed {listed} jobs, expected {queued + LANES}")
 
+        rows.append(
+            dist_row(
+                "settle_full",
+                f"settle (timers + one scheduling pass), {queued:,} queued + {LANES} active",
+                "ms",
+                settle_ms,
+                tails=False,
+            )
+        )
         rows.append(
             dist_row(
                 "submit_cli_first",
@@ -1893,6 +1924,147 @@ def _answers(wd) -> bool:
 # The report
 
 
+# ---------------------------------------------------------------------------------------
+# Scale and history (issue 18)
+
+
+def seed_history(h: Home, count: int) -> float:
+    """`count` finished jobs through `POST /v1/internal/seed` (each submitted and cancelled
+    by the core's own verbs, 1,000 per request), then waits until every JOB_CANCELLED is in
+    the thread's inbox (delivered). Returns the seconds it took."""
+    t0 = time.monotonic()
+    spec = h.spec("history", "true")
+    left = count
+    while left > 0:
+        n = min(left, 1000)
+        h.api.post("/v1/internal/seed", {"count": n, "submit": h.body(uuid7(), spec)})
+        left -= n
+    inbox = h.home / "threads" / f"{h.thread}.jsonl"
+
+    def delivered() -> bool:
+        try:
+            with open(inbox, "rb") as f:
+                lines = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+        except FileNotFoundError:
+            lines = 0
+        return lines >= count
+
+    wait_for(delivered, 3600, 0.5, f"{count:,} events delivered")
+    return time.monotonic() - t0
+
+
+def history_workload(bins: Path, rows: list[Row], notes: dict) -> None:
+    """For each size H in BENCH_HISTORY: one idle lane, H finished jobs (with their events,
+    delivered) seeded through the API; then the figures of an empty history: CLI submit and
+    start latency, `resource jobs --json`, `job show` of a new job, daemon RSS, `daemon
+    serve` to a working socket, and the cost of pruning the whole history."""
+    for size in HISTORY:
+        h = Home(bins, f"history-{size}", lanes=1)
+        try:
+            h.serve_foreground()
+            wait_for(lambda: h.sock.exists(), 60, 0.001, "the daemon's socket")
+            wait_for(h.idle, 60, 0.01, "the lane")
+            seeded = seed_history(h, size) if size else 0.0
+            if size:
+                log(f"history {size:,}: seeded in {seeded:.0f} s")
+                notes.setdefault("history_seed", []).append((size, seeded))
+            script = f"date +%s%N > '{h.out}/start.'\"$HOMEBASED_JOB_ID\""
+            spec_file = h.spec_file("history-start", h.spec("start latency", script))
+            submit, start, listing, showing = [], [], [], []
+            for i in range(HISTORY_SAMPLE + 1):
+                job = uuid7()
+                t0 = time.time_ns()
+                h.run_cli_submit(spec_file, job)
+                wall = (time.time_ns() - t0) / 1e6
+                started = wait_for(
+                    lambda: read_ns(h.out / f"start.{job}"), 30, 0.0005, "the job to start"
+                )
+                h.wait_idle()
+                t1 = time.perf_counter_ns()
+                h.cli("--json", "resource", "jobs")
+                t2 = time.perf_counter_ns()
+                h.cli("--json", "resource", "job", "show", job)
+                t3 = time.perf_counter_ns()
+                if i == 0:
+                    continue  # warm-up
+                submit.append(wall)
+                start.append((started - t0) / 1e6)
+                listing.append((t2 - t1) / 1e6)
+                showing.append((t3 - t2) / 1e6)
+            tag = f"history {size:,}"
+            rows.append(dist_row(f"hist_submit_{size}", f"{tag}: CLI submit wall time", "ms", submit))
+            rows.append(dist_row(f"hist_start_{size}", f"{tag}: start latency (CLI)", "ms", start))
+            rows.append(
+                dist_row(f"hist_list_{size}", f"{tag}: `resource jobs --json` (CLI)", "ms", listing)
+            )
+            rows.append(
+                dist_row(f"hist_show_{size}", f"{tag}: `job show` of a new job (CLI)", "ms", showing)
+            )
+            h.api.close()
+            time.sleep(0.5)
+            rss = rss_kib(h.pid)
+            rows.append(
+                Row(f"hist_rss_{size}", f"{tag}: daemon RSS after seeding", "MB", p50=rss / 1024 if rss else None)
+            )
+            # SIGTERM, then `daemon serve` to a working socket.
+            h.stop(cancel=False)
+            t0 = time.perf_counter_ns()
+            h.serve_foreground()
+            probe = Api(h.sock, timeout=60)
+
+            def status_ok() -> bool:
+                try:
+                    probe.get("/v1/status", fresh=True)
+                    return True
+                except (OSError, ApiError, http.client.HTTPException):
+                    return False
+
+            wait_for(status_ok, 300, 0.001, "the restarted daemon's socket")
+            rows.append(
+                Row(
+                    f"hist_restart_{size}",
+                    f"{tag}: `daemon serve` to a working socket",
+                    "ms",
+                    p50=(time.perf_counter_ns() - t0) / 1e6,
+                )
+            )
+            # The restarted daemon after a few requests: its footprint without the seeding
+            # burst (the allocator keeps what a burst of 1,000-job requests once needed).
+            for _ in range(5):
+                h.cli("--json", "resource", "jobs")
+                probe.get("/v1/status", fresh=True)
+            time.sleep(0.5)
+            rss = rss_kib(h.pid)
+            rows.append(
+                Row(
+                    f"hist_rss_restarted_{size}",
+                    f"{tag}: daemon RSS after that restart",
+                    "MB",
+                    p50=rss / 1024 if rss else None,
+                )
+            )
+            if size:
+                # Retention: the whole history in one `history prune` (batches of 100).
+                t0 = time.perf_counter_ns()
+                pruned = json.loads(
+                    h.cli("--json", "history", "prune", "--before", "0s", timeout=3600).stdout
+                )
+                ms = (time.perf_counter_ns() - t0) / 1e6
+                jobs = pruned["jobs"]
+                rows.append(
+                    Row(
+                        f"hist_prune_{size}",
+                        f"{tag}: `history prune` of {jobs:,} jobs, per 100-job batch",
+                        "ms",
+                        p50=ms / max(jobs / 100, 1),
+                        text=None,
+                    )
+                )
+                notes.setdefault("history_prune", []).append((size, jobs, ms))
+        finally:
+            h.close()
+
+
 def machine_facts() -> dict[str, str]:
     facts = {"nproc": str(os.cpu_count())}
     try:
@@ -2009,6 +2181,15 @@ samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in 
   WebDriver navigate until every queue row is in the DOM, and the page's own User Timing
   measure `homebased-refresh` of each tick (both reads, JSON parsing, re-rendering the
   resources, and the queue when its bytes changed), 20 ticks.
+- **history**: for each size H in BENCH_HISTORY, one idle lane and H finished jobs, each
+  submitted and cancelled by the core's own verbs through `POST /v1/internal/seed` (1,000 a
+  request), their JOB_CANCELLED events delivered before anything is timed; then
+  BENCH_HISTORY_SAMPLE rounds of a CLI submit (wall time), its start (the workload writes
+  its start time), `resource jobs --json` and `job show` of that job (CLI wall times); the
+  daemon's RSS; SIGTERM and `daemon serve` to a working socket, and the restarted daemon's
+  RSS; last `history prune --before 0s` of the whole history, per 100-job batch.
+- **settle**: `POST /v1/internal/settle` with the queue full: the timers and one scheduling
+  pass.
 """
 
 BEGIN = "<!-- bench:begin (written by scripts/bench; edit outside these markers) -->"
@@ -2132,6 +2313,7 @@ def main() -> int:
         ("sampler", sampler_workload),
         ("fleet", fleet_workload),
         ("dashboard", dashboard_workload),
+        ("history", history_workload),
     ]
     failed = []
     for name, fn in plan:

@@ -5,6 +5,7 @@
 pub mod dashboard;
 pub mod fleet;
 pub mod guard;
+mod history;
 pub mod limits;
 mod routes;
 pub mod tcp;

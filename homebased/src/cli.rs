@@ -15,6 +15,7 @@ pub mod daemon_ctl;
 pub mod event_rows;
 pub mod files;
 pub mod fleet;
+pub mod history;
 pub mod job_log;
 pub mod render;
 pub mod service;
@@ -262,6 +263,10 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
         Command::Fleet(cmd) => {
             let client = Client::socket(home.socket());
             runtime()?.block_on(fleet::run(cmd, &client)).map(Some)
+        }
+        Command::History(cmd) => {
+            let client = Client::socket(home.socket());
+            runtime()?.block_on(history::run(cmd, &client)).map(Some)
         }
     }
 }

@@ -240,6 +240,15 @@ impl Client {
             .await
     }
 
+    /// `history prune` (socket only). Sent once: a second send would answer only what was
+    /// left after the first.
+    pub async fn prune(
+        &self,
+        req: &homebased_shared::wire::PruneRequest,
+    ) -> ApiResult<homebased_shared::wire::PruneResult> {
+        self.post("/v1/history/prune", req, Retry::Once).await
+    }
+
     /// Asks the daemon to exit (socket only). Sent once: the daemon may be gone before it
     /// answers, and the caller waits for its lock instead.
     pub async fn shutdown(&self) -> ApiResult<ShutdownResult> {

@@ -9,6 +9,7 @@
 pub mod cancel;
 pub mod classify;
 pub mod fleet;
+pub mod history;
 pub mod launch;
 pub mod launcher;
 pub mod move_job;
@@ -86,6 +87,12 @@ pub struct Core {
     gpu_sample: Option<crate::sampler::Sample>,
     /// When resources were last read: the sampler idles a minute after it.
     resources_read_at: Arc<std::sync::atomic::AtomicI64>,
+    /// Where retention's walk over the finished jobs goes on at the next tick.
+    retention_cursor: crate::history::Cursor,
+    /// The retention batch whose directories are being removed, if any.
+    retention: Option<history::InFlight>,
+    /// The last measure of run and job directories, for `daemon status`.
+    run_dir_usage: Arc<std::sync::Mutex<Option<homebased_shared::wire::RunDirUsage>>>,
     /// A handle to this core, for the watchers it starts.
     me: CoreHandle,
     /// Wakes the event delivery loop when events may be pending ([`notices`]).
@@ -163,6 +170,9 @@ impl Core {
             resources_read_at: Arc::new(std::sync::atomic::AtomicI64::new(
                 homebased_shared::time::now_ms(),
             )),
+            retention_cursor: None,
+            retention: None,
+            run_dir_usage: Arc::default(),
             me: CoreHandle { calls },
             delivery_wake: Arc::new(tokio::sync::Notify::new()),
             fleet_wake: Arc::new(tokio::sync::Notify::new()),

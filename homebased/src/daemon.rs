@@ -4,6 +4,7 @@
 //! `daemon stop`. Running work never depends on it.
 
 pub mod detect;
+pub mod disk_usage;
 pub mod lock;
 pub mod sampling;
 
@@ -71,6 +72,7 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
             core.resources_read_at(),
         );
     }
+    disk_usage::spawn(opts.home.clone(), core.run_dir_usage());
     tracing::info!(
         home = %opts.home.root().display(),
         machine = %core.machine(),

@@ -13,6 +13,7 @@
 //! - [`placement`]: the pure placement rule of `job move`.
 //! - [`fleet`]: the Fleet peer directory, its probes and the token; forwarding's targets.
 //! - [`detection`]: the pure reading of `nvidia-smi -L` and the resource plan.
+//! - [`history`]: the pure retention rule: which finished jobs may be removed.
 //! - [`supervisor`]: launching and watching `homebased-worker` processes.
 
 pub mod api;
@@ -23,6 +24,7 @@ pub mod daemon;
 pub mod delivery;
 pub mod detection;
 pub mod fleet;
+pub mod history;
 pub mod lifecycle;
 pub mod placement;
 pub mod sampler;

@@ -1,7 +1,7 @@
 //! The store: the only code that touches SQLite. One connection, owned by the core; every
 //! change is one `BEGIN IMMEDIATE` transaction.
 //!
-//! - `schema.sql`, `schema_v2.sql` to `schema_v6.sql` and [`MIGRATIONS`]: versioned schema
+//! - `schema.sql`, `schema_v2.sql` to `schema_v6.sql`, `schema_v8.sql` and [`MIGRATIONS`]: versioned schema
 //!   (`PRAGMA user_version`), one file per version.
 //! - [`machine`], [`resources`], [`jobs`], [`runs`], [`attentions`], [`events`],
 //!   [`operations`]: one file per table, typed verbs over a [`Db`] (the connection or the
@@ -10,9 +10,11 @@
 //! - [`notices`]: blocked-notice episodes and the check-due mark of runs.
 //! - [`routes`]: Fleet's remote submits on the origin (job to authority, settled or pending)
 //!   and the pull cursor per authority (`schema_v7.sql`).
+//! - [`history`]: retention's reads and removals of finished jobs (`schema_v8.sql`).
 
 pub mod attentions;
 pub mod events;
+pub mod history;
 pub mod jobs;
 pub mod machine;
 pub mod notices;
@@ -35,6 +37,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("store/schema_v5.sql"),
     include_str!("store/schema_v6.sql"),
     include_str!("store/schema_v7.sql"),
+    include_str!("store/schema_v8.sql"),
 ];
 
 /// The schema version this build writes.
@@ -302,6 +305,62 @@ mod tests {
             let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600, "{}", entry.path().display());
         }
+    }
+
+    /// A store written by the previous build (every migration but the last), with history in
+    /// it, opened by this one: its rows stay and retention's indexes are there and used.
+    #[test]
+    fn a_store_of_the_previous_version_keeps_its_rows_and_gains_the_history_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("homebased.sqlite");
+        let previous = MIGRATIONS.len() - 1;
+        let job = homebased_shared::ids::JobId::new();
+        {
+            let conn = Connection::open(&path).unwrap();
+            for sql in &MIGRATIONS[..previous] {
+                conn.execute_batch(sql).unwrap();
+            }
+            conn.pragma_update(None, "user_version", previous as i64)
+                .unwrap();
+            conn.execute(
+                "INSERT INTO jobs (id, thread, name, priority, position, state, spec, digest, \
+                 steps, created_at, updated_at) VALUES (?1, ?2, 'old', 1, NULL, 'cancelled', \
+                 '{}', 'd', 1, 10, 20)",
+                (
+                    job.to_string(),
+                    homebased_shared::ids::ThreadId::new().to_string(),
+                ),
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO events (job, seq, kind, body, created_at, delivered_at) \
+                 VALUES (?1, 1, 'JOB_CANCELLED', '{}', 20, 21)",
+                [job.to_string()],
+            )
+            .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
+        let kept = jobs::get(store.db(), job)
+            .unwrap()
+            .expect("the job is kept");
+        assert_eq!(kept.name, "old");
+        assert_eq!(history::event_count(store.db(), job).unwrap(), 1);
+        for index in ["jobs_ended", "attentions_task", "operations_created"] {
+            let found: bool = store
+                .db()
+                .conn
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?1)",
+                    [index],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert!(found, "index {index}");
+        }
+        let listed = history::candidates(store.db(), 1_000, None, 10).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!((listed[0].job, listed[0].ended_at), (job, 20));
     }
 
     #[test]

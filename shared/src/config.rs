@@ -75,6 +75,17 @@ pub struct Config {
     pub events: EventsConfig,
     pub web: WebConfig,
     pub fleet: FleetConfig,
+    pub history: HistoryConfig,
+}
+
+/// `[history]`: retention of finished jobs. Off by default: nothing is ever deleted unless
+/// `keep` is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+pub struct HistoryConfig {
+    /// Terminal jobs that ended longer ago than this are removed with their runs, run
+    /// directories and delivered events, a small batch at a time.
+    #[serde(with = "opt_duration_text")]
+    pub keep: Option<Duration>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
@@ -230,6 +241,14 @@ struct RawConfig {
     web: RawWeb,
     #[serde(default)]
     fleet: RawFleet,
+    #[serde(default)]
+    history: RawHistory,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawHistory {
+    keep: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -382,7 +401,13 @@ impl Config {
                 machines.push(a);
             }
         }
+        let keep = raw
+            .history
+            .keep
+            .map(|k| parse_positive_duration("history.keep", &k))
+            .transpose()?;
         Ok(Config {
+            history: HistoryConfig { keep },
             resource: ResourceConfig {
                 notify_blocked_after: notify,
                 cleanup,
@@ -418,6 +443,19 @@ fn token_of(
         (Some(t), None) => FleetToken::new(t, &format!("{table}.token")).map(Some),
         (None, Some(path)) => read_token_file(table, &path).map(Some),
         (None, None) => Ok(None),
+    }
+}
+
+/// An optional duration shown as a humantime string, or null when unset.
+mod opt_duration_text {
+    use serde::Serializer;
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => super::duration_text::serialize(d, s),
+            None => s.serialize_none(),
+        }
     }
 }
 
@@ -571,6 +609,18 @@ address = "http://main:7677"
         assert!(Config::parse("[events]\ncommand = []").is_err());
         assert!(Config::parse("[[fleet.machines]]\naddress = \"ftp://x\"").is_err());
         assert!(Config::parse("not toml at all [").is_err());
+    }
+
+    #[test]
+    fn history_keep_is_off_by_default_and_a_positive_duration() {
+        assert_eq!(Config::parse("").unwrap().history.keep, None);
+        let c = Config::parse("[history]\nkeep = \"90d\"").unwrap();
+        assert_eq!(c.history.keep, Some(Duration::from_secs(90 * 86_400)));
+        for bad in ["\"0s\"", "\"forever\"", "90"] {
+            let err = Config::parse(&format!("[history]\nkeep = {bad}")).unwrap_err();
+            assert!(err.0.contains("keep"), "{bad}: {err}");
+        }
+        assert!(Config::parse("[history]\nkept = \"1d\"").is_err());
     }
 
     #[test]

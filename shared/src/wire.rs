@@ -45,7 +45,10 @@ pub fn body_too_large(submit: bool, size: Option<usize>) -> crate::error::ApiErr
     }
 }
 
-pub use daemon::{DaemonStatus, Settled, ShutdownResult, TaskLog};
+pub use daemon::{
+    DaemonStatus, PruneRequest, PruneResult, RunDirUsage, SeedRequest, Seeded, Settled,
+    ShutdownResult, TaskLog,
+};
 pub use envelope::Versioned;
 pub use fleet::{
     AddPeerRequest, Answered, FleetEvent, FleetEvents, FleetSubmitRequest, Identity, MachineList,

@@ -69,7 +69,9 @@ pub fn router(
             .route("/v1/jobs", get(job_list).post(submit))
             .route("/v1/jobs/{job}/environment", get(job_environment))
             .route("/v1/shutdown", post(shutdown_daemon))
-            .route("/v1/internal/settle", post(settle)),
+            .route("/v1/internal/settle", post(settle))
+            .route("/v1/history/prune", post(super::history::prune))
+            .route("/v1/internal/seed", post(super::history::seed)),
         Listener::Tcp => common
             .route("/v1/resources", get(resource_list).post(socket_only))
             .route("/v1/jobs", get(job_list).post(socket_only))

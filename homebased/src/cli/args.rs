@@ -46,6 +46,9 @@ pub enum Command {
     /// The Fleet directory: this machine and the peers it can address.
     #[command(subcommand)]
     Fleet(super::fleet::FleetCommand),
+    /// Finished jobs: remove old history (see also `[history] keep`).
+    #[command(subcommand)]
+    History(super::history::HistoryCommand),
     /// Version, git revision, API and Fleet protocol versions.
     Version,
     /// Print a shell completion script.

@@ -81,8 +81,30 @@ pub(super) fn printed(status: DaemonStatus, headline: &str) -> ApiResult<Printed
         status.in_flight,
         status.version
     );
+    let human = match &status.run_dirs {
+        None => human,
+        Some(u) => format!(
+            "{human}\n{}",
+            run_dirs_line(u, homebased_shared::time::now_ms())
+        ),
+    };
     let ids = status.pid.map(|p| p.to_string()).into_iter().collect();
     Printed::answer(&status, ids, human)
+}
+
+/// The disk used by run and job directories, and how old that measure is.
+fn run_dirs_line(
+    u: &homebased_shared::wire::RunDirUsage,
+    now: homebased_shared::time::Millis,
+) -> String {
+    let age =
+        std::time::Duration::from_secs(u64::try_from((now - u.measured_at) / 1000).unwrap_or(0));
+    format!(
+        "run directories {:.1} MiB in {} directories (measured {} ago)",
+        u.bytes as f64 / (1024.0 * 1024.0),
+        u.dirs,
+        humantime::format_duration(age)
+    )
 }
 
 pub(super) async fn live_status(client: &Client) -> ApiResult<Option<DaemonStatus>> {
@@ -110,6 +132,7 @@ pub(super) fn offline_status(home: &Home) -> ApiResult<DaemonStatus> {
         in_flight,
         version: env!("CARGO_PKG_VERSION").into(),
         machine,
+        run_dirs: None,
     })
 }
 

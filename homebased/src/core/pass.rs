@@ -63,6 +63,8 @@ impl Core {
     /// not happen asks for this instead of sleeping.
     pub fn settle(&mut self) -> ApiResult<homebased_shared::wire::Settled> {
         self.tick();
+        // Retention's batch in flight lands, and one more runs to the end (core/history.rs).
+        self.retention_tick(true);
         self.dirty = false;
         self.pass();
         Ok(homebased_shared::wire::Settled {

@@ -49,6 +49,8 @@ impl Core {
         }
         // Blocked and check-due notices whose time has come (core/notices.rs).
         self.notices_tick();
+        // Finished jobs past `[history] keep`: one bounded batch (core/history.rs).
+        self.retention_tick(false);
         let Ok(holding) = runs::list_holding(self.store.db()) else {
             return;
         };

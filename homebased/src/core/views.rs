@@ -175,6 +175,7 @@ impl Core {
             in_flight: jobs::count_in_flight(self.store.db())?,
             version: env!("CARGO_PKG_VERSION").into(),
             machine: Some(self.machine),
+            run_dirs: self.run_dir_usage.lock().ok().and_then(|u| *u),
         })
     }
 }

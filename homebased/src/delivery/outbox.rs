@@ -35,15 +35,16 @@ pub struct Round {
 /// is suppressed here, at its turn, and the job's next event takes its place.
 pub fn take(core: &mut Core, busy: &HashSet<JobId>, now: Millis, room: usize) -> ApiResult<Round> {
     loop {
-        let heads = events::pending_heads(core.store_mut().db())?;
+        // Only as many heads as this round can send: the jobs in flight have their head
+        // among the oldest, so they are read past, never more (schema_v8.sql).
+        let heads = events::due_heads(core.store_mut().db(), now, room + busy.len())?;
         let mut stale = Vec::new();
-        let mut round = Round::default();
+        let mut round = Round {
+            next_retry_at: events::next_retry_at(core.store_mut().db(), now)?,
+            ..Round::default()
+        };
         for event in heads {
             if busy.contains(&event.job) {
-                continue;
-            }
-            if let Some(at) = event.next_attempt_at.filter(|at| *at > now) {
-                round.next_retry_at = Some(round.next_retry_at.map_or(at, |n| n.min(at)));
                 continue;
             }
             // A pulled notice was judged by its authority, which alone knows its job.

@@ -220,8 +220,10 @@ fn pending_from_row(r: &Row) -> rusqlite::Result<Pending> {
 const PENDING_COLUMNS: &str =
     "e.job, e.seq, e.kind, e.body, e.created_at, e.attempts, e.next_attempt_at, e.authority";
 
-/// The oldest pending (neither delivered nor suppressed) event of every job, oldest first.
+/// The oldest pending (neither delivered nor suppressed) event of every job, oldest first,
+/// due or backing off: what the tests check delivery's rounds (`due_heads`) against.
 /// A remote job's events on its authority are never pending there: its origin delivers them.
+#[cfg(test)]
 pub fn pending_heads(db: Db) -> ApiResult<Vec<Pending>> {
     let mut stmt = db
         .conn
@@ -238,6 +240,42 @@ pub fn pending_heads(db: Db) -> ApiResult<Vec<Pending>> {
         .query_map([], pending_from_row)
         .db("list pending events")?;
     rows.collect::<Result<_, _>>().db("list pending events")
+}
+
+/// Up to `limit` pending heads that are due at `now` (never tried, or their backoff is
+/// over), oldest first. Read along `events_pending_order` and stopped at `limit`: a round
+/// costs the events it returns (and the later events of jobs whose head waits), not every
+/// pending event (schema_v8.sql). A remote job's events on its authority are never due there
+/// (its origin pulls and delivers them), and the index leaves them out, so they cost nothing.
+pub fn due_heads(db: Db, now: Millis, limit: usize) -> ApiResult<Vec<Pending>> {
+    let mut stmt = db
+        .conn
+        .prepare_cached(&format!(
+            "SELECT {PENDING_COLUMNS} FROM events e \
+             WHERE e.delivered_at IS NULL AND e.suppressed = 0 AND e.origin IS NULL \
+             AND (e.next_attempt_at IS NULL OR e.next_attempt_at <= ?1) AND NOT EXISTS ( \
+               SELECT 1 FROM events p WHERE p.job = e.job AND p.seq < e.seq \
+               AND p.delivered_at IS NULL AND p.suppressed = 0) \
+             ORDER BY e.created_at, e.job, e.seq LIMIT ?2"
+        ))
+        .db("list due events")?;
+    let rows = stmt
+        .query_map((now, limit as i64), pending_from_row)
+        .db("list due events")?;
+    rows.collect::<Result<_, _>>().db("list due events")
+}
+
+/// The earliest time after `now` at which a pending event backing off becomes due. Only a
+/// job's head is ever tried, so only heads carry a retry time.
+pub fn next_retry_at(db: Db, now: Millis) -> ApiResult<Option<Millis>> {
+    db.conn
+        .prepare_cached(
+            "SELECT MIN(next_attempt_at) FROM events WHERE delivered_at IS NULL \
+             AND suppressed = 0 AND origin IS NULL AND next_attempt_at > ?1",
+        )
+        .db("read next retry")?
+        .query_row([now], |r| r.get(0))
+        .db("read next retry")
 }
 
 /// One event with its delivery state.
@@ -380,6 +418,14 @@ mod tests {
         };
         let mut now = heads(c);
         now.sort();
+        let mut due: Vec<_> = due_heads(c, 0, 10)
+            .unwrap()
+            .iter()
+            .map(|p| (p.job, p.seq))
+            .collect();
+        due.sort();
+        assert_eq!(due, now, "the due heads are the heads while none backs off");
+        assert_eq!(due_heads(c, 0, 1).unwrap().len(), 1, "at most the limit");
         let mut expected = vec![(a.id, 1), (b.id, 1)];
         expected.sort();
         assert_eq!(now, expected);
@@ -395,6 +441,11 @@ mod tests {
         let head = &pending_heads(c).unwrap()[0];
         assert_eq!((head.job, head.seq), (a.id, 1));
         assert_eq!((head.attempts, head.next_attempt_at), (2, Some(7_000)));
+        // Backing off until 7,000: not due before, due from then on.
+        assert!(due_heads(c, 6_999, 10).unwrap().is_empty());
+        assert_eq!(next_retry_at(c, 6_999).unwrap(), Some(7_000));
+        assert_eq!(due_heads(c, 7_000, 10).unwrap()[0].seq, 1);
+        assert_eq!(next_retry_at(c, 7_000).unwrap(), None);
 
         assert!(mark_delivered(c, a.id, 1, 20).unwrap());
         assert_eq!(heads(c), vec![(a.id, 2)]);

@@ -1,6 +1,6 @@
 //! The daemon itself and a run's log: `daemon status`, `daemon stop` and `task log`.
 
-use crate::ids::{MachineId, TaskId};
+use crate::ids::{JobId, MachineId, TaskId};
 use serde::{Deserialize, Serialize};
 
 /// `daemon status`.
@@ -14,6 +14,67 @@ pub struct DaemonStatus {
     pub in_flight: u64,
     pub version: String,
     pub machine: Option<MachineId>,
+    /// Disk used by run and job directories, as last measured off the core (`None`: not
+    /// measured yet, or the daemon is down).
+    #[serde(default)]
+    pub run_dirs: Option<RunDirUsage>,
+}
+
+/// What `<home>/tasks` and `<home>/jobs` hold, measured by a walk at most every few minutes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunDirUsage {
+    /// Bytes allocated on disk (blocks, not apparent sizes).
+    pub bytes: u64,
+    /// Run directories (`tasks/*`) and job directories (`jobs/*`).
+    pub dirs: u64,
+    /// When the walk ended (ms since the epoch): how fresh the figure is.
+    pub measured_at: crate::time::Millis,
+}
+
+/// `POST /v1/history/prune` (socket only): remove, or with `dry_run` only list, finished
+/// jobs that ended more than `older_than_ms` ago.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PruneRequest {
+    pub older_than_ms: u64,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// `POST /v1/internal/seed` (socket only, for benchmarks): `count` jobs like `submit` (each
+/// under a new id), each submitted and cancelled through the core's own verbs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedRequest {
+    pub count: u32,
+    pub submit: super::SubmitRequest,
+}
+
+/// The answer to a seed request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seeded {
+    pub jobs: u32,
+}
+
+/// What a prune removed (or, dry, would remove) and what it kept back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PruneResult {
+    pub dry_run: bool,
+    /// Jobs that ended before this instant (ms since the epoch) were considered.
+    pub before: crate::time::Millis,
+    pub jobs: u64,
+    pub runs: u64,
+    pub events: u64,
+    pub run_dirs: u64,
+    /// Stored results of old requests (cancel, move, release).
+    pub operations: u64,
+    /// Old enough, but an event of theirs is not delivered yet.
+    pub kept_undelivered: u64,
+    /// Old enough, but a run of theirs still holds a lane (Attention).
+    pub kept_holding: u64,
+    /// Old enough, but a run directory could not be removed (see the daemon log).
+    pub kept_undeletable: u64,
+    pub job_ids: Vec<JobId>,
 }
 
 /// The answer to `POST /v1/shutdown` (socket only): the daemon exits; running work goes on.
