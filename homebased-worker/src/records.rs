@@ -7,7 +7,10 @@
 //! write is tried again at once; any other failure, or a spent reserve, is retried with a
 //! backoff ([`FIRST_PAUSE`] doubling to [`LONGEST_PAUSE`]) until the record lands. A stale
 //! temporary copy of a failed try is truncated by the next one and renamed over the record by
-//! the one that lands, so nothing is left behind.
+//! the one that lands, so nothing is left behind. The one failure never retried is a run
+//! directory that no longer exists (removed by a person or a test): no record can ever land
+//! there, and a worker retrying for ever would outlive its run as an orphan. The daemon
+//! meets the same missing directory and ends the run in Attention after bounded cleanup.
 
 use crate::log::WorkerLog;
 use crate::reserve::{is_out_of_space, Reserve};
@@ -81,8 +84,10 @@ impl Records {
     }
 
     fn land(&mut self, name: &str, write: impl FnMut() -> io::Result<()>) {
+        let root = self.dir.root().to_path_buf();
         land(
             write,
+            || !root.exists(),
             &mut self.reserve,
             &self.log,
             name,
@@ -98,11 +103,13 @@ impl Records {
 }
 
 /// Tries `write` until it succeeds: on a full disk a chunk of the reserve is given back and
-/// the write tried at once, else it is tried again after `sleep`ing a backoff. Returns the
-/// number of failed tries. Each new kind of failure is noted once (the log itself may be on
-/// the full disk; its notes are lossy).
+/// the write tried at once, else it is tried again after `sleep`ing a backoff; a write that
+/// fails because the run directory is `gone` is given up. Returns the number of failed tries.
+/// Each new kind of failure is noted once (the log itself may be on the full disk; its notes
+/// are lossy).
 fn land(
     mut write: impl FnMut() -> io::Result<()>,
+    gone: impl Fn() -> bool,
     reserve: &mut Reserve,
     log: &WorkerLog,
     name: &str,
@@ -118,6 +125,12 @@ fn land(
             Err(e) => e,
         };
         failures += 1;
+        if e.kind() == io::ErrorKind::NotFound && gone() {
+            log.note(format!(
+                "cannot write {name}: the run directory is gone; giving the record up"
+            ));
+            return failures;
+        }
         // Nothing is written to the disk between giving space back and using it.
         if is_out_of_space(&e) && reserve.release_chunk() {
             released += 1;
@@ -194,6 +207,7 @@ mod tests {
                     Ok(())
                 }
             },
+            || false,
             &mut reserve,
             &log,
             "exit.json",
@@ -220,6 +234,7 @@ mod tests {
                     _ => Ok(()),
                 }
             },
+            || false,
             &mut reserve,
             &log,
             "cleanup.json",
@@ -235,5 +250,49 @@ mod tests {
             "each new failure is noted once:\n{notes}"
         );
         assert!(notes.contains("cleanup.json written after 9 failed tries"));
+    }
+
+    #[test]
+    fn a_record_whose_run_directory_is_gone_is_given_up_instead_of_retried_for_ever() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = WorkerLog::new(tmp.path().join("worker.log"));
+        let mut reserve = Reserve::at(tmp.path().join("worker.reserve"));
+        let run_dir = tmp.path().join("task");
+        let mut slept = Vec::new();
+        let failures = land(
+            || write_json_atomic(&run_dir.join("exit.json"), &1),
+            || !run_dir.exists(),
+            &mut reserve,
+            &log,
+            "exit.json",
+            |d| slept.push(d),
+        );
+        assert_eq!((failures, slept.len()), (1, 0), "given up at once");
+        let notes = std::fs::read_to_string(tmp.path().join("worker.log")).unwrap();
+        assert!(notes.contains("the run directory is gone"), "{notes}");
+    }
+
+    #[test]
+    fn a_missing_file_in_a_run_directory_that_exists_is_still_retried() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = WorkerLog::new(tmp.path().join("worker.log"));
+        let mut reserve = Reserve::at(tmp.path().join("worker.reserve"));
+        let mut tries = 0;
+        let failures = land(
+            || {
+                tries += 1;
+                if tries == 1 {
+                    Err(io::Error::from(io::ErrorKind::NotFound))
+                } else {
+                    Ok(())
+                }
+            },
+            || false,
+            &mut reserve,
+            &log,
+            "worker.json",
+            |_| {},
+        );
+        assert_eq!(failures, 1);
     }
 }
