@@ -393,6 +393,60 @@ fn the_origin_killed_while_its_remote_job_runs_gets_the_event_after_its_restart(
     assert_eq!(a.inbox(&thread, &job).len(), 1, "delivered once");
 }
 
+/// The ids `history prune --dry-run --json` would remove on `m`, and how many it keeps back
+/// for undelivered events.
+fn prunable(m: &Machine) -> (Vec<String>, u64) {
+    let dry =
+        m.h.json(&["history", "prune", "--before", "0s", "--dry-run"]);
+    let ids = dry["job_ids"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{dry}"))
+        .iter()
+        .map(|j| j.as_str().unwrap().to_string())
+        .collect();
+    (ids, dry["kept_undelivered"].as_u64().unwrap())
+}
+
+#[test]
+fn a_finished_remote_job_leaves_the_authoritys_history_only_once_its_origin_has_its_events() {
+    let mut b = Machine::with_gpu("beta");
+    b.start(Some(TOKEN), &[]);
+    let mut a = Machine::new("alpha");
+    a.configure(Some(TOKEN), &[b.address()]);
+    a.h.spawn_serve();
+    a.wait_up(&b.address());
+    let gate = a.h.tmp().join("gate");
+    let spec = for_beta(gated_spec(&a.h, "swept", "", &gate, "echo done"));
+    let thread = spec.thread();
+    let job = a.h.submit(&spec);
+    wait_job(&b.h, &job, "active");
+    // The origin is down when the job ends: its event is only on the authority, which must
+    // keep the job however old.
+    a.h.kill_serve(nix::sys::signal::Signal::SIGKILL);
+    open_gate(&gate);
+    wait_job(&b.h, &job, "succeeded");
+    b.h.settle();
+    assert_eq!(prunable(&b), (vec![], 1), "kept for its origin");
+
+    // Once the origin has stored the event (its next pull says so), the job may go.
+    a.h.spawn_serve();
+    a.wait_inbox(&thread, &job, &[(1, "JOB_SUCCEEDED")]);
+    wait_until(
+        "the authority to learn that its origin has the event",
+        || prunable(&b) == (vec![job.clone()], 0),
+    );
+    let pruned = b.h.json(&["history", "prune", "--before", "0s"]);
+    assert_eq!(pruned["jobs"], 1, "{pruned}");
+    let gone = b.h.json_err(&["resource", "job", "show", &job], 3);
+    assert_eq!(gone["code"], "job_not_found", "{gone}");
+    a.h.settle();
+    assert_eq!(
+        a.inbox(&thread, &job).len(),
+        1,
+        "the origin keeps its evidence"
+    );
+}
+
 #[test]
 fn an_authority_killed_and_restarted_delivers_its_events_in_order_once_back() {
     let mut b = Machine::with_gpu("beta");

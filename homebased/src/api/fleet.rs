@@ -82,9 +82,12 @@ async fn events(
         })?,
     }
     .min(MAX_WAIT);
+    let after = q.after;
+    s.core
+        .call(move |c| c.fleet_acknowledge(origin, after))
+        .await?;
     let wake = s.core.call(|c| Ok(c.fleet_wake())).await?;
     let deadline = tokio::time::Instant::now() + wait;
-    let after = q.after;
     loop {
         // Armed before the read, so an event appended between the two still wakes it.
         let woken = wake.notified();

@@ -78,6 +78,18 @@ impl Core {
         self.submit_from(req, Some(origin))
     }
 
+    /// A pull from `origin` with cursor `after`: everything up to it is stored on the origin
+    /// (`events::hand_over`). Once per pull request, not per wake of its long poll.
+    pub fn fleet_acknowledge(&mut self, origin: MachineId, after: u64) -> ApiResult<()> {
+        if after == 0 {
+            return Ok(());
+        }
+        let now = homebased_shared::time::now_ms();
+        self.store
+            .write(|db| crate::store::events::hand_over(db, origin, after, now))?;
+        Ok(())
+    }
+
     /// The events of `origin`'s remote jobs after its cursor `after`.
     pub fn fleet_events(&self, origin: MachineId, after: u64) -> ApiResult<Pulled> {
         crate::store::events::for_origin(self.store.db(), origin, after, PULL_BATCH)

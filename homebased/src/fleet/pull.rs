@@ -51,10 +51,14 @@ pub async fn pull_forever(fleet: Fleet, core: CoreHandle) {
     }
 }
 
-/// Pulls from one authority until none of its routes is live.
+/// Pulls from one authority until none of its routes is live. Each pull's cursor tells the
+/// authority that everything up to it is stored here (it may then let those jobs leave its
+/// history), so once the last live route ended, one more pull without waiting says so for
+/// the events just stored; if it fails, the next pull to that authority says it instead.
 async fn pull_from(fleet: Fleet, core: CoreHandle, authority: MachineId) {
     let me = fleet.identity().machine;
     let mut failures = 0u32;
+    let mut wait = WAIT;
     loop {
         let after = match core.call(move |c| c.fleet_cursor(authority)).await {
             Ok(after) => after,
@@ -66,7 +70,7 @@ async fn pull_from(fleet: Fleet, core: CoreHandle, authority: MachineId) {
             }
         };
         let answer = match fleet.peer(&authority.to_string()).await {
-            Ok(Some((client, _))) => client.fleet_events(me, after, WAIT).await,
+            Ok(Some((client, _))) => client.fleet_events(me, after, wait).await,
             // The authority is this machine: nothing to pull.
             Ok(None) => return,
             Err(e) => Err(e),
@@ -90,14 +94,19 @@ async fn pull_from(fleet: Fleet, core: CoreHandle, authority: MachineId) {
                     }
                 }
                 match core.call(|c| c.fleet_live_authorities()).await {
-                    Ok(live) if !live.contains(&authority) => return,
+                    // The last pull was the acknowledgement.
+                    Ok(live) if !live.contains(&authority) && wait.is_zero() => return,
+                    Ok(live) if !live.contains(&authority) => wait = Duration::ZERO,
                     Err(e) if e.code == ErrorCode::DaemonUnavailable => return,
-                    _ => {}
+                    _ => wait = WAIT,
                 }
             }
             Err(e) => {
                 if e.code == ErrorCode::MachineUnavailable {
                     fleet.unreachable(&authority.to_string());
+                }
+                if wait.is_zero() {
+                    return; // only the acknowledgement was left to send
                 }
                 failures += 1;
                 tracing::debug!(%authority, error = %e.message, failures, "Fleet pull failed");

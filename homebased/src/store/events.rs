@@ -122,6 +122,23 @@ pub fn for_origin(
         .collect()
 }
 
+/// Marks `origin`'s remote events up to `upto` (its cursor) handed over: the origin asks
+/// `after=<cursor>` only once it stored every event up to the cursor, in the transaction that
+/// moved the cursor, so those are its to deliver now. Recorded as `delivered_at`, which lets
+/// a finished remote job leave the authority's history (retention keeps a job with an
+/// undelivered event). Answers how many were marked.
+pub fn hand_over(db: Db, origin: MachineId, upto: u64, at: Millis) -> ApiResult<usize> {
+    let upto = i64::try_from(upto).unwrap_or(i64::MAX);
+    db.conn
+        .prepare_cached(
+            "UPDATE events SET delivered_at = ?3 \
+             WHERE origin = ?1 AND fleet_seq <= ?2 AND delivered_at IS NULL",
+        )
+        .db("hand remote events over")?
+        .execute((origin.to_string(), upto, at))
+        .db("hand remote events over")
+}
+
 /// Stores an event pulled from `authority` for delivery here, as it came. Answers false
 /// when it was stored already (a pull answered twice, a replay after a crash).
 pub fn insert_pulled(db: Db, authority: MachineId, body: &Value, at: Millis) -> ApiResult<bool> {
