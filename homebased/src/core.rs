@@ -86,6 +86,8 @@ pub struct Core {
     gpu_sample: Option<crate::sampler::Sample>,
     /// When resources were last read: the sampler idles a minute after it.
     resources_read_at: Arc<std::sync::atomic::AtomicI64>,
+    /// The counters and wait histogram of `/metrics`, since this daemon started.
+    metrics: crate::metrics::Counters,
     /// A handle to this core, for the watchers it starts.
     me: CoreHandle,
     /// Wakes the event delivery loop when events may be pending ([`notices`]).
@@ -161,6 +163,7 @@ impl Core {
             resources_read_at: Arc::new(std::sync::atomic::AtomicI64::new(
                 homebased_shared::time::now_ms(),
             )),
+            metrics: crate::metrics::Counters::new(),
             me: CoreHandle { calls },
             delivery_wake: Arc::new(tokio::sync::Notify::new()),
             inbox: Some(inbox),

@@ -24,6 +24,7 @@ pub mod delivery;
 pub mod detection;
 pub mod fleet;
 pub mod lifecycle;
+pub mod metrics;
 pub mod placement;
 pub mod sampler;
 pub mod scheduler;

@@ -154,6 +154,17 @@ pub fn pending_heads(db: Db) -> ApiResult<Vec<Pending>> {
     rows.collect::<Result<_, _>>().db("list pending events")
 }
 
+/// How many events are neither delivered nor suppressed (`/metrics`): read through the
+/// `events_pending` partial index, so delivered history costs nothing.
+pub fn count_pending(db: Db) -> ApiResult<u64> {
+    db.conn
+        .prepare_cached("SELECT COUNT(*) FROM events WHERE delivered_at IS NULL AND suppressed = 0")
+        .db("count pending events")?
+        .query_row([], |r| r.get::<_, i64>(0))
+        .map(|n| n.max(0) as u64)
+        .db("count pending events")
+}
+
 /// One event with its delivery state.
 pub fn get(db: Db, job: JobId, seq: u32) -> ApiResult<Option<Pending>> {
     db.conn

@@ -454,6 +454,29 @@ pub fn count_in_flight(db: Db) -> ApiResult<u64> {
         .db("count jobs")
 }
 
+/// Queued and active jobs counted by level and state (`/metrics`). Only rows with a slot are
+/// read, through the `jobs_slot` index: finished jobs, however many, cost nothing.
+pub fn count_open(db: Db) -> ApiResult<Vec<(Priority, JobStatus, u64)>> {
+    let mut stmt = db
+        .conn
+        .prepare_cached(
+            "SELECT priority, state, COUNT(*) FROM jobs WHERE position IS NOT NULL \
+             GROUP BY priority, state",
+        )
+        .db("count open jobs")?;
+    let rows = stmt
+        .query_map([], |r| {
+            let priority: i64 = r.get(0)?;
+            Ok((
+                Priority::from_rank(priority).ok_or_else(|| bad_column("priority", priority))?,
+                parse("state", r.get(1)?)?,
+                r.get::<_, i64>(2)?.max(0) as u64,
+            ))
+        })
+        .db("count open jobs")?;
+    rows.collect::<Result<_, _>>().db("count open jobs")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -184,6 +184,12 @@ pub struct Reservation {
     pub resource: Resource,
     pub task: TaskId,
     pub run_number: u32,
+    /// Since when the job waited in its slot: its submission, or the end of its previous
+    /// run (a preemption, the previous step, a launch given back). Read by one indexed
+    /// lookup (`runs_job`), for the wait histogram of `/metrics`.
+    pub queued_since: Millis,
+    /// The reservation's own time: when the run started, for the same histogram.
+    pub reserved_at: Millis,
 }
 
 /// Reserves `resource` for `job` if both are still as the scheduler saw them (the job
@@ -208,6 +214,7 @@ pub fn reserve(db: Db, job: JobId, resource: ResourceId) -> ApiResult<Option<Res
     let task = TaskId::new();
     let run_number = job.runs + 1;
     let now = now_ms();
+    let queued_since = previous_end(db, job.id, job.runs)?.unwrap_or(job.created_at);
     db.conn
         .prepare_cached(
             "INSERT INTO runs (task, job, resource, run_number, step, resume, status, phase, \
@@ -230,7 +237,25 @@ pub fn reserve(db: Db, job: JobId, resource: ResourceId) -> ApiResult<Option<Res
         resource,
         task,
         run_number,
+        queued_since,
+        reserved_at: now,
     }))
+}
+
+/// When run `run_number` of `job` ended (`None`: no such run, or it has not ended).
+fn previous_end(db: Db, job: JobId, run_number: u32) -> ApiResult<Option<Millis>> {
+    if run_number == 0 {
+        return Ok(None);
+    }
+    db.conn
+        .prepare_cached("SELECT ended_at FROM runs WHERE job = ?1 AND run_number = ?2")
+        .db("read the previous run's end")?
+        .query_row((job.to_string(), run_number), |r| {
+            r.get::<_, Option<Millis>>(0)
+        })
+        .optional()
+        .map(Option::flatten)
+        .db("read the previous run's end")
 }
 
 /// Writes a run's phase with the columns that belong to it (`None`: the lane is free).
