@@ -16,6 +16,7 @@ pub mod event_rows;
 pub mod files;
 pub mod fleet;
 pub mod job_log;
+pub mod metrics;
 pub mod render;
 pub mod service;
 
@@ -262,6 +263,10 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
         Command::Fleet(cmd) => {
             let client = Client::socket(home.socket());
             runtime()?.block_on(fleet::run(cmd, &client)).map(Some)
+        }
+        Command::Metrics => {
+            let client = Client::socket(home.socket());
+            runtime()?.block_on(metrics::run(&client)).map(Some)
         }
     }
 }

@@ -46,6 +46,8 @@ pub enum Command {
     /// The Fleet directory: this machine and the peers it can address.
     #[command(subcommand)]
     Fleet(super::fleet::FleetCommand),
+    /// Print the daemon's Prometheus metrics (the text of GET /metrics).
+    Metrics,
     /// Version, git revision, API and Fleet protocol versions.
     Version,
     /// Print a shell completion script.
