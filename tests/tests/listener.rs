@@ -261,3 +261,34 @@ fn a_thousand_concurrent_readers_on_each_listener_are_all_answered() {
     assert_eq!(status_on_socket(&h), 200);
     assert_eq!(status_on_tcp(&addr), 200);
 }
+
+#[test]
+fn a_malformed_request_line_or_header_is_answered_with_the_json_envelope() {
+    let (h, addr) = daemon();
+    let host = format!("Host: {addr}");
+    let cases: [(&str, u16); 3] = [
+        ("GET /v1/status HTTP/9.9\r\nHOST\r\n\r\n", 400),
+        ("G\u{1}T /v1/status HTTP/1.1\r\nHOST\r\n\r\n", 400),
+        ("GET /v1/status HTTP/1.1\r\nHOST\r\nBad Header\r\n\r\n", 400),
+    ];
+    for (request, status) in cases {
+        for via in ["tcp", "socket"] {
+            let request = request.replace(
+                "HOST",
+                if via == "tcp" {
+                    &host
+                } else {
+                    "Host: localhost"
+                },
+            );
+            let answer = if via == "tcp" {
+                http::exchange(&mut http::tcp(&addr), request.as_bytes(), ANSWER)
+            } else {
+                http::exchange(&mut http::unix(&h.socket()), request.as_bytes(), ANSWER)
+            };
+            assert_eq!(answer.status, status, "{via} {request:?}: {answer:?}");
+            assert_eq!(answer.error()["code"], "usage", "{via} {request:?}");
+        }
+    }
+    assert_eq!(status_on_socket(&h), 200);
+}

@@ -114,7 +114,7 @@ pub fn spawn_connection<S>(
     let service = hyper_util::service::TowerToHyperService::new(router.clone());
     tokio::spawn(async move {
         let _slot = slot;
-        let io = StallBound::new(stream, WRITE_STALL_TIMEOUT);
+        let io = StallBound::new(ParseErrorsAsEnvelope::new(stream), WRITE_STALL_TIMEOUT);
         let conn = http1_builder()
             .serve_connection(hyper_util::rt::TokioIo::new(io), service)
             .await;
@@ -122,6 +122,146 @@ pub fn spawn_connection<S>(
             tracing::debug!(error = %e, listener, "connection ended with an error");
         }
     });
+}
+
+/// A stream on which hyper's own answer to a request it could not parse (a malformed request
+/// line or header, a head too large, a URI too long: a bare status with `content-length: 0`,
+/// written before any request exists, so no middleware sees it) goes out as the JSON envelope
+/// instead, with the same status. Every answer of the router to a 4xx has a body (the
+/// envelope), so an empty 4xx head is hyper's and nothing else.
+pub struct ParseErrorsAsEnvelope<S> {
+    inner: S,
+    /// The envelope answer being written in place of hyper's head, how much of it is out, and
+    /// the length of hyper's head (what hyper is told was written once it is all out).
+    replacing: Option<(Vec<u8>, usize, usize)>,
+}
+
+impl<S> ParseErrorsAsEnvelope<S> {
+    pub fn new(inner: S) -> ParseErrorsAsEnvelope<S> {
+        ParseErrorsAsEnvelope {
+            inner,
+            replacing: None,
+        }
+    }
+}
+
+/// The envelope answer for one of hyper's bare parse-error heads; `None` for anything else.
+pub fn envelope_for_bare_error(head: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(head).ok()?;
+    let end = text.find("\r\n\r\n")?;
+    let (head, rest) = text.split_at(end);
+    if rest.len() != 4 {
+        return None;
+    }
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines
+        .next()?
+        .strip_prefix("HTTP/1.1 ")?
+        .split(' ')
+        .next()?
+        .parse()
+        .ok()?;
+    let empty = lines.any(|l| l.eq_ignore_ascii_case("content-length: 0"));
+    let message = match status {
+        400 => "malformed request: the request line or a header could not be parsed",
+        414 => "the request URI is too long",
+        431 => "the request headers are too large",
+        _ => return None,
+    };
+    if !empty {
+        return None;
+    }
+    let body = ApiError::usage(message).envelope().to_string();
+    let reason = StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("Bad Request");
+    Some(
+        format!(
+            "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes(),
+    )
+}
+
+impl<S: AsyncWrite + Unpin> ParseErrorsAsEnvelope<S> {
+    /// Writes the replacement on; `Ready(Ok(n))` with hyper's head length once it is all out.
+    fn drive(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
+        while let Some((bytes, written, owed)) = self.replacing.as_mut() {
+            if *written == bytes.len() {
+                let owed = *owed;
+                self.replacing = None;
+                return Poll::Ready(Ok(owed));
+            }
+            match Pin::new(&mut self.inner).poll_write(cx, &bytes[*written..]) {
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+                }
+                Poll::Ready(Ok(n)) => *written += n,
+                other => return other,
+            }
+        }
+        Poll::Ready(Ok(0))
+    }
+
+    fn start(&mut self, buf: &[u8]) -> bool {
+        match envelope_for_bare_error(buf) {
+            Some(bytes) => {
+                self.replacing = Some((bytes, 0, buf.len()));
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for ParseErrorsAsEnvelope<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for ParseErrorsAsEnvelope<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        if self.replacing.is_some() || self.start(buf) {
+            return self.drive(cx);
+        }
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let first = bufs.iter().find(|b| !b.is_empty()).map(|b| &b[..]);
+        if self.replacing.is_some() || first.is_some_and(|b| self.start(b)) {
+            return self.drive(cx);
+        }
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 /// A stream whose writes fail once they have been blocked, without progress, for `bound`:
@@ -315,6 +455,51 @@ pub async fn wrong_method(request: Request) -> Response {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[test]
+    fn only_hypers_bare_parse_error_heads_are_replaced() {
+        let bare = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\ndate: Tue, 01 Dec 2026 11:00:00 GMT\r\n\r\n";
+        let answer = String::from_utf8(envelope_for_bare_error(bare).unwrap()).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{head}");
+        assert!(head.contains("content-type: application/json"), "{head}");
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["error"]["code"], "usage", "{v}");
+        let large = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\r\n";
+        assert!(String::from_utf8(envelope_for_bare_error(large).unwrap())
+            .unwrap()
+            .starts_with("HTTP/1.1 431 "));
+        // The router's own answers carry their envelope, and successes are never touched.
+        for other in [
+            &b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: 80\r\n\r\n"[..],
+            b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n",
+            b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n{}",
+        ] {
+            assert_eq!(envelope_for_bare_error(other), None);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_bare_parse_error_goes_out_as_the_envelope_and_hyper_is_told_it_was_written() {
+        let (near, mut far) = tokio::io::duplex(16);
+        let mut io = ParseErrorsAsEnvelope::new(near);
+        let bare = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n";
+        let reader = tokio::spawn(async move {
+            let mut got = Vec::new();
+            far.read_to_end(&mut got).await.unwrap();
+            got
+        });
+        let n = io.write(bare).await.unwrap();
+        assert_eq!(n, bare.len());
+        io.shutdown().await.unwrap();
+        drop(io);
+        let got = String::from_utf8(reader.await.unwrap()).unwrap();
+        assert!(got.contains("\"code\":\"usage\""), "{got}");
+    }
 
     #[tokio::test]
     async fn a_write_nobody_reads_fails_after_the_stall_bound() {
