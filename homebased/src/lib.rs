@@ -14,6 +14,7 @@
 //! - [`fleet`]: the Fleet peer directory, its probes and the token; forwarding's targets.
 //! - [`detection`]: the pure reading of `nvidia-smi -L` and the resource plan.
 //! - [`supervisor`]: launching and watching `homebased-worker` processes.
+//! - [`metrics`]: `GET /metrics`: the counters kept since start and the pure Prometheus text.
 
 pub mod api;
 pub mod cli;
