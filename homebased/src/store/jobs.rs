@@ -498,6 +498,28 @@ mod tests {
     }
 
     #[test]
+    fn open_jobs_are_counted_by_level_and_state_and_finished_ones_not_at_all() {
+        let (_d, store) = test_store();
+        let c = store.db();
+        let first = add(c, Priority::High);
+        add(c, Priority::High);
+        add(c, Priority::Low);
+        let done = add(c, Priority::Low);
+        activate(c, first, 1, 0).unwrap();
+        finish(c, &require(c, done).unwrap(), JobStatus::Succeeded, None).unwrap();
+        let mut counts = count_open(c).unwrap();
+        counts.sort_by_key(|(p, s, _)| (p.as_str(), s.as_str()));
+        assert_eq!(
+            counts,
+            [
+                (Priority::High, JobStatus::Active, 1),
+                (Priority::High, JobStatus::Queued, 1),
+                (Priority::Low, JobStatus::Queued, 1),
+            ]
+        );
+    }
+
+    #[test]
     fn new_jobs_join_the_back_of_their_level() {
         let (_d, store) = test_store();
         let c = store.db();

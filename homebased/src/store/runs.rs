@@ -366,6 +366,34 @@ mod tests {
         }
     }
 
+    /// A job waits from its submission the first time, then from the end of its last run.
+    #[test]
+    fn a_reservation_knows_since_when_its_job_was_queued() {
+        let (_d, store) = crate::store::test_store();
+        let db = store.db();
+        let lane = resources::insert(
+            db,
+            "gpu0",
+            None,
+            homebased_shared::wire::ResourceOrigin::Manual,
+        )
+        .unwrap();
+        let spec = serde_json::json!({});
+        let new = jobs::NewJob::for_test(&spec, homebased_shared::queue::Priority::Low);
+        jobs::insert(db, &new).unwrap();
+        let first = reserve(db, new.id, lane.id).unwrap().unwrap();
+        assert_eq!(
+            first.queued_since,
+            jobs::require(db, new.id).unwrap().created_at
+        );
+        assert!(first.reserved_at >= first.queued_since);
+        record_end(db, first.task, RunStatus::Preempted, None, 123_456).unwrap();
+        set_phase(db, first.task, None).unwrap();
+        jobs::requeue(db, new.id, true, 123_456).unwrap();
+        let second = reserve(db, new.id, lane.id).unwrap().unwrap();
+        assert_eq!(second.queued_since, 123_456);
+    }
+
     /// The one decoder refuses what the two old ones disagreed on (a stopping run without
     /// its stop: one called it cleaning, the other an error), and every other row that
     /// breaks the lifecycle's rules.
