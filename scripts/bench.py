@@ -17,6 +17,7 @@ Python 3.11 standard library only. Settings (environment):
   BENCH_SWEEP_JOBS       short jobs per sleeper count for the sweep cost          [15 / 5]
   BENCH_PREEMPT          preemption rounds (half through the CLI, half the API)   [30 / 8]
   BENCH_LIST_RUNS        timed `resource jobs --json` calls per queue size        [7 / 3]
+  BENCH_SCRAPES          timed `GET /metrics` (and `GET /v1/jobs`) with 2,000 queued [200 / 40]
   BENCH_IDLE_SECONDS     idle window for the daemon CPU figure                    [30 / 5]
   BENCH_LANES            fake indexed lanes, all held, in the queue workload      [8 / 8]
   BENCH_FILL_BUDGET      seconds the bulk API fill may take; it stops early there [240 / 40]
@@ -27,7 +28,7 @@ Python 3.11 standard library only. Settings (environment):
                          seeded through /v1/internal/seed (1,000,000 takes long) [0,100000 / 0,5000]
   BENCH_HISTORY_SAMPLE   timed submits, listings and shows per history size       [30 / 10]
   BENCH_ONLY             comma list of workloads to run (default all): floor,start,handover,
-                         queue,preempt,sweep,kill9,sampler,fleet,dashboard,history
+                         queue,preempt,sweep,kill9,sampler,fleet,dashboard,history,metrics
   BENCH_OUT              report path [docs/BENCHMARKS.md; none when quick]; empty: no report
   BENCH_TMPDIR           parent folder of the temporary homes [system temp]
   BENCH_KEEP=1           keep the temporary homes (for a look afterwards)
@@ -82,6 +83,7 @@ PROCS = setting("BENCH_PROCS", 2000, 500)
 SWEEP_JOBS = max(setting("BENCH_SWEEP_JOBS", 15, 5), 1)
 PREEMPT = max(setting("BENCH_PREEMPT", 30, 8), 2)
 LIST_RUNS = max(setting("BENCH_LIST_RUNS", 7, 3), 1)
+SCRAPES = max(setting("BENCH_SCRAPES", 200, 40), 1)
 IDLE_SECONDS = max(setting("BENCH_IDLE_SECONDS", 30, 5), 1)
 LANES = max(setting("BENCH_LANES", 8, 8), 1)
 FILL_BUDGET = max(setting("BENCH_FILL_BUDGET", 240, 40), 1)
@@ -125,6 +127,7 @@ WORKLOADS = [
     "fleet",
     "dashboard",
     "history",
+    "metrics",
 ]
 ONLY = [w.strip() for w in os.environ.get("BENCH_ONLY", "").split(",") if w.strip()]
 for w in ONLY:
@@ -1920,6 +1923,62 @@ def _answers(wd) -> bool:
         return False
 
 
+def metrics_workload(bins: Path, rows: list[Row], notes: dict) -> None:
+    """`GET /metrics` with every lane held and 2,000 jobs queued, against the listing it must
+    not be slower than (`GET /v1/jobs`, the same queue), each BENCH_SCRAPES times on one
+    kept-alive socket connection, alternating."""
+    h = Home(bins, "metrics", lanes=LANES)
+    try:
+        h.start()
+        for _ in range(LANES):
+            h.submit_api(h.spec("hold", h.hold_script()))
+        wait_for(lambda: len(h.executing()) == LANES, 60, 0.01, "every holder to run")
+        spec = h.spec("queued", "true")
+        for _ in range(2000):
+            h.submit_api(spec)
+        conn = UnixHTTPConnection(str(h.sock))
+
+        def timed(path: str) -> tuple[float, bytes]:
+            t0 = time.perf_counter_ns()
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            raw = resp.read()
+            took = (time.perf_counter_ns() - t0) / 1e6
+            if resp.status != 200:
+                raise ApiError(f"GET {path}: HTTP {resp.status}: {raw[:400]!r}")
+            return took, raw
+
+        scrape, listing = [], []
+        size = 0
+        for _ in range(SCRAPES):
+            took, raw = timed("/metrics")
+            scrape.append(took)
+            size = len(raw)
+            if b'homebased_jobs{priority="medium",state="queued"} 2000' not in raw:
+                raise ApiError("the scrape does not count 2,000 queued jobs")
+            listing.append(timed("/v1/jobs")[0])
+        conn.close()
+        rows.append(
+            dist_row(
+                "metrics_2000",
+                f"`GET /metrics` on the socket, 2,000 queued, {LANES} lanes held "
+                f"({size} bytes)",
+                "ms",
+                scrape,
+            )
+        )
+        rows.append(
+            dist_row(
+                "metrics_list_2000",
+                "`GET /v1/jobs` (the listing) on the socket, same queue, alternating with it",
+                "ms",
+                listing,
+            )
+        )
+    finally:
+        h.close()
+
+
 # ---------------------------------------------------------------------------------------
 # The report
 
@@ -2172,6 +2231,11 @@ samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in 
   through the CLI for BENCH_IDLE_SECONDS keeps the sampler on (it idles a minute after the
   last read). Daemon CPU is utime + stime + cutime + cstime (the reaped queries included),
   scaled to an hour; the list latency is each of those calls' wall time.
+- **metrics**: BENCH_LANES lanes held, 2,000 medium jobs queued through the API; then
+  BENCH_SCRAPES times `GET /metrics` and `GET /v1/jobs` alternately on one kept-alive socket
+  connection, each call's wall time (request to last byte). The core's part of a scrape is a
+  subset of a listing's (lanes, holding runs, two counts through partial indexes); the text
+  is written off the core.
 - **dashboard**: BENCH_LANES lanes held by sleeping jobs and BENCH_DASHBOARD_QUEUE jobs in all,
   through a TCP listener on 127.0.0.1. "First load over TCP" is one new connection fetching
   the page's three files and the five reads of its first tick (`/v1/resources`, `/v1/jobs`,
@@ -2238,7 +2302,7 @@ def report_block(
         + f"BENCH_JOBS={JOBS} BENCH_HANDOVER_JOBS={HANDOVER_JOBS} BENCH_QUEUE={QUEUE} "
         + f"BENCH_SAMPLE={SAMPLE} BENCH_PROCS={PROCS} "
         + f"BENCH_SWEEP_PROCS={','.join(map(str, SWEEP_PROCS))} BENCH_SWEEP_JOBS={SWEEP_JOBS} "
-        + f"BENCH_PREEMPT={PREEMPT} BENCH_LIST_RUNS={LIST_RUNS} "
+        + f"BENCH_PREEMPT={PREEMPT} BENCH_LIST_RUNS={LIST_RUNS} BENCH_SCRAPES={SCRAPES} "
         + f"BENCH_IDLE_SECONDS={IDLE_SECONDS} BENCH_LANES={LANES} "
         + f"BENCH_FILL_BUDGET={FILL_BUDGET} BENCH_FILL_CONNECTIONS={FILL_CONNECTIONS} "
         + f"BENCH_DASHBOARD_QUEUE={DASHBOARD_QUEUE}",
@@ -2314,6 +2378,7 @@ def main() -> int:
         ("fleet", fleet_workload),
         ("dashboard", dashboard_workload),
         ("history", history_workload),
+        ("metrics", metrics_workload),
     ]
     failed = []
     for name, fn in plan:

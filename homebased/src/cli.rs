@@ -17,6 +17,7 @@ pub mod files;
 pub mod fleet;
 pub mod history;
 pub mod job_log;
+pub mod metrics;
 pub mod render;
 pub mod service;
 
@@ -267,6 +268,10 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
         Command::History(cmd) => {
             let client = Client::socket(home.socket());
             runtime()?.block_on(history::run(cmd, &client)).map(Some)
+        }
+        Command::Metrics => {
+            let client = Client::socket(home.socket());
+            runtime()?.block_on(metrics::run(&client)).map(Some)
         }
     }
 }

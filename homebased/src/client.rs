@@ -256,6 +256,15 @@ impl Client {
             .await
     }
 
+    /// `GET /metrics`: the Prometheus text exposition, as the daemon wrote it.
+    pub async fn metrics(&self) -> ApiResult<String> {
+        let bytes = self
+            .send(Method::GET, "/metrics", None, Retry::Safe)
+            .await?;
+        String::from_utf8(bytes.to_vec())
+            .map_err(|e| ApiError::internal(format!("the metrics are not UTF-8: {e}")))
+    }
+
     async fn get<T: DeserializeOwned>(&self, path: &str) -> ApiResult<T> {
         decode(&self.get_reply::<T>(path).await?.bytes)
     }

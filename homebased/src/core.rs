@@ -93,6 +93,8 @@ pub struct Core {
     retention: Option<history::InFlight>,
     /// The last measure of run and job directories, for `daemon status`.
     run_dir_usage: Arc<std::sync::Mutex<Option<homebased_shared::wire::RunDirUsage>>>,
+    /// The counters and wait histogram of `/metrics`, since this daemon started.
+    metrics: crate::metrics::Counters,
     /// A handle to this core, for the watchers it starts.
     me: CoreHandle,
     /// Wakes the event delivery loop when events may be pending ([`notices`]).
@@ -173,6 +175,7 @@ impl Core {
             retention_cursor: None,
             retention: None,
             run_dir_usage: Arc::default(),
+            metrics: crate::metrics::Counters::new(),
             me: CoreHandle { calls },
             delivery_wake: Arc::new(tokio::sync::Notify::new()),
             fleet_wake: Arc::new(tokio::sync::Notify::new()),

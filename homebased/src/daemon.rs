@@ -44,6 +44,17 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
         std::env::remove_var(name);
     }
     init_logging();
+    // Both listeners' connection slots need more descriptors than many systems' default.
+    match api::limits::raise_open_files() {
+        Ok(n) if n < api::limits::WANTED_OPEN_FILES => {
+            tracing::warn!(
+                limit = n,
+                "the open-files limit is low; connections may be refused"
+            )
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot read or raise the open-files limit"),
+    }
     let web = web_address(opts.web_listen.as_deref(), &opts.config)?;
     fleet_needs_listener(&opts.config, web)?;
     opts.home.create().map_err(|e| {
@@ -126,7 +137,7 @@ impl Listeners {
         let web = match web {
             None => None,
             Some(addr) => Some(
-                tokio::net::TcpListener::bind(addr)
+                api::tcp::bind(addr)
                     .await
                     .map_err(|e| ApiError::internal(format!("cannot listen on {addr}: {e}")))?,
             ),

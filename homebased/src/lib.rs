@@ -15,6 +15,7 @@
 //! - [`detection`]: the pure reading of `nvidia-smi -L` and the resource plan.
 //! - [`history`]: the pure retention rule: which finished jobs may be removed.
 //! - [`supervisor`]: launching and watching `homebased-worker` processes.
+//! - [`metrics`]: `GET /metrics`: the counters kept since start and the pure Prometheus text.
 
 pub mod api;
 pub mod cli;
@@ -26,6 +27,7 @@ pub mod detection;
 pub mod fleet;
 pub mod history;
 pub mod lifecycle;
+pub mod metrics;
 pub mod placement;
 pub mod sampler;
 pub mod scheduler;

@@ -1,7 +1,8 @@
 //! Limits against hostile or broken clients, the same on the socket and on TCP: how long a
-//! request's headers and body may take, how large a body may be (one limit shared with the
-//! CLI, [`MAX_BODY_BYTES`]), and the JSON error envelope for every refusal, including those
-//! axum and hyper would otherwise answer in plain text.
+//! request's headers and body may take, how long an answer may stall unread, how many
+//! connections each listener serves at once, how large a body may be (one limit shared with
+//! the CLI, [`MAX_BODY_BYTES`]), and the JSON error envelope for every refusal, including
+//! those axum and hyper would otherwise answer in plain text.
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -14,7 +15,13 @@ use homebased_shared::wire::{body_too_large, MAX_BODY_BYTES};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioTimer;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+mod streams;
+pub use streams::{envelope_for_bare_error, ParseErrorsAsEnvelope, StallBound};
 
 /// A client must send its request line and headers within this, or the connection is closed.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -22,6 +29,66 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Request line plus headers; hyper's default buffer is far larger than any client needs.
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+/// An answer the client does not read: once a write has made no progress for this long the
+/// connection is closed (hyper has no write timeout of its own).
+pub const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Connections the TCP listener serves at once. More wait in the kernel's listen backlog
+/// until one ends (an idle one within [`HEADER_READ_TIMEOUT`]); the socket has its own
+/// slots, so a crowd on TCP never starves the CLI.
+pub const MAX_TCP_CONNECTIONS: usize = 512;
+/// Connections the Unix socket serves at once (same user only; a bound all the same, so
+/// that a runaway script cannot take every descriptor of the daemon).
+pub const MAX_SOCKET_CONNECTIONS: usize = 1024;
+/// The descriptor limit the daemon asks for at start (bounded by the hard limit): both
+/// listeners full, plus the store, the run watchers and the workers' pipes.
+pub const WANTED_OPEN_FILES: u64 = 8192;
+
+/// Connections the kernel keeps waiting for `accept` (capped by `net.core.somaxconn`). The
+/// standard library's 128 is less than one burst of clients beyond a listener's slots: a
+/// client past it has its SYN dropped and retries only after seconds.
+pub const LISTEN_BACKLOG: i32 = 1024;
+
+/// Gives a bound listener [`LISTEN_BACKLOG`] (Linux lets `listen` be called again on a
+/// listening socket to change it).
+pub fn widen_backlog(listener: &impl std::os::fd::AsFd) -> std::io::Result<()> {
+    use nix::sys::socket::{listen, Backlog};
+    let backlog = Backlog::new(LISTEN_BACKLOG).unwrap_or(Backlog::MAXCONN);
+    listen(listener, backlog).map_err(std::io::Error::from)
+}
+
+/// How many connections one listener serves at once; a permit is held for the life of each.
+#[derive(Clone)]
+pub struct Slots(Arc<Semaphore>);
+
+impl Slots {
+    pub fn new(connections: usize) -> Slots {
+        Slots(Arc::new(Semaphore::new(connections)))
+    }
+
+    /// Slots free now.
+    pub fn available(&self) -> usize {
+        self.0.available_permits()
+    }
+
+    /// Waits for a free slot. The semaphore is never closed, so a permit always comes.
+    pub async fn take(&self) -> Option<OwnedSemaphorePermit> {
+        self.0.clone().acquire_owned().await.ok()
+    }
+}
+
+/// Raises the soft limit on open files to [`WANTED_OPEN_FILES`] (or the hard limit, if
+/// lower): the default 1024 of many systems is less than both listeners' slots together.
+/// Answers the limit now in force.
+pub fn raise_open_files() -> std::io::Result<u64> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    let wanted = WANTED_OPEN_FILES.min(hard);
+    if soft >= wanted {
+        return Ok(soft);
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, wanted, hard)?;
+    Ok(wanted)
+}
 
 /// The HTTP/1 settings every listener serves connections with.
 pub fn http1_builder() -> http1::Builder {
@@ -34,15 +101,22 @@ pub fn http1_builder() -> http1::Builder {
 }
 
 /// Serves `router` on one accepted connection (socket or TCP), on a task of its own, with
-/// the settings of [`http1_builder`]; `listener` names it in the log.
-pub fn spawn_connection<S>(stream: S, router: &axum::Router, listener: &'static str)
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+/// the settings of [`http1_builder`] and writes bounded by [`WRITE_STALL_TIMEOUT`]; the
+/// connection holds its listener's `slot` until it ends; `listener` names it in the log.
+pub fn spawn_connection<S>(
+    stream: S,
+    router: &axum::Router,
+    listener: &'static str,
+    slot: OwnedSemaphorePermit,
+) where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let service = hyper_util::service::TowerToHyperService::new(router.clone());
     tokio::spawn(async move {
+        let _slot = slot;
+        let io = StallBound::new(ParseErrorsAsEnvelope::new(stream), WRITE_STALL_TIMEOUT);
         let conn = http1_builder()
-            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+            .serve_connection(hyper_util::rt::TokioIo::new(io), service)
             .await;
         if let Err(e) = conn {
             tracing::debug!(error = %e, listener, "connection ended with an error");

@@ -62,6 +62,7 @@ pub fn router(
         .route("/v1/jobs/{job}/cancel", post(job_cancel))
         .route("/v1/release", post(release))
         .route("/v1/tasks/{task}/log", get(task_log))
+        .route("/metrics", get(metrics))
         .merge(super::fleet::routes(listener));
     let all = match listener {
         Listener::Socket => common
@@ -401,4 +402,32 @@ async fn socket_only() -> (StatusCode, Json<Value>) {
         "job submit and resource registration run arbitrary commands: use the Unix socket",
     );
     (StatusCode::METHOD_NOT_ALLOWED, Json(e.envelope()))
+}
+
+/// `GET /metrics` (both listeners): the core hands over its counters and the gauges' data,
+/// the Fleet directory adds its peers, and the text is written here, off the core.
+async fn metrics(State(s): State<AppState>) -> ApiResponse {
+    let (counters, mut snapshot) = s.core.call(|core| core.metrics()).await?;
+    snapshot.peers = s
+        .fleet
+        .machines()
+        .machines
+        .into_iter()
+        .filter(|m| m.source != homebased_shared::wire::PeerSource::Local)
+        .map(|m| crate::metrics::PeerUp {
+            machine: m.machine.map(|id| id.to_string()).unwrap_or_default(),
+            name: m.name.or(m.address).unwrap_or_default(),
+            up: m.state == homebased_shared::wire::PeerState::Up,
+        })
+        .collect();
+    let text = crate::metrics::render(&counters, &snapshot)
+        .map_err(|e| ApiError::internal(format!("cannot write the metrics: {e}")))?;
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            crate::metrics::CONTENT_TYPE,
+        )],
+        text,
+    )
+        .into_response())
 }

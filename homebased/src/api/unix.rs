@@ -1,5 +1,6 @@
 //! Serving the router on the Unix socket: mode 0600, and connections from another uid never
-//! reach the router: they are answered `permission` (403) and closed.
+//! reach the router: they are answered `permission` (403) and closed. At most
+//! [`limits::MAX_SOCKET_CONNECTIONS`] are served at once, in slots of the socket's own.
 
 use super::limits;
 use axum::Router;
@@ -24,6 +25,7 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     let listener = UnixListener::bind(path);
     nix::sys::stat::umask(old);
     let listener = listener?;
+    limits::widen_backlog(&listener)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     Ok(listener)
 }
@@ -35,8 +37,16 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let me = nix::unistd::getuid().as_raw();
+    let slots = limits::Slots::new(limits::MAX_SOCKET_CONNECTIONS);
     tokio::pin!(shutdown);
     loop {
+        let slot = tokio::select! {
+            _ = &mut shutdown => break,
+            slot = slots.take() => match slot {
+                Some(slot) => slot,
+                None => break,
+            },
+        };
         let stream = tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
@@ -55,7 +65,10 @@ pub async fn serve(
                     uid = cred.uid(),
                     "refused a socket connection from another user"
                 );
-                tokio::spawn(refuse_other_user(stream));
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    refuse_other_user(stream).await;
+                });
                 continue;
             }
             Err(e) => {
@@ -63,7 +76,7 @@ pub async fn serve(
                 continue;
             }
         }
-        limits::spawn_connection(stream, &router, "socket");
+        limits::spawn_connection(stream, &router, "socket", slot);
     }
 }
 

@@ -49,6 +49,8 @@ pub enum Command {
     /// Finished jobs: remove old history (see also `[history] keep`).
     #[command(subcommand)]
     History(super::history::HistoryCommand),
+    /// Print the daemon's Prometheus metrics (the text of GET /metrics).
+    Metrics,
     /// Version, git revision, API and Fleet protocol versions.
     Version,
     /// Print a shell completion script.

@@ -54,7 +54,7 @@ impl Core {
                             requested_at: now_ms(),
                             for_job: None,
                         };
-                        if let Some(moved) =
+                        if let Some(mut moved) =
                             Moved::plan(&run, [Observation::StopCommitted(request)])
                         {
                             moved.commit(tx, machine)?;

@@ -66,6 +66,11 @@ impl Core {
             }
         };
         let task = reserved.task;
+        self.metrics.run_started(
+            reserved.job.priority,
+            reserved.queued_since,
+            reserved.reserved_at,
+        );
         fail::fail_point!("launch.reserved", |_| std::process::abort());
         match self.start(&reserved) {
             Ok(()) => self.launch_backoff.succeeded(),

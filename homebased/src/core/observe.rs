@@ -15,7 +15,7 @@ use crate::store::{attentions, jobs, Db};
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::event::{EventDetail, EventKind};
 use homebased_shared::ids::{AttentionId, MachineId, TaskId};
-use homebased_shared::queue::{JobStatus, StopCause};
+use homebased_shared::queue::{JobStatus, RunStatus, StopCause};
 use homebased_shared::rundir::RunDir;
 use homebased_shared::time::{now_ms, Millis};
 
@@ -66,7 +66,7 @@ impl Core {
         run: &Run,
         observations: impl IntoIterator<Item = Observation>,
     ) -> ApiResult<()> {
-        let Some(moved) = Moved::plan(run, observations) else {
+        let Some(mut moved) = Moved::plan(run, observations) else {
             return Ok(());
         };
         let machine = self.machine;
@@ -76,8 +76,10 @@ impl Core {
         Ok(())
     }
 
-    /// The side effects of a committed move, then a pass.
+    /// The side effects of a committed move, then a pass. Its counters of `/metrics` are
+    /// counted here, once the move is committed, never for a transaction rolled back.
     pub(super) fn act(&mut self, moved: &Moved) {
+        self.metrics.moved(&moved.actions, moved.ended);
         for action in moved.actions.iter().filter(|a| a.is_effect()) {
             match action {
                 Action::EnactStop => self.enact_stop(moved.run.task),
@@ -206,6 +208,8 @@ pub(super) struct Moved {
     phase: Option<RunPhase>,
     actions: Vec<Action>,
     ctx: Context,
+    /// How the run ended, once committed (`RecordEnd`, `Abandon`), for `/metrics`.
+    ended: Option<RunStatus>,
 }
 
 impl Moved {
@@ -235,12 +239,13 @@ impl Moved {
             phase,
             actions,
             ctx,
+            ended: None,
         })
     }
 
     /// The store's side: each action, then the new phase.
-    pub(super) fn commit(&self, db: Db, machine: MachineId) -> ApiResult<()> {
-        commit(
+    pub(super) fn commit(&mut self, db: Db, machine: MachineId) -> ApiResult<()> {
+        self.ended = commit(
             db,
             machine,
             &self.run,
@@ -263,8 +268,9 @@ fn commit(
     phase: Option<&RunPhase>,
     actions: &[Action],
     ctx: Context,
-) -> ApiResult<()> {
+) -> ApiResult<Option<RunStatus>> {
     let at = EventRun::of(run);
+    let mut ended = None;
     for action in actions {
         match action {
             Action::RecordStart {
@@ -272,16 +278,11 @@ fn commit(
             } => runs::record_start(db, run.task, *workload_started_at)?,
             Action::RecordStop(stop) => jobs::record_stop_cause(db, run.job, stop.cause)?,
             Action::RecordEnd { end, ended_at } => {
-                record_end(db, machine, run, end, *ended_at, ctx.now)?
+                ended = Some(record_end(db, machine, run, end, *ended_at, ctx.now)?)
             }
             Action::Abandon => {
-                runs::record_end(
-                    db,
-                    run.task,
-                    homebased_shared::queue::RunStatus::Lost,
-                    None,
-                    ctx.now,
-                )?;
+                runs::record_end(db, run.task, RunStatus::Lost, None, ctx.now)?;
+                ended = Some(RunStatus::Lost);
                 let job = jobs::require(db, run.job)?;
                 if run.stop.map(|s| s.cause) == Some(StopCause::UserCancel) {
                     jobs::finish(db, &job, JobStatus::Cancelled, None)?;
@@ -322,10 +323,12 @@ fn commit(
             Action::EnactStop | Action::CleanUpLost { .. } | Action::Adopt { .. } => {}
         }
     }
-    runs::set_phase(db, run.task, phase)
+    runs::set_phase(db, run.task, phase)?;
+    Ok(ended)
 }
 
-/// Records how the run ended and moves its job, with the job's event.
+/// Records how the run ended and moves its job, with the job's event; answers the run's
+/// status.
 fn record_end(
     db: Db,
     machine: MachineId,
@@ -333,7 +336,7 @@ fn record_end(
     end: &RunEnd,
     ended_at: Millis,
     now: Millis,
-) -> ApiResult<()> {
+) -> ApiResult<RunStatus> {
     let job = jobs::require(db, run.job)?;
     let last_step = job.step + 1 >= job.steps;
     // The run's own `resume` is what it was started with: an earlier attempt of its step
@@ -368,5 +371,5 @@ fn record_end(
         task = %run.task, job = %run.job, status = outcome.run.as_str(), next = ?outcome.job,
         "run ended"
     );
-    Ok(())
+    Ok(outcome.run)
 }

@@ -26,7 +26,7 @@ impl Core {
                 let moved = run
                     .as_ref()
                     .and_then(|r| Moved::plan(r, [Observation::Released]));
-                let (Some(run), Some(moved)) = (run, moved) else {
+                let (Some(run), Some(mut moved)) = (run, moved) else {
                     return Err(ApiError::new(
                         ErrorCode::AttentionNotFound,
                         format!(

@@ -898,3 +898,78 @@ fn the_submitters_environment_reaches_run_json_without_run_variables_or_the_dige
     f.core.submit(submit(None, id)).unwrap();
     assert!(!f.job(id).spec.to_string().contains("HF_HOME"));
 }
+
+/// The value of one series in the core's `/metrics` text.
+fn metric(f: &Fixture, series: &str) -> Option<String> {
+    let (counters, snapshot) = f.core.metrics().unwrap();
+    let text = crate::metrics::render(&counters, &snapshot).unwrap();
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')
+            .map(str::to_string)
+    })
+}
+
+#[test]
+fn metrics_count_each_committed_end_preemption_and_wait_once_and_a_cancel_is_no_preemption() {
+    let mut f = Fixture::new();
+    let victim = f.submit(Priority::Low, json!({"mode": "yield"}), 1);
+    let task = f.active(victim).task;
+    f.confirm(task);
+    assert_eq!(
+        metric(&f, r#"homebased_jobs{priority="low",state="active"}"#).as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        metric(
+            &f,
+            r#"homebased_resource_phase{phase="executing",resource="gpu0"}"#
+        )
+        .as_deref(),
+        Some("1")
+    );
+    let next = preempt_and_relaunch(&mut f, victim, StopCause::Yield);
+    f.confirm(next);
+    assert!(matches!(f.cancel(victim), CancelResult::Stopping { .. }));
+    f.exit(next, ExitReason::Cancelled);
+    f.cleanup(next, 1, CleanupOutcome::Clean);
+    f.worker_gone(next);
+    f.pass();
+
+    let value = |series: &str| metric(&f, series).unwrap_or_else(|| panic!("no {series}"));
+    assert_eq!(value(r#"homebased_preemptions_total{cause="yield"}"#), "1");
+    assert_eq!(
+        value(r#"homebased_preemptions_total{cause="restart"}"#),
+        "0"
+    );
+    assert_eq!(
+        value(r#"homebased_runs_ended_total{status="preempted"}"#),
+        "1"
+    );
+    assert_eq!(
+        value(r#"homebased_runs_ended_total{status="succeeded"}"#),
+        "1"
+    );
+    assert_eq!(
+        value(r#"homebased_runs_ended_total{status="cancelled"}"#),
+        "1"
+    );
+    assert_eq!(value("homebased_attentions_opened_total"), "0");
+    // The victim started twice (submitted, then after its yield), the urgent job once.
+    assert_eq!(
+        value(r#"homebased_job_wait_seconds_count{priority="low"}"#),
+        "2"
+    );
+    assert_eq!(
+        value(r#"homebased_job_wait_seconds_count{priority="high"}"#),
+        "1"
+    );
+    assert_eq!(
+        value(r#"homebased_jobs{priority="low",state="active"}"#),
+        "0"
+    );
+    assert_eq!(
+        value(r#"homebased_resource_phase{phase="idle",resource="gpu0"}"#),
+        "1"
+    );
+}

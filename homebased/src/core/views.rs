@@ -266,3 +266,50 @@ pub fn run_view(run: &Run) -> RunView {
         cleanup: run.cleanup.clone(),
     }
 }
+
+impl Core {
+    /// What `/metrics` reads from the core: the counters (shared, rendered off the core) and
+    /// the gauges' data. As cheap as `resource list`: the lanes with the runs holding them,
+    /// two counts through partial indexes, and the sampler's last sample. Like `resource
+    /// list`, it keeps the GPU sampler awake.
+    pub fn metrics(&self) -> ApiResult<(crate::metrics::Counters, crate::metrics::Snapshot)> {
+        self.resources_read_at.store(
+            homebased_shared::time::now_ms(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        let db = self.store.db();
+        let holding = runs::list_holding(db)?;
+        let all = resources::list(db)?;
+        let lanes: Vec<_> = all
+            .iter()
+            .filter(|r| {
+                r.device.is_some() && r.origin == homebased_shared::wire::ResourceOrigin::Detected
+            })
+            .map(|r| (r.id, r.name.clone()))
+            .collect();
+        let gpu = match self.gpu_sample.as_ref().map(|s| &s.processes) {
+            Some(Ok(by_lane)) => crate::metrics::foreign(&lanes, by_lane),
+            // Not sampled yet, or the sample failed: no number rather than a wrong 0.
+            _ => Vec::new(),
+        };
+        let resources = all
+            .into_iter()
+            .map(|r| {
+                let phase = holding
+                    .iter()
+                    .find(|run| run.resource == r.id)
+                    .and_then(|run| run.phase.as_ref())
+                    .map(RunPhase::kind);
+                (r.name, phase)
+            })
+            .collect();
+        let snapshot = crate::metrics::Snapshot {
+            resources,
+            jobs: jobs::count_open(db)?,
+            events_pending: events::count_pending(db)?,
+            gpu,
+            peers: Vec::new(),
+        };
+        Ok((self.metrics.clone(), snapshot))
+    }
+}

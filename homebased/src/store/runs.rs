@@ -184,6 +184,12 @@ pub struct Reservation {
     pub resource: Resource,
     pub task: TaskId,
     pub run_number: u32,
+    /// Since when the job waited in its slot: its submission, or the end of its previous
+    /// run (a preemption, the previous step, a launch given back). Read by one indexed
+    /// lookup (`runs_job`), for the wait histogram of `/metrics`.
+    pub queued_since: Millis,
+    /// The reservation's own time: when the run started, for the same histogram.
+    pub reserved_at: Millis,
 }
 
 /// Reserves `resource` for `job` if both are still as the scheduler saw them (the job
@@ -208,6 +214,7 @@ pub fn reserve(db: Db, job: JobId, resource: ResourceId) -> ApiResult<Option<Res
     let task = TaskId::new();
     let run_number = job.runs + 1;
     let now = now_ms();
+    let queued_since = previous_end(db, job.id, job.runs)?.unwrap_or(job.created_at);
     db.conn
         .prepare_cached(
             "INSERT INTO runs (task, job, resource, run_number, step, resume, status, phase, \
@@ -230,7 +237,25 @@ pub fn reserve(db: Db, job: JobId, resource: ResourceId) -> ApiResult<Option<Res
         resource,
         task,
         run_number,
+        queued_since,
+        reserved_at: now,
     }))
+}
+
+/// When run `run_number` of `job` ended (`None`: no such run, or it has not ended).
+fn previous_end(db: Db, job: JobId, run_number: u32) -> ApiResult<Option<Millis>> {
+    if run_number == 0 {
+        return Ok(None);
+    }
+    db.conn
+        .prepare_cached("SELECT ended_at FROM runs WHERE job = ?1 AND run_number = ?2")
+        .db("read the previous run's end")?
+        .query_row((job.to_string(), run_number), |r| {
+            r.get::<_, Option<Millis>>(0)
+        })
+        .optional()
+        .map(Option::flatten)
+        .db("read the previous run's end")
 }
 
 /// Writes a run's phase with the columns that belong to it (`None`: the lane is free).
@@ -339,6 +364,34 @@ mod tests {
             requested_at: 3_000,
             for_job: None,
         }
+    }
+
+    /// A job waits from its submission the first time, then from the end of its last run.
+    #[test]
+    fn a_reservation_knows_since_when_its_job_was_queued() {
+        let (_d, store) = crate::store::test_store();
+        let db = store.db();
+        let lane = resources::insert(
+            db,
+            "gpu0",
+            None,
+            homebased_shared::wire::ResourceOrigin::Manual,
+        )
+        .unwrap();
+        let spec = serde_json::json!({});
+        let new = jobs::NewJob::for_test(&spec, homebased_shared::queue::Priority::Low);
+        jobs::insert(db, &new).unwrap();
+        let first = reserve(db, new.id, lane.id).unwrap().unwrap();
+        assert_eq!(
+            first.queued_since,
+            jobs::require(db, new.id).unwrap().created_at
+        );
+        assert!(first.reserved_at >= first.queued_since);
+        record_end(db, first.task, RunStatus::Preempted, None, 123_456).unwrap();
+        set_phase(db, first.task, None).unwrap();
+        jobs::requeue(db, new.id, true, 123_456).unwrap();
+        let second = reserve(db, new.id, lane.id).unwrap().unwrap();
+        assert_eq!(second.queued_since, 123_456);
     }
 
     /// The one decoder refuses what the two old ones disagreed on (a stopping run without

@@ -1,0 +1,314 @@
+//! `GET /metrics` (SPEC section 11): the Prometheus text exposition, version 0.0.4, written
+//! by the `prometheus` crate's `TextEncoder` (default features off: no protobuf, no
+//! process collector, no global registry).
+//!
+//! Two kinds of series:
+//! - gauges, read at scrape time from what the core holds anyway: the lanes and the runs
+//!   holding them, the open jobs counted by level and state, the pending events (both read
+//!   through partial indexes, so a history of finished jobs costs nothing), the GPU
+//!   sampler's last sample, and the Fleet directory;
+//! - counters and the wait histogram, kept in this process since the daemon started
+//!   ([`Counters`]) and counted at the commit points of the core. A restart starts them at
+//!   zero again, which Prometheus reads as a counter reset (`rate()` and `increase()` handle
+//!   it); seeding them from the store would mean counting over the whole run history.
+//!
+//! [`Snapshot`] is the plain data of one scrape, [`render`] the pure function that writes it.
+
+use crate::lifecycle::Action;
+use homebased_shared::ids::ResourceId;
+use homebased_shared::queue::{JobStatus, PhaseKind, Priority, RunStatus, StopCause};
+use homebased_shared::time::Millis;
+use homebased_shared::wire::GpuProcessView;
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+use std::collections::HashMap;
+
+/// The answer's `Content-Type`: the text format, version 0.0.4.
+pub const CONTENT_TYPE: &str = prometheus::TEXT_FORMAT;
+
+/// The bounds of the wait histogram, in seconds: a queue's waits run from a moment (a free
+/// lane) to days (a low-priority job behind a long high one).
+pub const WAIT_BUCKETS: [f64; 14] = [
+    1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 14400.0, 43200.0, 86400.0,
+    259200.0,
+];
+
+/// The phases `homebased_resource_phase` names, every one written for every resource (1 for
+/// the current one, 0 for the others), so that a query never meets a missing series.
+const PHASES: [&str; 6] = [
+    "idle",
+    "launching",
+    "executing",
+    "stopping",
+    "cleaning",
+    "attention",
+];
+
+/// The run statuses a run can end with (SPEC section 4).
+const END_STATUSES: [RunStatus; 5] = [
+    RunStatus::Succeeded,
+    RunStatus::Failed,
+    RunStatus::Cancelled,
+    RunStatus::Preempted,
+    RunStatus::Lost,
+];
+
+/// The counters and the histogram, shared by clones (the core counts, a scrape reads).
+#[derive(Clone)]
+pub struct Counters {
+    runs_ended: IntCounterVec,
+    preemptions: IntCounterVec,
+    attentions_opened: IntCounter,
+    job_wait: HistogramVec,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Counters {
+    pub fn new() -> Counters {
+        let runs_ended = IntCounterVec::new(
+            Opts::new("homebased_runs_ended_total", "Runs ended, by run status."),
+            &["status"],
+        );
+        let preemptions = IntCounterVec::new(
+            Opts::new(
+                "homebased_preemptions_total",
+                "Stops committed so that a higher-priority job can start, by cause.",
+            ),
+            &["cause"],
+        );
+        let attentions_opened = IntCounter::new(
+            "homebased_attentions_opened_total",
+            "Attentions opened (a cleanup that failed holds its resource).",
+        );
+        let job_wait = HistogramVec::new(
+            HistogramOpts::new(
+                "homebased_job_wait_seconds",
+                "Time from queued (submit, preemption or previous step) to run start, by \
+                 priority.",
+            )
+            .buckets(WAIT_BUCKETS.to_vec()),
+            &["priority"],
+        );
+        // The names, labels and buckets above are constants: they are valid.
+        #[allow(clippy::unwrap_used)]
+        let counters = Counters {
+            runs_ended: runs_ended.unwrap(),
+            preemptions: preemptions.unwrap(),
+            attentions_opened: attentions_opened.unwrap(),
+            job_wait: job_wait.unwrap(),
+        };
+        // Every label value is written from the start, at 0: an absent series would read
+        // as "unknown" rather than "none yet".
+        for status in END_STATUSES {
+            counters.runs_ended.with_label_values(&[status.as_str()]);
+        }
+        for cause in [StopCause::Yield, StopCause::Restart] {
+            counters.preemptions.with_label_values(&[cause.as_str()]);
+        }
+        for priority in Priority::ALL {
+            counters.job_wait.with_label_values(&[priority.as_str()]);
+        }
+        counters
+    }
+
+    pub fn run_ended(&self, status: RunStatus) {
+        self.runs_ended.with_label_values(&[status.as_str()]).inc();
+    }
+
+    /// A committed preemptive stop; a user's cancel is not a preemption.
+    pub fn preempted(&self, cause: StopCause) {
+        if cause != StopCause::UserCancel {
+            self.preemptions.with_label_values(&[cause.as_str()]).inc();
+        }
+    }
+
+    pub fn attention_opened(&self) {
+        self.attentions_opened.inc();
+    }
+
+    /// A run started (its lane reserved) for a job of `priority` that was queued since
+    /// `queued_since`.
+    pub fn run_started(&self, priority: Priority, queued_since: Millis, started: Millis) {
+        self.job_wait
+            .with_label_values(&[priority.as_str()])
+            .observe(wait_seconds(queued_since, started));
+    }
+
+    /// Counts what a committed run move did: its end, its preemptive stop, its Attention.
+    pub fn moved(&self, actions: &[Action], ended: Option<RunStatus>) {
+        if let Some(status) = ended {
+            self.run_ended(status);
+        }
+        for action in actions {
+            match action {
+                Action::RecordStop(stop) => self.preempted(stop.cause),
+                Action::OpenAttention => self.attention_opened(),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Seconds between two store times; a clock that stepped back counts as no wait.
+pub fn wait_seconds(queued_since: Millis, started: Millis) -> f64 {
+    (started.saturating_sub(queued_since)).max(0) as f64 / 1000.0
+}
+
+/// The gauges of one scrape.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    /// Each resource by name, with the phase of the run holding it (`None`: idle).
+    pub resources: Vec<(String, Option<PhaseKind>)>,
+    /// Open jobs by level and state; a pair not listed is 0.
+    pub jobs: Vec<(Priority, JobStatus, u64)>,
+    pub events_pending: u64,
+    /// Foreign processes on each sampled GPU lane.
+    pub gpu: Vec<GpuForeign>,
+    pub peers: Vec<PeerUp>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuForeign {
+    pub resource: String,
+    pub processes: u64,
+    pub memory_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerUp {
+    /// The UUID it is bound to, empty while it never answered.
+    pub machine: String,
+    /// Its last answered name, else its address.
+    pub name: String,
+    pub up: bool,
+}
+
+/// The foreign processes (no queue owner) of each sampled lane: `lanes` are the lanes with a
+/// known card (id, name), `by_lane` the sampler's attribution. A lane the sample has no
+/// process on has none.
+pub fn foreign(
+    lanes: &[(ResourceId, String)],
+    by_lane: &HashMap<ResourceId, Vec<GpuProcessView>>,
+) -> Vec<GpuForeign> {
+    lanes
+        .iter()
+        .map(|(id, name)| {
+            let outside: Vec<&GpuProcessView> = by_lane
+                .get(id)
+                .map(|ps| ps.iter().filter(|p| p.queue.is_none()).collect())
+                .unwrap_or_default();
+            GpuForeign {
+                resource: name.clone(),
+                processes: outside.len() as u64,
+                memory_bytes: outside
+                    .iter()
+                    .filter_map(|p| p.used_memory_mib)
+                    .map(|mib| mib.saturating_mul(1024 * 1024))
+                    .sum(),
+            }
+        })
+        .collect()
+}
+
+fn int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Writes the exposition: the gauges of `snapshot` and the counters as they stand.
+pub fn render(counters: &Counters, snapshot: &Snapshot) -> Result<String, prometheus::Error> {
+    let registry = Registry::new();
+    let gauge = |name: &str, help: &str, labels: &[&str]| -> Result<IntGaugeVec, _> {
+        let g = IntGaugeVec::new(Opts::new(name, help), labels)?;
+        registry.register(Box::new(g.clone()))?;
+        Ok::<_, prometheus::Error>(g)
+    };
+
+    let phase = gauge(
+        "homebased_resource_phase",
+        "1 for the phase the resource is in, 0 for the others.",
+        &["resource", "phase"],
+    )?;
+    for (name, current) in &snapshot.resources {
+        let current = current.map_or("idle", PhaseKind::as_str);
+        for p in PHASES {
+            phase
+                .with_label_values(&[name.as_str(), p])
+                .set(i64::from(p == current));
+        }
+    }
+
+    let jobs = gauge(
+        "homebased_jobs",
+        "Queued and active jobs, by priority and state.",
+        &["priority", "state"],
+    )?;
+    for priority in Priority::ALL {
+        for state in [JobStatus::Queued, JobStatus::Active] {
+            let n = snapshot
+                .jobs
+                .iter()
+                .filter(|(p, s, _)| *p == priority && *s == state)
+                .map(|(_, _, n)| *n)
+                .sum();
+            jobs.with_label_values(&[priority.as_str(), state.as_str()])
+                .set(int(n));
+        }
+    }
+
+    let pending = IntGauge::new(
+        "homebased_events_pending",
+        "Events not yet delivered on this origin.",
+    )?;
+    pending.set(int(snapshot.events_pending));
+    registry.register(Box::new(pending))?;
+
+    let processes = gauge(
+        "homebased_gpu_foreign_processes",
+        "Processes outside the queue on the resource's GPU, as last sampled.",
+        &["resource"],
+    )?;
+    let memory = gauge(
+        "homebased_gpu_foreign_memory_bytes",
+        "GPU memory used by processes outside the queue, as last sampled.",
+        &["resource"],
+    )?;
+    for g in &snapshot.gpu {
+        processes
+            .with_label_values(&[g.resource.as_str()])
+            .set(int(g.processes));
+        memory
+            .with_label_values(&[g.resource.as_str()])
+            .set(int(g.memory_bytes));
+    }
+
+    let peers = gauge(
+        "homebased_fleet_peer_up",
+        "1 when the Fleet peer answered its last probe as the machine it is bound to.",
+        &["machine", "name"],
+    )?;
+    for p in &snapshot.peers {
+        peers
+            .with_label_values(&[p.machine.as_str(), p.name.as_str()])
+            .set(i64::from(p.up));
+    }
+
+    registry.register(Box::new(counters.runs_ended.clone()))?;
+    registry.register(Box::new(counters.preemptions.clone()))?;
+    registry.register(Box::new(counters.attentions_opened.clone()))?;
+    registry.register(Box::new(counters.job_wait.clone()))?;
+
+    let mut out = Vec::new();
+    TextEncoder::new().encode(&registry.gather(), &mut out)?;
+    String::from_utf8(out).map_err(|e| prometheus::Error::Msg(e.to_string()))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;
