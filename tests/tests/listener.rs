@@ -233,14 +233,16 @@ fn all_at_once<C: Conn>(mut conns: Vec<C>, requests: &[Vec<u8>]) -> Vec<u16> {
 }
 
 #[test]
-fn a_thousand_concurrent_readers_on_each_listener_are_all_answered() {
+fn a_thousand_concurrent_readers_of_the_api_and_the_page_on_each_listener_are_all_answered() {
     raise_open_files(4096);
     let (h, addr) = daemon();
     for i in 0..50 {
         h.submit(&h.spec(&format!("queued {i}")).command(&["sleep", "600"]));
     }
     let routes = ["/v1/resources", "/metrics", "/v1/status", "/v1/jobs"];
-    let tcp_requests: Vec<Vec<u8>> = routes.iter().map(|r| get(r, &addr)).collect();
+    // On TCP the page's readers too: the page and its script, as a browser asks for them.
+    let page = ["/", "/dashboard/app.js"];
+    let tcp_requests: Vec<Vec<u8>> = routes.iter().chain(&page).map(|r| get(r, &addr)).collect();
     let socket_requests: Vec<Vec<u8>> = routes.iter().map(|r| get(r, "localhost")).collect();
     // Connecting does not wait for the daemon: the kernel's backlog (1024) takes them.
     let tcp: Vec<TcpStream> = (0..1000).map(|_| http::tcp(&addr)).collect();
