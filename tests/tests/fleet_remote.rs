@@ -209,6 +209,57 @@ fn a_remote_submit_runs_on_the_authority_and_its_event_comes_back_to_the_origin(
 }
 
 #[test]
+fn a_remote_jobs_checkpoints_live_on_the_authority_and_its_callback_evidence_on_the_origin() {
+    let (a, _a_id, b, _b_id) = pair();
+    let steps = json!([
+        {"type": "task", "command": ["/bin/sh", "-c",
+            "echo weights-of-$HOMEBASED_TASK_ID > \"$HOMEBASED_JOB_DIR/checkpoint\""]},
+        {"type": "task", "command": ["/bin/sh", "-c",
+            "echo \"resumed from $(cat \"$HOMEBASED_JOB_DIR/checkpoint\")\""]},
+    ]);
+    let spec = for_beta(
+        a.h.spec("two steps")
+            .set("workload", Value::Null)
+            .set("steps", steps),
+    );
+    let thread = spec.thread();
+    let job = a.h.submit(&spec);
+    let done = wait_job(&a.h, &job, "succeeded");
+    let runs = done["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "one run per step on the authority: {done}");
+    let first = runs[0]["task"].as_str().unwrap();
+    let second = runs[1]["task"].as_str().unwrap();
+
+    // The checkpoint is in the authority's job directory, and the second step read it there.
+    let checkpoint = b.h.home().join("jobs").join(&job).join("state/checkpoint");
+    assert_eq!(
+        std::fs::read_to_string(&checkpoint).unwrap().trim(),
+        format!("weights-of-{first}"),
+        "{}",
+        checkpoint.display()
+    );
+    let log = a.h.json(&["task", "log", second, "--machine", "beta"]);
+    assert!(
+        log["log"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("resumed from weights-of-{first}")),
+        "{log}"
+    );
+    // The origin has no run or job state of its own for it, only the callback evidence.
+    a.wait_inbox(&thread, &job, &[(1, "JOB_SUCCEEDED")]);
+    let origin_job = a.h.home().join("jobs").join(&job);
+    assert!(
+        !origin_job.join("state").exists(),
+        "{}",
+        origin_job.display()
+    );
+    assert!(origin_job.join("delivery/callback.log").exists());
+    assert!(!a.h.home().join("tasks").join(first).exists());
+    assert!(b.h.home().join("tasks").join(first).is_dir());
+}
+
+#[test]
 fn the_authority_validates_the_rest_and_its_refusal_is_stored_with_the_route() {
     let (a, _a_id, b, _b_id) = pair();
     // The shape is checked on the origin: nothing is stored or forwarded.
