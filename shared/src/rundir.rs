@@ -138,6 +138,39 @@ pub struct RunSpec {
     /// before identities were recorded names bare pids; those still parse.
     pub protected_pids: Vec<ProtectedProcess>,
     pub cleanup: crate::config::CleanupConfig,
+    /// When the daemon's steps of this launch happened, for `scripts/bench`'s start path
+    /// breakdown; absent in a `run.json` written before they were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stamps: Option<LaunchStamps>,
+}
+
+/// The daemon's side of a launch in wall-clock microseconds since the epoch
+/// ([`crate::time::now_us`]): one clock read each, read by nobody but the benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchStamps {
+    /// The scheduling pass decided this launch (before the `launching` commit).
+    pub decided: i64,
+    /// The `launching` commit landed (before the run directory is made).
+    pub reserved: i64,
+}
+
+/// The worker's side of the start in wall-clock microseconds since the epoch, recorded in the
+/// `worker.json` that names the child; read by nobody but `scripts/bench`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartStamps {
+    /// The daemon, just before it forked the worker (`--spawned-at`), once `run.json` was
+    /// durable.
+    pub spawned: Option<i64>,
+    /// The worker's `main` began.
+    pub main: i64,
+    /// `run.json` was read.
+    pub run_read: i64,
+    /// The disk reserve was set aside.
+    pub reserve: i64,
+    /// The first `worker.json` (no child yet) landed.
+    pub recorded: i64,
+    /// Just before the workload's fork.
+    pub workload: i64,
 }
 
 impl RunSpec {
@@ -213,6 +246,9 @@ pub enum ProtectedProcess {
 pub struct WorkerRecord {
     pub worker: ProcessIdentity,
     pub child: Option<ChildRecord>,
+    /// How the worker's start went, once the child is named; see [`StartStamps`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stamps: Option<StartStamps>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -418,6 +454,31 @@ mod tests {
         assert_eq!(back, rec);
         let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
         assert_eq!(names.len(), 1, "no temporary file is left behind");
+    }
+
+    #[test]
+    fn a_worker_record_without_start_stamps_still_parses_and_writes_none() {
+        let old = r#"{"worker":{"pid":7,"start_ticks":9},"child":null}"#;
+        let record: WorkerRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(record.stamps, None);
+        let v = serde_json::to_value(&record).unwrap();
+        assert!(v.get("stamps").is_none(), "{v}");
+        let stamped = WorkerRecord {
+            stamps: Some(StartStamps {
+                spawned: Some(1),
+                main: 2,
+                run_read: 3,
+                reserve: 4,
+                recorded: 5,
+                workload: 6,
+            }),
+            ..record
+        };
+        let v = serde_json::to_value(&stamped).unwrap();
+        assert_eq!(v["stamps"]["spawned"], 1);
+        assert_eq!(v["stamps"]["workload"], 6);
+        let back: WorkerRecord = serde_json::from_value(v).unwrap();
+        assert_eq!(back, stamped);
     }
 
     #[test]
