@@ -158,8 +158,8 @@ pub struct LaunchStamps {
 /// `worker.json` that names the child; read by nobody but `scripts/bench`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StartStamps {
-    /// The daemon, just before it forked the worker (`--spawned-at`), once `run.json` was
-    /// durable.
+    /// The daemon, just before it forked the worker (`--spawned-at`), with `run.json`
+    /// written (made durable by the worker, before `recorded`).
     pub spawned: Option<i64>,
     /// The worker's `main` began.
     pub main: i64,
@@ -374,6 +374,27 @@ pub struct AdoptionRequest {
 /// Write, fsync, rename over the target, fsync the folder: a reader sees the old file or the
 /// whole new one, and the new one survives a crash once this returns.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, true)
+}
+
+/// Write, rename over the target, without an fsync: a reader sees the old file or the whole
+/// new one, but nothing is durable yet. For `run.json`, which the worker makes durable
+/// ([`sync_file`], then its first `worker.json` and that record's folder fsync) before the
+/// workload can start, so that the two fsyncs are not paid on the daemon's core thread and
+/// one folder fsync covers both files.
+pub fn write_json_replace<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    bytes.push(b'\n');
+    replace(path, &bytes, false)
+}
+
+/// fsync of a file written by someone else ([`write_json_replace`]): its content and size;
+/// its name in the folder needs the folder's fsync.
+pub fn sync_file(path: &Path) -> io::Result<()> {
+    File::open(path)?.sync_all()
+}
+
+fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let name = path
         .file_name()
@@ -387,10 +408,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
             .truncate(true)
             .open(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
+        if durable {
+            f.sync_all()?;
+        }
     }
     std::fs::rename(&tmp, path)?;
-    File::open(dir)?.sync_all()
+    if durable {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
@@ -454,6 +480,20 @@ mod tests {
         assert_eq!(back, rec);
         let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
         assert_eq!(names.len(), 1, "no temporary file is left behind");
+    }
+
+    #[test]
+    fn a_replaced_file_is_whole_for_readers_and_leaves_no_temporary_copy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("run.json");
+        write_json_replace(&p, &serde_json::json!({"step": 1})).unwrap();
+        write_json_replace(&p, &serde_json::json!({"step": 2})).unwrap();
+        sync_file(&p).unwrap();
+        let back: serde_json::Value = read_json(&p).unwrap();
+        assert_eq!(back, serde_json::json!({"step": 2}));
+        let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "no temporary file is left behind");
+        assert!(sync_file(&tmp.path().join("missing.json")).is_err());
     }
 
     #[test]
