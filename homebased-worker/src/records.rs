@@ -12,7 +12,7 @@
 use crate::log::WorkerLog;
 use crate::reserve::{is_out_of_space, Reserve};
 use homebased_shared::rundir::{
-    sync_file, write_json_atomic, write_json_replace, CleanupRecord, ExitRecord, RunDir, RunSpec,
+    write_json_atomic, write_json_replace, CleanupRecord, ExitRecord, RunDir, RunSpec,
     WorkerRecord, CLEANUP_JSON, EXIT_JSON, WORKER_JSON,
 };
 use std::io;
@@ -54,20 +54,9 @@ impl Records {
 
     /// `worker.json`. Only the child's start is worth a poke: the first record is read when
     /// the daemon confirms the launch.
-    ///
-    /// The record before the spawn first makes `run.json` durable, which the daemon left to
-    /// the worker: this record's folder fsync then covers both names, and both are durable
-    /// before the workload can start.
     pub fn worker(&mut self, record: &WorkerRecord) {
         let path = self.dir.worker_json();
-        let run_json = self.dir.run_json();
-        let before_spawn = record.child.is_none();
-        self.land(WORKER_JSON, || {
-            if before_spawn {
-                sync_file(&run_json)?;
-            }
-            write_json_atomic(&path, record)
-        });
+        self.land(WORKER_JSON, || write_json_atomic(&path, record));
         if record.child.is_some() {
             self.poke();
         } else if self.reserve.held() == 0 {

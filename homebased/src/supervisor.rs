@@ -9,9 +9,7 @@ use crate::core::CoreHandle;
 use homebased_shared::home::Home;
 use homebased_shared::ids::TaskId;
 use homebased_shared::process;
-use homebased_shared::rundir::{
-    write_json_atomic, write_json_replace, AdoptionRequest, RunDir, RunSpec,
-};
+use homebased_shared::rundir::{write_json_atomic, AdoptionRequest, RunDir, RunSpec};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::fs::{DirBuilder, File, OpenOptions};
@@ -56,16 +54,11 @@ fn private_dir(path: &std::path::Path) -> io::Result<()> {
 }
 
 /// Creates the run directory, `control/`, the job's checkpoint directory and `run.json`.
-/// `run.json` is complete for any reader once this returns but not yet durable: the worker
-/// fsyncs it before its first `worker.json`, whose folder fsync makes both names durable, so
-/// it is durable before the workload can start (and a run whose worker never started needs
-/// no `run.json`: without `worker.json` it is abandoned). The store's `launching` row is
-/// durable before this is called.
 pub fn create_run_dir(home: &Home, spec: &RunSpec) -> io::Result<RunDir> {
     let dir = RunDir::new(home.task_dir(spec.task));
     private_dir(&dir.control_dir())?;
     private_dir(&spec.job_dir)?;
-    write_json_replace(&dir.run_json(), spec)?;
+    write_json_atomic(&dir.run_json(), spec)?;
     Ok(dir)
 }
 

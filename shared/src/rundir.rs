@@ -158,8 +158,8 @@ pub struct LaunchStamps {
 /// `worker.json` that names the child; read by nobody but `scripts/bench`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StartStamps {
-    /// The daemon, just before it forked the worker (`--spawned-at`), with `run.json`
-    /// written (made durable by the worker, before `recorded`).
+    /// The daemon, just before it forked the worker (`--spawned-at`), once `run.json` was
+    /// durable.
     pub spawned: Option<i64>,
     /// The worker's `main` began.
     pub main: i64,
@@ -378,20 +378,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 }
 
 /// Write, rename over the target, without an fsync: a reader sees the old file or the whole
-/// new one, but nothing is durable yet. For `run.json`, which the worker makes durable
-/// ([`sync_file`], then its first `worker.json` and that record's folder fsync) before the
-/// workload can start, so that the two fsyncs are not paid on the daemon's core thread and
-/// one folder fsync covers both files.
+/// new one, but nothing is durable yet. For `cleanup.json`, whose durability is the
+/// daemon's commit of its outcome.
 pub fn write_json_replace<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
     bytes.push(b'\n');
     replace(path, &bytes, false)
-}
-
-/// fsync of a file written by someone else ([`write_json_replace`]): its content and size;
-/// its name in the folder needs the folder's fsync.
-pub fn sync_file(path: &Path) -> io::Result<()> {
-    File::open(path)?.sync_all()
 }
 
 fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
@@ -488,12 +480,10 @@ mod tests {
         let p = tmp.path().join("run.json");
         write_json_replace(&p, &serde_json::json!({"step": 1})).unwrap();
         write_json_replace(&p, &serde_json::json!({"step": 2})).unwrap();
-        sync_file(&p).unwrap();
         let back: serde_json::Value = read_json(&p).unwrap();
         assert_eq!(back, serde_json::json!({"step": 2}));
         let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
         assert_eq!(names.len(), 1, "no temporary file is left behind");
-        assert!(sync_file(&tmp.path().join("missing.json")).is_err());
     }
 
     #[test]
