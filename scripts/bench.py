@@ -2297,6 +2297,16 @@ samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in 
   unrelated `sleep` processes of the same user are alive throughout (the count in the row is
   every process on the machine). "Of which the cleanup" is `cleanup.json` `finished_at` minus
   `exit.json` `ended_at` of the same runs (1 ms resolution).
+- **hand-over, BENCH_LANES lanes of 1 s jobs**: every lane held, BENCH_LANE_QUEUE jobs
+  queued through the API, then the holders are released; each job runs `date +%s%N > S; sleep
+  1; exec date +%s%N > E`. Per lane (`run.json`'s `resource_name`), next job's S minus previous
+  job's E, cleanup included. The lanes start together, so their hand-overs coincide.
+- **start path**: BENCH_STARTPATH starts through the CLI and as many through the API, as in
+  start latency; each part is the difference of two stamps (microseconds, `CLOCK_REALTIME`):
+  the time before the submit, `run.json` `stamps` (`decided`: the pass chose the launch;
+  `reserved`: its `launching` commit landed), `worker.json` `stamps` (`spawned`: the daemon
+  just before it forked the worker; `main`, `run_read`, `reserve`, `recorded`: the worker's
+  steps; `workload`: before the workload's start) and the workload's `date`. p50 of each part.
 - **submit cost vs queue size**: every lane held (BENCH_LANES indexed lanes, a holder on each).
   In this order, each submit timed on its own: BENCH_SAMPLE submits through the CLI (the wall
   time of the CLI process; queue 0 to S) and BENCH_SAMPLE `POST /v1/jobs` over one kept-alive
