@@ -28,7 +28,10 @@ Python 3.11 standard library only. Settings (environment):
                          seeded through /v1/internal/seed (1,000,000 takes long) [0,100000 / 0,5000]
   BENCH_HISTORY_SAMPLE   timed submits, listings and shows per history size       [30 / 10]
   BENCH_ONLY             comma list of workloads to run (default all): floor,start,handover,
-                         queue,preempt,sweep,kill9,sampler,fleet,dashboard,history,metrics
+                         queue,preempt,sweep,kill9,sampler,fleet,dashboard,history,metrics,
+                         startpath
+  BENCH_STARTPATH        starts per path (CLI, API) taken apart by the startpath workload [50 / 20]
+  BENCH_LANE_QUEUE       1 s jobs queued over BENCH_LANES lanes, hand-over workload [2000 / 200]
   BENCH_OUT              report path [docs/BENCHMARKS.md; none when quick]; empty: no report
   BENCH_TMPDIR           parent folder of the temporary homes [system temp]
   BENCH_KEEP=1           keep the temporary homes (for a look afterwards)
@@ -114,6 +117,8 @@ try:
     )
 except ValueError:
     sys.exit("bench: BENCH_HISTORY must be a comma list of whole numbers")
+STARTPATH = max(setting("BENCH_STARTPATH", 50, 20), 2)
+LANE_QUEUE = max(setting("BENCH_LANE_QUEUE", 2000, 200), LANES * 2)
 HISTORY_SAMPLE = max(setting("BENCH_HISTORY_SAMPLE", 30, 10), 2)
 WORKLOADS = [
     "floor",
@@ -128,6 +133,7 @@ WORKLOADS = [
     "dashboard",
     "history",
     "metrics",
+    "startpath",
 ]
 ONLY = [w.strip() for w in os.environ.get("BENCH_ONLY", "").split(",") if w.strip()]
 for w in ONLY:
@@ -937,6 +943,171 @@ def handover_workload(bins: Path, rows: list[Row], notes: dict) -> None:
             notes["handover_procs"] = procs_alive
         finally:
             h.close()
+    lane_handover(bins, rows, notes)
+
+
+def startpath_workload(bins: Path, rows: list[Row], notes: dict) -> None:
+    """The start path taken apart (issue 18): BENCH_STARTPATH starts on an idle lane through
+    the CLI and as many through the socket API, each part's p50 from the stamps the daemon
+    keeps in `run.json` and the worker in `worker.json` (microseconds, CLOCK_REALTIME)."""
+    h = Home(bins, "startpath")
+    try:
+        h.start()
+        script = f"date +%s%N > '{h.out}/start.'\"$HOMEBASED_JOB_ID\""
+        spec = h.spec("start path", script)
+        spec_file = h.spec_file("startpath", spec)
+        seen: set[str] = set()
+        parts: dict[str, dict[str, list[float]]] = {"cli": {}, "api": {}}
+
+        def new_run() -> tuple[dict, dict] | None:
+            for d in (h.home / "tasks").iterdir():
+                if d.name in seen:
+                    continue
+                try:
+                    run = json.loads((d / "run.json").read_text())
+                    worker = json.loads((d / "worker.json").read_text())
+                except (FileNotFoundError, json.JSONDecodeError):
+                    continue
+                if worker.get("stamps") is None:
+                    continue  # the record naming the child has not landed yet
+                seen.add(d.name)
+                return run, worker
+            return None
+
+        # Warm-up: one of each, not counted (page cache, first connection).
+        for i, path in enumerate(("cli", "api", *(["cli", "api"] * STARTPATH))):
+            job = uuid7()
+            start_file = h.out / f"start.{job}"
+            t0 = time.time_ns() // 1000
+            if path == "cli":
+                h.run_cli_submit(spec_file, job)
+            else:
+                h.submit_api(spec, job, fresh=True)
+            started = wait_for(lambda: read_ns(start_file), 30, 0.0005, "the job to start")
+            found = wait_for(new_run, 30, 0.0005, "the run's worker.json with its stamps")
+            h.wait_idle()
+            if i < 2:
+                continue
+            run, worker = found
+            d, w = run.get("stamps") or {}, worker["stamps"]
+            if not d or w.get("spawned") is None:
+                raise RuntimeError(f"run {run['task']} has no daemon stamps: {d} {w}")
+            marks = [
+                ("request", t0),
+                ("decided", d["decided"]),
+                ("reserved", d["reserved"]),
+                ("spawned", w["spawned"]),
+                ("main", w["main"]),
+                ("run_read", w["run_read"]),
+                ("reserve", w["reserve"]),
+                ("recorded", w["recorded"]),
+                ("workload", w["workload"]),
+                ("date", started // 1000),
+            ]
+            for (a, ta), (b, tb) in zip(marks, marks[1:]):
+                parts[path].setdefault(f"{a}>{b}", []).append((tb - ta) / 1000)
+            parts[path].setdefault("total", []).append((started // 1000 - t0) / 1000)
+
+        labels = [
+            ("request>decided", "request to the pass's decision: process start, connect, "
+             "submit (validation, commit: one WAL fsync), reply, pass"),
+            ("decided>reserved", "the `launching` commit (one WAL fsync)"),
+            ("reserved>spawned", "run directory, `run.json` (write, fsync, rename, fsync "
+             "folder), `runner.lock` locked"),
+            ("spawned>main", "fork and exec of `homebased-worker`, to its `main`"),
+            ("main>run_read", "worker: lock adopted, session, `run.json` read"),
+            ("run_read>reserve", "worker: disk reserve (256 KiB fallocate)"),
+            ("reserve>recorded", "worker: first `worker.json` (write, fsync, rename, fsync "
+             "folder)"),
+            ("recorded>workload", "worker: subreaper, pending-stop check"),
+            ("workload>date", "workload: folders, `output.log`, environment, fork, exec "
+             "`sh`, `sh` runs `date`"),
+            ("total", "total: submit to the workload's `date`"),
+        ]
+        for path, title in (("cli", "CLI"), ("api", "socket API")):
+            for key, label in labels:
+                if path == "api" and key not in ("request>decided", "total"):
+                    continue
+                values = parts[path].get(key, [])
+                rows.append(
+                    dist_row(f"startpath_{path}_{key}", f"start path ({title}): {label}",
+                             "ms", values, tails=False)
+                )
+        cli = median(parts["cli"].get("request>decided", []))
+        api = median(parts["api"].get("request>decided", []))
+        if cli is not None and api is not None:
+            notes["startpath_cli_own"] = cli - api
+    finally:
+        h.close()
+
+
+def lane_handover(bins: Path, rows: list[Row], notes: dict) -> None:
+    """Issue 18 part 5: BENCH_LANES lanes, each running 1-second jobs back to back with
+    BENCH_LANE_QUEUE queued; per lane, the gap from a job's last act to the next job's first
+    (cleanup included)."""
+    h = Home(bins, "lanes", lanes=LANES)
+    try:
+        h.start()
+        for _ in range(LANES):
+            h.submit_api(h.spec("hold", h.hold_script()))
+        wait_for(lambda: len(h.executing()) == LANES, 60, 0.01, "every holder to run")
+        script = (
+            f"date +%s%N > '{h.out}/s.'\"$HOMEBASED_JOB_ID\"; sleep 1; "
+            f"exec date +%s%N > '{h.out}/e.'\"$HOMEBASED_JOB_ID\""
+        )
+        spec = h.spec("one second", script)
+        jobs = [h.submit_api(spec) for _ in range(LANE_QUEUE)]
+        wait_for(h.release_hold, 10, 0.01, "the holders to wait on their FIFO")
+        budget = 60 + LANE_QUEUE * 1.5 / LANES
+        wait_for(
+            lambda: all(read_ns(h.out / f"e.{j}") for j in jobs[-LANES:]),
+            budget,
+            0.05,
+            "the last jobs",
+        )
+        h.wait_idle(timeout=60)
+        lane_of = {}
+        for d in (h.home / "tasks").iterdir():
+            try:
+                run = json.loads((d / "run.json").read_text())
+            except (FileNotFoundError, json.JSONDecodeError):
+                continue
+            lane_of[run["job"]] = run["resource_name"]
+        by_lane: dict[str, list[tuple[int, int]]] = {}
+        for j in jobs:
+            s, e = read_ns(h.out / f"s.{j}"), read_ns(h.out / f"e.{j}")
+            if s is not None and e is not None and j in lane_of:
+                by_lane.setdefault(lane_of[j], []).append((s, e))
+        gaps = []
+        for spans in by_lane.values():
+            spans.sort()
+            gaps += [(b[0] - a[1]) / 1e6 for a, b in zip(spans, spans[1:])]
+        cleanup = [
+            r["finished_at"] - r["ended_at"]
+            for r in run_records(h)
+            if r["ended_at"] and r["finished_at"]
+        ]
+        rows.append(
+            dist_row(
+                "handover_lanes",
+                f"hand-over, {LANES} lanes of 1 s jobs back to back, {LANE_QUEUE:,} queued "
+                "(exit to next start on the lane)",
+                "ms",
+                gaps,
+                "< 100 ms p99",
+            )
+        )
+        rows.append(
+            dist_row(
+                "handover_lanes_cleanup",
+                "↳ of which the worker's cleanup (exit.json to cleanup.json)",
+                "ms",
+                cleanup,
+            )
+        )
+        notes["handover_lanes_ran"] = sum(len(s) for s in by_lane.values())
+    finally:
+        h.close()
 
 
 def queue_workload(bins: Path, rows: list[Row], notes: dict) -> None:
@@ -2185,6 +2356,16 @@ samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in 
   unrelated `sleep` processes of the same user are alive throughout (the count in the row is
   every process on the machine). "Of which the cleanup" is `cleanup.json` `finished_at` minus
   `exit.json` `ended_at` of the same runs (1 ms resolution).
+- **hand-over, BENCH_LANES lanes of 1 s jobs**: every lane held, BENCH_LANE_QUEUE jobs
+  queued through the API, then the holders are released; each job runs `date +%s%N > S; sleep
+  1; exec date +%s%N > E`. Per lane (`run.json`'s `resource_name`), next job's S minus previous
+  job's E, cleanup included. The lanes start together, so their hand-overs coincide.
+- **start path**: BENCH_STARTPATH starts through the CLI and as many through the API, as in
+  start latency; each part is the difference of two stamps (microseconds, `CLOCK_REALTIME`):
+  the time before the submit, `run.json` `stamps` (`decided`: the pass chose the launch;
+  `reserved`: its `launching` commit landed), `worker.json` `stamps` (`spawned`: the daemon
+  just before it forked the worker; `main`, `run_read`, `reserve`, `recorded`: the worker's
+  steps; `workload`: before the workload's start) and the workload's `date`. p50 of each part.
 - **submit cost vs queue size**: every lane held (BENCH_LANES indexed lanes, a holder on each).
   In this order, each submit timed on its own: BENCH_SAMPLE submits through the CLI (the wall
   time of the CLI process; queue 0 to S) and BENCH_SAMPLE `POST /v1/jobs` over one kept-alive
@@ -2379,6 +2560,7 @@ def main() -> int:
         ("dashboard", dashboard_workload),
         ("history", history_workload),
         ("metrics", metrics_workload),
+        ("startpath", startpath_workload),
     ]
     failed = []
     for name, fn in plan:

@@ -20,9 +20,9 @@ use crate::workload::{self, StartError};
 use homebased_shared::process;
 use homebased_shared::rundir::{
     CleanupOutcome, CleanupRecord, ExitReason, ExitRecord, GroupState, ProcessIdentity, RunDir,
-    RunSpec, WorkerRecord,
+    RunSpec, StartStamps, WorkerRecord,
 };
-use homebased_shared::time::now_ms;
+use homebased_shared::time::{now_ms, now_us};
 use nix::errno::Errno;
 use nix::sys::prctl;
 use nix::unistd::{getsid, setsid, Pid};
@@ -36,8 +36,13 @@ pub const EXIT_FAILED: u8 = 1;
 
 /// Runs the attempt described by `args`; returns the worker's exit status. `signals` is
 /// installed by the caller before anything else, so a stop that arrives during start-up is
-/// kept, not fatal.
-pub fn run(args: Args, signals: io::Result<Signals>) -> u8 {
+/// kept, not fatal. `began` is when `main` began (microseconds, the first start stamp).
+pub fn run(args: Args, signals: io::Result<Signals>, began: i64) -> u8 {
+    let mut stamps = StartStamps {
+        spawned: args.spawned_at,
+        main: began,
+        ..StartStamps::default()
+    };
     let dir = RunDir::new(args.run_dir);
     let log = WorkerLog::new(dir.worker_log());
     // Until the lock is ours nothing in the run directory is ours to write: another worker
@@ -72,7 +77,9 @@ pub fn run(args: Args, signals: io::Result<Signals>) -> u8 {
             return fail(&mut Records::new(dir, None, log.clone()), &log, message);
         }
     };
+    stamps.run_read = now_us();
     let records = Records::new(dir.clone(), Some(&run), log.clone());
+    stamps.reserve = now_us();
     let attempt = Attempt {
         dir,
         run,
@@ -80,6 +87,7 @@ pub fn run(args: Args, signals: io::Result<Signals>) -> u8 {
         signals,
         log,
         reaper: Reaper::new(),
+        stamps,
     };
     if args.adopt {
         attempt.adopt()
@@ -109,6 +117,7 @@ struct Attempt {
     signals: Signals,
     log: WorkerLog,
     reaper: Reaper,
+    stamps: StartStamps,
 }
 
 impl Attempt {
@@ -122,7 +131,9 @@ impl Attempt {
         self.records.worker(&WorkerRecord {
             worker,
             child: None,
+            stamps: None,
         });
+        self.stamps.recorded = now_us();
         // Orphaned descendants of the workload come back to this process, so that they can
         // be reaped and never escape to init with their zombie counted in the group.
         if let Err(e) = prctl::set_child_subreaper(true) {
@@ -139,6 +150,7 @@ impl Attempt {
                 EXIT_OK,
             );
         }
+        self.stamps.workload = now_us();
         let running = match workload::start(&self.run, &self.dir) {
             Ok(running) => running,
             Err(StartError::Workload(message)) => {
@@ -162,7 +174,8 @@ impl Attempt {
             "workload started as pid {}",
             running.child.process.pid
         ));
-        self.follow_to_the_end(worker, running)
+        let stamps = self.stamps;
+        self.follow_to_the_end(worker, running, Some(stamps))
     }
 
     /// Adopts the container a vanished worker of this run left, and follows it to its end.
@@ -187,6 +200,7 @@ impl Attempt {
         self.records.worker(&WorkerRecord {
             worker,
             child: previous.clone(),
+            stamps: None,
         });
         if let Err(e) = prctl::set_child_subreaper(true) {
             self.log
@@ -204,7 +218,7 @@ impl Attempt {
                     "following the adopted container with docker wait pid {}",
                     running.child.process.pid
                 ));
-                self.follow_to_the_end(worker, running)
+                self.follow_to_the_end(worker, running, None)
             }
             Err(AdoptError::Gone(message)) => {
                 self.log.note(format!(
@@ -223,7 +237,12 @@ impl Attempt {
 
     /// From a started (or adopted) workload to `cleanup.json`: record the child, follow the
     /// workload, write `exit.json`, remove the container, clean up, write `cleanup.json`.
-    fn follow_to_the_end(&mut self, worker: ProcessIdentity, mut running: workload::Running) -> u8 {
+    fn follow_to_the_end(
+        &mut self,
+        worker: ProcessIdentity,
+        mut running: workload::Running,
+        stamps: Option<StartStamps>,
+    ) -> u8 {
         self.reaper.watch(running.child.process.pid);
         // Retried until it lands (the workload runs on meanwhile and is followed once it
         // has): the daemon holds any stop for a run it has not seen start, so nothing waits
@@ -231,6 +250,7 @@ impl Attempt {
         self.records.worker(&WorkerRecord {
             worker,
             child: Some(running.child.clone()),
+            stamps,
         });
 
         let ended = workload::follow(

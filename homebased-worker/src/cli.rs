@@ -1,16 +1,19 @@
-//! The command line: `homebased-worker <run-dir> [--lock-fd N] [--adopt]`.
+//! The command line: `homebased-worker <run-dir> [--lock-fd N] [--adopt] [--spawned-at US]`.
 
 use std::ffi::OsString;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
 
-pub const USAGE: &str = "usage: homebased-worker <run-dir> [--lock-fd N] [--adopt]
+pub const USAGE: &str =
+    "usage: homebased-worker <run-dir> [--lock-fd N] [--adopt] [--spawned-at US]
 
 Runs one attempt of the step described by <run-dir>/run.json and records its end.
   --lock-fd N   fd N is an open, exclusively flocked description of <run-dir>/runner.lock
                 handed over by the daemon; without it the worker takes the lock itself.
   --adopt       the attempt's worker vanished and left its container running: find that
-                container, follow it to its end and record it, instead of starting one.";
+                container, follow it to its end and record it, instead of starting one.
+  --spawned-at US  when the daemon started this worker (microseconds since the epoch), kept
+                in worker.json beside the worker's own start stamps for scripts/bench.";
 
 /// The exit status for a command line that cannot be understood.
 pub const EXIT_USAGE: u8 = 2;
@@ -21,6 +24,8 @@ pub struct Args {
     pub lock_fd: Option<RawFd>,
     /// Adopt the container a vanished worker of this run left, instead of starting the step.
     pub adopt: bool,
+    /// `--spawned-at`: the daemon's stamp of the fork, recorded in `worker.json`.
+    pub spawned_at: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +38,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Str
     let mut run_dir = None;
     let mut lock_fd = None;
     let mut adopt = false;
+    let mut spawned_at = None;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let text = arg.to_str();
@@ -46,6 +52,15 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Str
             Some(t) if t.starts_with("--lock-fd=") => {
                 lock_fd = Some(parse_fd(&OsString::from(&t["--lock-fd=".len()..]))?);
             }
+            Some("--spawned-at") => {
+                let value = args.next().ok_or("--spawned-at needs a value")?;
+                spawned_at = Some(
+                    value
+                        .to_str()
+                        .and_then(|v| v.parse::<i64>().ok())
+                        .ok_or_else(|| format!("--spawned-at: {value:?} is not a number"))?,
+                );
+            }
             Some(t) if t.starts_with('-') => return Err(format!("unknown option {t}")),
             _ if run_dir.is_some() => return Err("only one run directory may be given".into()),
             _ => run_dir = Some(PathBuf::from(arg)),
@@ -56,6 +71,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Str
         run_dir,
         lock_fd,
         adopt,
+        spawned_at,
     }))
 }
 
@@ -83,6 +99,7 @@ mod tests {
                 run_dir: "/h/tasks/t".into(),
                 lock_fd: None,
                 adopt: false,
+                spawned_at: None,
             })
         );
         assert_eq!(
@@ -91,6 +108,7 @@ mod tests {
                 run_dir: "/h/tasks/t".into(),
                 lock_fd: Some(7),
                 adopt: false,
+                spawned_at: None,
             })
         );
         assert_eq!(
@@ -99,6 +117,7 @@ mod tests {
                 run_dir: "/d".into(),
                 lock_fd: Some(3),
                 adopt: false,
+                spawned_at: None,
             })
         );
         assert_eq!(
@@ -107,8 +126,20 @@ mod tests {
                 run_dir: "/d".into(),
                 lock_fd: Some(3),
                 adopt: true,
+                spawned_at: None,
             })
         );
+    }
+
+    #[test]
+    fn keeps_the_daemons_spawn_stamp() {
+        let Invocation::Run(args) =
+            parse_strs(&["/d", "--lock-fd", "3", "--spawned-at", "1796126640266073"]).unwrap()
+        else {
+            panic!("not a run");
+        };
+        assert_eq!(args.spawned_at, Some(1_796_126_640_266_073));
+        assert_eq!(args.lock_fd, Some(3));
     }
 
     #[test]
@@ -119,6 +150,8 @@ mod tests {
         assert!(parse_strs(&["/a", "--lock-fd", "-1"]).is_err());
         assert!(parse_strs(&["/a", "--lock-fd", "x"]).is_err());
         assert!(parse_strs(&["/a", "--verbose"]).is_err());
+        assert!(parse_strs(&["/a", "--spawned-at"]).is_err());
+        assert!(parse_strs(&["/a", "--spawned-at", "soon"]).is_err());
         assert_eq!(parse_strs(&["--help"]).unwrap(), Invocation::Help);
     }
 }

@@ -7,6 +7,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // The first of the start stamps (`rundir::StartStamps`): one clock read.
+    let began = homebased_shared::time::now_us();
     // Before anything else: from here on a SIGTERM is a stop request, never an instant death
     // that would leave the run directory without its records.
     let signals = Signals::install();
@@ -19,7 +21,9 @@ fn main() -> ExitCode {
             let _ = writeln!(std::io::stdout(), "{}", cli::USAGE);
             ExitCode::SUCCESS
         }
-        Ok(Invocation::Run(args)) => ExitCode::from(homebased_worker::attempt::run(args, signals)),
+        Ok(Invocation::Run(args)) => {
+            ExitCode::from(homebased_worker::attempt::run(args, signals, began))
+        }
         Err(message) => {
             let _ = writeln!(
                 std::io::stderr(),

@@ -15,8 +15,8 @@
 use crate::log::WorkerLog;
 use crate::reserve::{is_out_of_space, Reserve};
 use homebased_shared::rundir::{
-    write_json_atomic, CleanupRecord, ExitRecord, RunDir, RunSpec, WorkerRecord, CLEANUP_JSON,
-    EXIT_JSON, WORKER_JSON,
+    write_json_atomic, write_json_replace, CleanupRecord, ExitRecord, RunDir, RunSpec,
+    WorkerRecord, CLEANUP_JSON, EXIT_JSON, WORKER_JSON,
 };
 use std::io;
 use std::os::unix::net::UnixDatagram;
@@ -75,10 +75,15 @@ impl Records {
         self.poke();
     }
 
+    /// Written whole but not fsynced: it sits on the hand-over path (the lane serves again
+    /// only once the daemon has read it), and its durability is the daemon's commit of its
+    /// outcome. A machine that crashes before that commit lost every process with it; the
+    /// daemon then finds a run without `cleanup.json` and cleans up after it again, which
+    /// finds nothing. A daemon killed meanwhile finds the file in the page cache.
     pub fn cleanup(&mut self, record: &CleanupRecord) {
         fail::fail_point!("worker.cleanup-before-record", |_| std::process::abort());
         let path = self.dir.cleanup_json();
-        self.land(CLEANUP_JSON, || write_json_atomic(&path, record));
+        self.land(CLEANUP_JSON, || write_json_replace(&path, record));
         fail::fail_point!("worker.cleanup-written", |_| std::process::abort());
         self.poke();
     }

@@ -3,7 +3,7 @@
 //! lost run.
 //!
 //! The reserve is a file of [`CHUNKS`] × [`CHUNK`] bytes allocated for real (fallocate, or
-//! zeros where the filesystem cannot fallocate) and fsynced, in the run directory, so on the
+//! zeros, fsynced, where the filesystem cannot fallocate), in the run directory, so on the
 //! filesystem the records are written to. When a record cannot be written because the disk is
 //! full, one chunk is given back (the file is truncated by a chunk) and the write is tried
 //! again at once; once the reserve is spent the worker waits for space like any writer. A
@@ -59,8 +59,14 @@ impl Reserve {
             .truncate(true)
             .open(&self.path)
             .and_then(|mut file| {
-                allocate(&mut file, size)?;
-                file.sync_all()?;
+                // Zeros may sit in the page cache without blocks behind them until writeback
+                // (a copy-on-write or network filesystem), so their allocation is forced now
+                // while a failure is still harmless. fallocate has taken the blocks when it
+                // returns, and the reserve is worth nothing after a crash of the machine, so
+                // that path needs no fsync: it was one journal commit on the start path.
+                if allocate(&mut file, size)? == Allocated::ByWriting {
+                    file.sync_all()?;
+                }
                 Ok(file)
             });
         match made {
@@ -105,17 +111,24 @@ impl Drop for Reserve {
     }
 }
 
+/// How [`allocate`] got its blocks.
+#[derive(Debug, PartialEq, Eq)]
+enum Allocated {
+    ByFallocate,
+    ByWriting,
+}
+
 /// Real blocks, not a sparse file: fallocate, else zeros written out.
-fn allocate(file: &mut File, size: u64) -> io::Result<()> {
+fn allocate(file: &mut File, size: u64) -> io::Result<Allocated> {
     let len = i64::try_from(size).map_err(io::Error::other)?;
     match fallocate(&*file, FallocateFlags::empty(), 0, len) {
-        Ok(()) => Ok(()),
+        Ok(()) => Ok(Allocated::ByFallocate),
         Err(Errno::EOPNOTSUPP) => {
             let zeros = vec![0u8; usize::try_from(CHUNK).map_err(io::Error::other)?];
             for _ in 0..size / CHUNK {
                 file.write_all(&zeros)?;
             }
-            Ok(())
+            Ok(Allocated::ByWriting)
         }
         Err(e) => Err(e.into()),
     }

@@ -121,6 +121,9 @@ fn spawn_worker(dir: &RunDir, extra: &[&str]) -> io::Result<Child> {
             Ok(())
         });
     }
+    // The last stamp of the daemon's side of a start (`rundir::StartStamps::spawned`).
+    cmd.arg("--spawned-at")
+        .arg(homebased_shared::time::now_us().to_string());
     let child = cmd.spawn();
     drop(lock);
     child

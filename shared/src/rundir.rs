@@ -138,6 +138,39 @@ pub struct RunSpec {
     /// before identities were recorded names bare pids; those still parse.
     pub protected_pids: Vec<ProtectedProcess>,
     pub cleanup: crate::config::CleanupConfig,
+    /// When the daemon's steps of this launch happened, for `scripts/bench`'s start path
+    /// breakdown; absent in a `run.json` written before they were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stamps: Option<LaunchStamps>,
+}
+
+/// The daemon's side of a launch in wall-clock microseconds since the epoch
+/// ([`crate::time::now_us`]): one clock read each, read by nobody but the benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchStamps {
+    /// The scheduling pass decided this launch (before the `launching` commit).
+    pub decided: i64,
+    /// The `launching` commit landed (before the run directory is made).
+    pub reserved: i64,
+}
+
+/// The worker's side of the start in wall-clock microseconds since the epoch, recorded in the
+/// `worker.json` that names the child; read by nobody but `scripts/bench`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartStamps {
+    /// The daemon, just before it forked the worker (`--spawned-at`), once `run.json` was
+    /// durable.
+    pub spawned: Option<i64>,
+    /// The worker's `main` began.
+    pub main: i64,
+    /// `run.json` was read.
+    pub run_read: i64,
+    /// The disk reserve was set aside.
+    pub reserve: i64,
+    /// The first `worker.json` (no child yet) landed.
+    pub recorded: i64,
+    /// Just before the workload's fork.
+    pub workload: i64,
 }
 
 impl RunSpec {
@@ -213,6 +246,9 @@ pub enum ProtectedProcess {
 pub struct WorkerRecord {
     pub worker: ProcessIdentity,
     pub child: Option<ChildRecord>,
+    /// How the worker's start went, once the child is named; see [`StartStamps`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stamps: Option<StartStamps>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -338,6 +374,19 @@ pub struct AdoptionRequest {
 /// Write, fsync, rename over the target, fsync the folder: a reader sees the old file or the
 /// whole new one, and the new one survives a crash once this returns.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, true)
+}
+
+/// Write, rename over the target, without an fsync: a reader sees the old file or the whole
+/// new one, but nothing is durable yet. For `cleanup.json`, whose durability is the
+/// daemon's commit of its outcome.
+pub fn write_json_replace<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    bytes.push(b'\n');
+    replace(path, &bytes, false)
+}
+
+fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let name = path
         .file_name()
@@ -351,10 +400,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
             .truncate(true)
             .open(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
+        if durable {
+            f.sync_all()?;
+        }
     }
     std::fs::rename(&tmp, path)?;
-    File::open(dir)?.sync_all()
+    if durable {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
@@ -418,6 +472,43 @@ mod tests {
         assert_eq!(back, rec);
         let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
         assert_eq!(names.len(), 1, "no temporary file is left behind");
+    }
+
+    #[test]
+    fn a_replaced_file_is_whole_for_readers_and_leaves_no_temporary_copy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("run.json");
+        write_json_replace(&p, &serde_json::json!({"step": 1})).unwrap();
+        write_json_replace(&p, &serde_json::json!({"step": 2})).unwrap();
+        let back: serde_json::Value = read_json(&p).unwrap();
+        assert_eq!(back, serde_json::json!({"step": 2}));
+        let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "no temporary file is left behind");
+    }
+
+    #[test]
+    fn a_worker_record_without_start_stamps_still_parses_and_writes_none() {
+        let old = r#"{"worker":{"pid":7,"start_ticks":9},"child":null}"#;
+        let record: WorkerRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(record.stamps, None);
+        let v = serde_json::to_value(&record).unwrap();
+        assert!(v.get("stamps").is_none(), "{v}");
+        let stamped = WorkerRecord {
+            stamps: Some(StartStamps {
+                spawned: Some(1),
+                main: 2,
+                run_read: 3,
+                reserve: 4,
+                recorded: 5,
+                workload: 6,
+            }),
+            ..record
+        };
+        let v = serde_json::to_value(&stamped).unwrap();
+        assert_eq!(v["stamps"]["spawned"], 1);
+        assert_eq!(v["stamps"]["workload"], 6);
+        let back: WorkerRecord = serde_json::from_value(v).unwrap();
+        assert_eq!(back, stamped);
     }
 
     #[test]

@@ -10,6 +10,15 @@ pub fn now_ms() -> Millis {
     to_ms(SystemTime::now())
 }
 
+/// Microseconds since the Unix epoch: the stamps of the start path (`rundir::StartStamps`),
+/// finer than the millisecond a start takes apart.
+pub fn now_us() -> i64 {
+    match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_micros() as i64,
+        Err(e) => -(e.duration().as_micros() as i64),
+    }
+}
+
 pub fn to_ms(t: SystemTime) -> Millis {
     match t.duration_since(UNIX_EPOCH) {
         Ok(d) => d.as_millis() as Millis,

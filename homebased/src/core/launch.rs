@@ -10,9 +10,9 @@ use crate::store::jobs;
 use crate::store::runs::{self, Reservation};
 use crate::supervisor;
 use homebased_shared::error::{ApiError, ApiResult};
-use homebased_shared::rundir::RunSpec;
+use homebased_shared::rundir::{LaunchStamps, RunSpec};
 use homebased_shared::spec::JobSpec;
-use homebased_shared::time::now_ms;
+use homebased_shared::time::{now_ms, now_us};
 use std::time::{Duration, Instant};
 
 /// How long a reserved launch may wait for its worker to confirm.
@@ -54,6 +54,7 @@ impl LaunchBackoff {
 
 impl Core {
     pub(super) fn launch(&mut self, launch: Launch) {
+        let decided = now_us();
         let reserved = match self
             .store
             .write(|db| runs::reserve(db, launch.job, launch.resource))
@@ -71,8 +72,12 @@ impl Core {
             reserved.queued_since,
             reserved.reserved_at,
         );
+        let stamps = LaunchStamps {
+            decided,
+            reserved: now_us(),
+        };
         fail::fail_point!("launch.reserved", |_| std::process::abort());
-        match self.start(&reserved) {
+        match self.start(&reserved, stamps) {
             Ok(()) => self.launch_backoff.succeeded(),
             Err(e) => {
                 tracing::error!(%task, job = %reserved.job.id, error = %e, "cannot start the worker; launches wait a moment");
@@ -83,7 +88,7 @@ impl Core {
         }
     }
 
-    fn start(&mut self, r: &Reservation) -> ApiResult<()> {
+    fn start(&mut self, r: &Reservation, stamps: LaunchStamps) -> ApiResult<()> {
         let spec: JobSpec =
             serde_json::from_value(r.job.spec.clone()).map_err(ApiError::internal)?;
         let step = spec
@@ -111,6 +116,7 @@ impl Core {
             poke_socket: self.home.poke_socket(),
             protected_pids: vec![self.facts.protected()],
             cleanup: self.config.resource.cleanup,
+            stamps: Some(stamps),
         };
         let dir = supervisor::create_run_dir(&self.home, &run).map_err(|e| {
             ApiError::internal(format!(

@@ -152,7 +152,11 @@ impl Fixture {
             pgid: 4243,
             started_at: now_ms(),
         });
-        let record = WorkerRecord { worker: me, child };
+        let record = WorkerRecord {
+            worker: me,
+            child,
+            stamps: None,
+        };
         write_json_atomic(&self.dir(task).worker_json(), &record).unwrap();
     }
 

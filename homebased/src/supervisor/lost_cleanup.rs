@@ -268,6 +268,7 @@ mod tests {
                 pgid: workload_id.pid,
                 started_at: 0,
             }),
+            stamps: None,
         };
         write_json_atomic(&dir.worker_json(), &record).unwrap();
         let config = CleanupConfig {
