@@ -223,11 +223,12 @@ fn position_of(db: Db, level: Priority, key: i64) -> ApiResult<u32> {
         .db("number job")?
         .query_row((level.rank(), key), |r| r.get(0))
         .db("number job")?;
-    Ok(if nearer_front {
-        counted + 1
-    } else {
-        level_len(db, level)? - counted
-    })
+    if nearer_front {
+        return Ok(counted + 1);
+    }
+    level_len(db, level)?
+        .checked_sub(counted)
+        .ok_or_else(|| ApiError::internal("queue_levels counts fewer jobs than the level holds"))
 }
 
 #[derive(Clone, Copy)]
@@ -701,7 +702,12 @@ mod tests {
                     writes(c, || finish(c, &head, JobStatus::Cancelled, None).unwrap()),
                     2
                 );
-                assert_eq!(writes(c, || drop(add(c, Priority::Medium))), 2);
+                assert_eq!(
+                    writes(c, || {
+                        add(c, Priority::Medium);
+                    }),
+                    2
+                );
                 let last = get(c, ids[1_999])?.unwrap();
                 assert_eq!(
                     writes(c, || place(c, &last, Priority::Medium, 1).unwrap()),
