@@ -1,6 +1,8 @@
 //! Where `resource job move` puts a job (SPEC section 2): a pure function from the requested
 //! placement and the current slots to the new slot, or a refusal with a reason.
 
+pub mod keys;
+
 use homebased_shared::ids::JobId;
 use homebased_shared::queue::Priority;
 use homebased_shared::wire::Placement;

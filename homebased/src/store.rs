@@ -1,7 +1,7 @@
 //! The store: the only code that touches SQLite. One connection, owned by the core; every
 //! change is one `BEGIN IMMEDIATE` transaction.
 //!
-//! - `schema.sql`, `schema_v2.sql` to `schema_v6.sql`, `schema_v8.sql` and [`MIGRATIONS`]: versioned schema
+//! - `schema.sql`, `schema_v2.sql` to `schema_v6.sql`, `schema_v9.sql` and [`MIGRATIONS`]: versioned schema
 //!   (`PRAGMA user_version`), one file per version.
 //! - [`machine`], [`resources`], [`jobs`], [`runs`], [`attentions`], [`events`],
 //!   [`operations`]: one file per table, typed verbs over a [`Db`] (the connection or the
@@ -38,6 +38,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("store/schema_v6.sql"),
     include_str!("store/schema_v7.sql"),
     include_str!("store/schema_v8.sql"),
+    include_str!("store/schema_v9.sql"),
 ];
 
 /// The schema version this build writes.
@@ -361,6 +362,99 @@ mod tests {
         let listed = history::candidates(store.db(), 1_000, None, 10).unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!((listed[0].job, listed[0].ended_at), (job, 20));
+    }
+
+    /// A v8 store (dense positions) with queued, active and finished jobs, opened by this
+    /// build: every job keeps its level and position, the level counts are right, and the
+    /// queue goes on from there (a submit joins the back, a move and an end renumber nobody).
+    #[test]
+    fn v9_keeps_every_position_of_a_v8_queue() {
+        use homebased_shared::ids::{JobId, ThreadId};
+        use homebased_shared::queue::{JobStatus, Priority};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("homebased.sqlite");
+        // (level rank, position, state) as v8 stored them.
+        let rows = [
+            (1, Some(1), "active"),
+            (1, Some(2), "queued"),
+            (1, Some(3), "queued"),
+            (2, Some(1), "queued"),
+            (0, Some(1), "queued"),
+            (0, Some(2), "queued"),
+            (1, None, "succeeded"),
+        ];
+        let ids: Vec<JobId> = rows.iter().map(|_| JobId::new()).collect();
+        {
+            let conn = Connection::open(&path).unwrap();
+            for sql in &MIGRATIONS[..8] {
+                conn.execute_batch(sql).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 8).unwrap();
+            for (id, (rank, position, state)) in ids.iter().zip(rows) {
+                conn.execute(
+                    "INSERT INTO jobs (id, thread, name, priority, position, state, spec, \
+                     digest, steps, created_at, updated_at) \
+                     VALUES (?1, ?2, 'old', ?3, ?4, ?5, '{}', 'd', 1, 1, 1)",
+                    (
+                        id.to_string(),
+                        ThreadId::new().to_string(),
+                        rank,
+                        position,
+                        state,
+                    ),
+                )
+                .unwrap();
+            }
+        }
+        let mut store = Store::open(&path).unwrap();
+        assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
+        let db = store.db();
+        for (id, (rank, position, _)) in ids.iter().zip(rows) {
+            let job = jobs::get(db, *id).unwrap().unwrap();
+            assert_eq!(job.priority.rank(), rank);
+            assert_eq!(job.position, position.map(|p: i64| p as u32), "job {id}");
+        }
+        let listed: Vec<_> = jobs::list_open(db)
+            .unwrap()
+            .into_iter()
+            .map(|j| (j.id, j.position))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                (ids[3], Some(1)),
+                (ids[0], Some(1)),
+                (ids[1], Some(2)),
+                (ids[2], Some(3)),
+                (ids[4], Some(1)),
+                (ids[5], Some(2)),
+            ]
+        );
+        assert_eq!(jobs::level_len(db, Priority::Medium).unwrap(), 3);
+        assert_eq!(jobs::level_len(db, Priority::Low).unwrap(), 2);
+        assert_eq!(jobs::count_in_flight(db).unwrap(), 6);
+        store
+            .write(|tx| {
+                let spec = serde_json::json!({});
+                let new = jobs::NewJob::for_test(&spec, Priority::Medium);
+                jobs::insert(tx, &new)?;
+                assert_eq!(jobs::require(tx, new.id)?.position, Some(4));
+                let last = jobs::require(tx, ids[2])?;
+                jobs::place(tx, &last, Priority::Medium, 1)?;
+                let first = jobs::require(tx, ids[0])?;
+                jobs::finish(tx, &first, JobStatus::Succeeded, None)?;
+                let order: Vec<_> = jobs::list_open(tx)?
+                    .into_iter()
+                    .filter(|j| j.priority == Priority::Medium)
+                    .map(|j| (j.id, j.position))
+                    .collect();
+                assert_eq!(
+                    order,
+                    vec![(ids[2], Some(1)), (ids[1], Some(2)), (new.id, Some(3))]
+                );
+                Ok(())
+            })
+            .unwrap();
     }
 
     #[test]

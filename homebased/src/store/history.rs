@@ -10,7 +10,7 @@ use homebased_shared::ids::{JobId, TaskId};
 use homebased_shared::time::Millis;
 use rusqlite::{OptionalExtension, Row};
 
-const CANDIDATE: &str = "SELECT j.id, j.updated_at, j.position IS NULL, \
+const CANDIDATE: &str = "SELECT j.id, j.updated_at, j.slot_key IS NULL, \
     (SELECT COUNT(*) FROM events e WHERE e.job = j.id AND e.delivered_at IS NULL \
        AND e.suppressed = 0), \
     EXISTS (SELECT 1 FROM runs r WHERE r.job = j.id AND r.phase IS NOT NULL) \
@@ -38,7 +38,7 @@ pub fn candidates(
     let mut stmt = db
         .conn
         .prepare_cached(&format!(
-            "{CANDIDATE} WHERE j.position IS NULL AND j.updated_at < ?1 \
+            "{CANDIDATE} WHERE j.slot_key IS NULL AND j.updated_at < ?1 \
              AND (j.updated_at, j.id) > (?2, ?3) ORDER BY j.updated_at, j.id LIMIT ?4"
         ))
         .db("list finished jobs")?;

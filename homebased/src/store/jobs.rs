@@ -1,8 +1,10 @@
-//! Jobs: canonical spec, level and dense 1-based position, state, step and counters.
+//! Jobs: canonical spec, level and place in it, state, step and counters.
 //!
-//! Positions are dense per level and enforced by a unique index. SQLite checks unique
-//! indexes row by row, so shifting a range of slots moves it through a disjoint range
-//! (`+ SHIFT_OFFSET`) first.
+//! A slotted job's place within its level is a sparse ordering key (`slot_key`, see
+//! `placement::keys`), unique per level; the dense 1-based position users see is computed
+//! on read: a listing numbers rows as it reads them in order, one job counts the keys on
+//! the nearer side of its own along the slot index, and the level's length is kept in
+//! `queue_levels` by triggers (`schema_v9.sql`).
 
 use super::bad_column;
 use super::{Db, DbResult};
@@ -14,9 +16,7 @@ use rusqlite::{OptionalExtension, Row};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-const SHIFT_OFFSET: i64 = 1_000_000_000;
-/// A slot no real job can hold, used while a job is between levels.
-const PARKED: i64 = 2 * SHIFT_OFFSET + 1;
+use crate::placement::keys;
 
 /// A job as the queue listing and the scheduler see it: everything but its canonical spec
 /// and the submitter's environment, which only a launch and `job show` need (parsing every
@@ -106,15 +106,16 @@ impl<'a> NewJob<'a> {
     }
 }
 
-/// The columns of a [`JobHead`], read by position ([`head_from_row`]).
-const HEAD_COLUMNS: &str = "j.id, j.thread, j.name, j.priority, j.position, j.state, j.resume, \
+/// The columns of a [`JobHead`], read by position ([`head_from_row`]); the fifth is the
+/// slot key, turned into the dense position by the reader.
+const HEAD_COLUMNS: &str = "j.id, j.thread, j.name, j.priority, j.slot_key, j.state, j.resume, \
     j.target, j.step, j.steps, j.runs, j.event_seq, j.failed_run, j.last_stop_cause, \
     j.created_at, j.updated_at, \
     (SELECT r.resource FROM runs r WHERE r.job = j.id \
        AND r.phase IN ('launching', 'executing', 'stopping')) AS active_resource";
 
 /// A whole [`Job`]: its head's columns, then the stored submission.
-const COLUMNS: &str = "j.id, j.thread, j.name, j.priority, j.position, j.state, j.resume, \
+const COLUMNS: &str = "j.id, j.thread, j.name, j.priority, j.slot_key, j.state, j.resume, \
     j.target, j.step, j.steps, j.runs, j.event_seq, j.failed_run, j.last_stop_cause, \
     j.created_at, j.updated_at, \
     (SELECT r.resource FROM runs r WHERE r.job = j.id \
@@ -136,15 +137,18 @@ where
 }
 
 /// Reads the head of a row of [`HEAD_COLUMNS`] or [`COLUMNS`] (the same order), by
-/// position: a long listing would otherwise spend its time matching column names.
-fn head_from_row(r: &Row) -> rusqlite::Result<JobHead> {
+/// position: a long listing would otherwise spend its time matching column names. The
+/// head's `position` is left `None` and the slot key is answered beside it, for the caller
+/// to number.
+fn head_from_row(r: &Row) -> rusqlite::Result<(JobHead, Option<i64>)> {
     let priority: i64 = r.get(3)?;
-    Ok(JobHead {
+    let key: Option<i64> = r.get(4)?;
+    let head = JobHead {
         id: parse("id", r.get(0)?)?,
         thread: parse("thread", r.get(1)?)?,
         name: r.get(2)?,
         priority: Priority::from_rank(priority).ok_or_else(|| bad_column("priority", priority))?,
-        position: r.get::<_, Option<i64>>(4)?.map(|p| p as u32),
+        position: None,
         status: parse("state", r.get(5)?)?,
         resume: r.get(6)?,
         target: opt("target", r.get(7)?)?,
@@ -157,13 +161,15 @@ fn head_from_row(r: &Row) -> rusqlite::Result<JobHead> {
         created_at: r.get(14)?,
         updated_at: r.get(15)?,
         active_resource: opt("active_resource", r.get(16)?)?,
-    })
+    };
+    Ok((head, key))
 }
 
-fn from_row(r: &Row) -> rusqlite::Result<Job> {
+fn from_row(r: &Row) -> rusqlite::Result<(Job, Option<i64>)> {
     let spec: String = r.get(17)?;
-    Ok(Job {
-        head: head_from_row(r)?,
+    let (head, key) = head_from_row(r)?;
+    let job = Job {
+        head,
         spec: serde_json::from_str(&spec).map_err(|e| bad_column("spec", e))?,
         digest: r.get(18)?,
         env_path: r.get(19)?,
@@ -173,16 +179,82 @@ fn from_row(r: &Row) -> rusqlite::Result<Job> {
             .map(|text| serde_json::from_str(&text).map_err(|e| bad_column("env", e)))
             .transpose()?,
         origin: opt("origin", r.get(22)?)?,
-    })
+    };
+    Ok((job, key))
 }
 
 pub fn get(db: Db, id: JobId) -> ApiResult<Option<Job>> {
-    db.conn
+    let row = db
+        .conn
         .prepare_cached(&format!("SELECT {COLUMNS} FROM jobs j WHERE j.id = ?1"))
         .db("read job")?
         .query_row([id.to_string()], from_row)
         .optional()
-        .db("read job")
+        .db("read job")?;
+    let Some((mut job, key)) = row else {
+        return Ok(None);
+    };
+    if let Some(key) = key {
+        job.head.position = Some(position_of(db, job.priority, key)?);
+    }
+    Ok(Some(job))
+}
+
+/// The dense 1-based position of the job holding `key` in `level`: the keys before it
+/// counted along the slot index, or the level's length less the keys after it, whichever
+/// side the key's place between the level's ends suggests is shorter (keys are spread
+/// about evenly), so that both ends of a long queue are cheap.
+fn position_of(db: Db, level: Priority, key: i64) -> ApiResult<u32> {
+    let (Some(first), Some(last)) = (
+        end_key(db, level, End::Front)?,
+        end_key(db, level, End::Back)?,
+    ) else {
+        return Err(ApiError::internal("a slotted job in an empty level"));
+    };
+    let nearer_front = i128::from(key) - i128::from(first) <= i128::from(last) - i128::from(key);
+    let sql = if nearer_front {
+        "SELECT COUNT(*) FROM jobs WHERE priority = ?1 AND slot_key IS NOT NULL AND slot_key < ?2"
+    } else {
+        "SELECT COUNT(*) FROM jobs WHERE priority = ?1 AND slot_key IS NOT NULL AND slot_key > ?2"
+    };
+    let counted: u32 = db
+        .conn
+        .prepare_cached(sql)
+        .db("number job")?
+        .query_row((level.rank(), key), |r| r.get(0))
+        .db("number job")?;
+    if nearer_front {
+        return Ok(counted + 1);
+    }
+    level_len(db, level)?
+        .checked_sub(counted)
+        .ok_or_else(|| ApiError::internal("queue_levels counts fewer jobs than the level holds"))
+}
+
+#[derive(Clone, Copy)]
+enum End {
+    Front,
+    Back,
+}
+
+/// The first or last resting key of `level` (parked keys above `keys::MAX` left out).
+fn end_key(db: Db, level: Priority, end: End) -> ApiResult<Option<i64>> {
+    let sql = match end {
+        End::Front => {
+            "SELECT slot_key FROM jobs WHERE priority = ?1 AND slot_key BETWEEN 1 AND ?2 \
+             ORDER BY slot_key ASC LIMIT 1"
+        }
+        End::Back => {
+            "SELECT slot_key FROM jobs WHERE priority = ?1 AND slot_key BETWEEN 1 AND ?2 \
+             ORDER BY slot_key DESC LIMIT 1"
+        }
+    };
+    db.conn
+        .prepare_cached(sql)
+        .db("read slot")?
+        .query_row((level.rank(), keys::MAX), |r| r.get(0))
+        .optional()
+        .db("read slot")
 }
 
 /// The job, or `job_not_found`.
@@ -204,18 +276,21 @@ pub fn list_open(db: Db) -> ApiResult<Vec<JobHead>> {
     let mut stmt = db
         .conn
         .prepare_cached(&format!(
-            "SELECT {HEAD_COLUMNS} FROM jobs j WHERE j.priority = ?1 AND j.position IS NOT NULL \
-             ORDER BY j.position ASC"
+            "SELECT {HEAD_COLUMNS} FROM jobs j WHERE j.priority = ?1 AND j.slot_key IS NOT NULL \
+             ORDER BY j.slot_key ASC"
         ))
         .db("list jobs")?;
     let mut jobs = Vec::new();
-    // Level by level along the slot index, rather than sorting the whole queue.
+    // Level by level along the slot index, rather than sorting the whole queue; each level
+    // numbered as it is read.
     for level in Priority::ALL {
         let rows = stmt
             .query_map([level.rank()], head_from_row)
             .db("list jobs")?;
-        for row in rows {
-            jobs.push(row.db("list jobs")?);
+        for (index, row) in rows.enumerate() {
+            let (mut head, _) = row.db("list jobs")?;
+            head.position = Some(index as u32 + 1);
+            jobs.push(head);
         }
     }
     Ok(jobs)
@@ -232,23 +307,30 @@ pub struct Waiting {
 
 /// Visits queued jobs in serving order until `visit` answers `false`, so that a pass over a
 /// long queue reads only as far as a decision can reach. One walk of the slot index per
-/// level: a single `ORDER BY priority DESC, position ASC` would sort the whole queue first.
+/// level: a single `ORDER BY priority DESC, slot_key ASC` would sort the whole queue first.
+/// Active jobs are read too (at most one per lane), only to number the queued ones.
 pub fn visit_waiting(db: Db, mut visit: impl FnMut(Waiting) -> bool) -> ApiResult<()> {
     let mut stmt = db
         .conn
         .prepare_cached(
-            "SELECT id, position, target FROM jobs \
-             WHERE priority = ?1 AND position IS NOT NULL AND state = 'queued' \
-             ORDER BY position ASC",
+            "SELECT id, state = 'queued', target FROM jobs \
+             WHERE priority = ?1 AND slot_key IS NOT NULL \
+             ORDER BY slot_key ASC",
         )
         .db("list waiting jobs")?;
     for priority in Priority::ALL {
         let mut rows = stmt.query([priority.rank()]).db("list waiting jobs")?;
+        let mut position = 0;
         while let Some(row) = rows.next().db("list waiting jobs")? {
+            position += 1;
+            let queued: bool = row.get(1).db("list waiting jobs")?;
+            if !queued {
+                continue;
+            }
             let waiting = Waiting {
                 id: parse("id", row.get(0).db("list waiting jobs")?).db("list waiting jobs")?,
                 priority,
-                position: row.get(1).db("list waiting jobs")?,
+                position,
                 target: opt("target", row.get(2).db("list waiting jobs")?)
                     .db("list waiting jobs")?,
             };
@@ -260,25 +342,29 @@ pub fn visit_waiting(db: Db, mut visit: impl FnMut(Waiting) -> bool) -> ApiResul
     Ok(())
 }
 
-/// How many jobs hold a slot in `level`. Positions are dense, so this is the highest one,
-/// read from the end of the slot index without counting.
+/// How many jobs hold a slot in `level`, as `queue_levels` keeps it.
 pub fn level_len(db: Db, level: Priority) -> ApiResult<u32> {
-    db.conn.prepare_cached(
-        "SELECT COALESCE((SELECT position FROM jobs WHERE priority = ?1 AND position IS NOT NULL \
-         ORDER BY position DESC LIMIT 1), 0)",
-    )
-    .db("count level")?
-    .query_row([level.rank()], |r| r.get(0))
-    .db("count level")
+    db.conn
+        .prepare_cached("SELECT live FROM queue_levels WHERE priority = ?1")
+        .db("count level")?
+        .query_row([level.rank()], |r| r.get(0))
+        .db("count level")
 }
 
 /// Stores a new job at the back of its level.
 pub fn insert(db: Db, job: &NewJob) -> ApiResult<()> {
-    let position = i64::from(level_len(db, job.priority)?) + 1;
+    let key = match keys::between(end_key(db, job.priority, End::Back)?, None) {
+        Some(key) => key,
+        None => {
+            renumber(db, job.priority)?;
+            keys::between(end_key(db, job.priority, End::Back)?, None)
+                .ok_or_else(|| ApiError::internal("no slot key after renumbering"))?
+        }
+    };
     let now = now_ms();
     db.conn
         .prepare_cached(
-            "INSERT INTO jobs (id, thread, name, priority, position, state, resume, target, spec, \
+            "INSERT INTO jobs (id, thread, name, priority, slot_key, state, resume, target, spec, \
          digest, env_path, env_home, step, steps, created_at, updated_at, request_digest, env, \
          origin) \
          VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 0, ?6, ?7, ?8, ?9, ?10, 0, ?11, ?12, ?12, ?13, ?14, \
@@ -290,7 +376,7 @@ pub fn insert(db: Db, job: &NewJob) -> ApiResult<()> {
             job.thread.to_string(),
             job.name,
             job.priority.rank(),
-            position,
+            key,
             job.target.map(|t| t.to_string()),
             job.spec.to_string(),
             job.digest,
@@ -309,61 +395,138 @@ pub fn insert(db: Db, job: &NewJob) -> ApiResult<()> {
     Ok(())
 }
 
-/// Shifts the slots `>= from` of `level` by `delta`, through a disjoint range.
-fn shift(db: Db, level: Priority, from: i64, delta: i64) -> ApiResult<()> {
+/// Spreads the keys of `level` evenly again (`keys::spacing`), in their order, when a gap
+/// is used up: rare, and one write per job of the level (twice: through the parked range
+/// above `keys::MAX`, since SQLite checks the unique slot index row by row). A job parked at
+/// `keys::PARKED` is left where it is.
+fn renumber(db: Db, level: Priority) -> ApiResult<()> {
+    let n = db
+        .conn
+        .prepare_cached(
+            "UPDATE jobs SET slot_key = ?2 + r.rank \
+             FROM (SELECT id AS rid, ROW_NUMBER() OVER (ORDER BY slot_key) AS rank FROM jobs \
+                   WHERE priority = ?1 AND slot_key BETWEEN 1 AND ?2) r \
+             WHERE jobs.id = r.rid",
+        )
+        .db("renumber slots")?
+        .execute((level.rank(), keys::MAX))
+        .db("renumber slots")?;
+    let (start, step) = keys::spacing(n as u64);
     db.conn
         .prepare_cached(
-            "UPDATE jobs SET position = position + ?3 \
-         WHERE priority = ?1 AND position >= ?2 AND position < ?3",
+            "UPDATE jobs SET slot_key = ?3 + (slot_key - ?2 - 1) * ?4 \
+             WHERE priority = ?1 AND slot_key > ?2 AND slot_key < ?5",
         )
-        .db("shift slots")?
-        .execute((level.rank(), from, SHIFT_OFFSET))
-        .db("shift slots")?;
-    db.conn
-        .prepare_cached(
-            "UPDATE jobs SET position = position - ?2 + ?3 \
-         WHERE priority = ?1 AND position >= ?2 AND position < ?4",
-        )
-        .db("shift slots")?
-        .execute((level.rank(), SHIFT_OFFSET, delta, PARKED))
-        .db("shift slots")?;
+        .db("renumber slots")?
+        .execute((level.rank(), keys::MAX, start, step, keys::PARKED))
+        .db("renumber slots")?;
     Ok(())
 }
 
-/// Puts `job` at `position` (1-based, at most the level's length + 1) of `level`, closing
-/// the gap it leaves and opening the one it needs.
+/// The keys on either side of dense `position` in `level` once the job holding `skip`
+/// (the moving job's key, or 0 for none) has left it; `None` at an end. The ends are read
+/// from the slot index directly, a place inside from whichever end is nearer.
+fn neighbours(
+    db: Db,
+    level: Priority,
+    position: u32,
+    skip: i64,
+) -> ApiResult<(Option<i64>, Option<i64>)> {
+    let len = i64::from(level_len(db, level)?) - i64::from(skip != 0);
+    let position = i64::from(position);
+    let read = |descending: bool, limit: i64, offset: i64| -> ApiResult<Vec<i64>> {
+        let sql = if descending {
+            "SELECT slot_key FROM jobs WHERE priority = ?1 AND slot_key BETWEEN 1 AND ?2 \
+             AND slot_key <> ?3 ORDER BY slot_key DESC LIMIT ?4 OFFSET ?5"
+        } else {
+            "SELECT slot_key FROM jobs WHERE priority = ?1 AND slot_key BETWEEN 1 AND ?2 \
+             AND slot_key <> ?3 ORDER BY slot_key ASC LIMIT ?4 OFFSET ?5"
+        };
+        let mut stmt = db.conn.prepare_cached(sql).db("read slots")?;
+        let rows = stmt
+            .query_map((level.rank(), keys::MAX, skip, limit, offset), |r| r.get(0))
+            .db("read slots")?;
+        rows.collect::<Result<Vec<i64>, _>>().db("read slots")
+    };
+    if position <= 1 {
+        return Ok((None, read(false, 1, 0)?.first().copied()));
+    }
+    if position > len {
+        return Ok((read(true, 1, 0)?.first().copied(), None));
+    }
+    // Both neighbours exist: the jobs now at (0-based) `position - 2` and `position - 1`.
+    if position - 1 <= len - position {
+        match read(false, 2, position - 2)?[..] {
+            [before, after] => Ok((Some(before), Some(after))),
+            _ => Err(ApiError::internal("the level is shorter than its count")),
+        }
+    } else {
+        match read(true, 2, len - position)?[..] {
+            [after, before] => Ok((Some(before), Some(after))),
+            _ => Err(ApiError::internal("the level is shorter than its count")),
+        }
+    }
+}
+
+/// The slot key of a job, `None` when it holds no slot.
+fn key_of(db: Db, id: JobId) -> ApiResult<Option<i64>> {
+    db.conn
+        .prepare_cached("SELECT slot_key FROM jobs WHERE id = ?1")
+        .db("read slot")?
+        .query_row([id.to_string()], |r| r.get(0))
+        .db("read slot")
+}
+
+/// Puts `job` at dense `position` (1-based, at most the level's length + 1 once the job has
+/// left its slot) of `level`. Only its own row is written: its new key lies between its new
+/// neighbours' (unless that gap is used up, when the level is renumbered first).
 pub fn place(db: Db, job: &Job, level: Priority, position: u32) -> ApiResult<()> {
-    let old = job
-        .position
+    let old = key_of(db, job.id)?
         .ok_or_else(|| ApiError::internal(format!("job {} has no slot to move", job.id)))?;
     let id = job.id.to_string();
-    db.conn
-        .execute("UPDATE jobs SET position = ?2 WHERE id = ?1", (&id, PARKED))
-        .db("park job")?;
-    shift(db, job.priority, i64::from(old) + 1, -1)?;
-    shift(db, level, i64::from(position), 1)?;
+    let skip = if level == job.priority { old } else { 0 };
+    let (before, after) = neighbours(db, level, position, skip)?;
+    let key = match keys::between(before, after) {
+        Some(key) => key,
+        None => {
+            db.conn
+                .execute(
+                    "UPDATE jobs SET slot_key = ?2 WHERE id = ?1",
+                    (&id, keys::PARKED),
+                )
+                .db("park job")?;
+            renumber(db, level)?;
+            // The parked job still counts in its own level's length.
+            let skip = if level == job.priority {
+                keys::PARKED
+            } else {
+                0
+            };
+            let (before, after) = neighbours(db, level, position, skip)?;
+            keys::between(before, after)
+                .ok_or_else(|| ApiError::internal("no slot key after renumbering"))?
+        }
+    };
     fail::fail_point!("move.shifted", |_| std::process::abort());
     db.conn
         .execute(
-            "UPDATE jobs SET priority = ?2, position = ?3, updated_at = ?4 WHERE id = ?1",
-            (&id, level.rank(), i64::from(position), now_ms()),
+            "UPDATE jobs SET priority = ?2, slot_key = ?3, updated_at = ?4 WHERE id = ?1",
+            (&id, level.rank(), key, now_ms()),
         )
         .db("place job")?;
     Ok(())
 }
 
-/// Ends a job: it leaves its slot (the gap closes) and takes its terminal state.
+/// Ends a job: it leaves its slot and takes its terminal state. Nothing else moves: the
+/// jobs after it are one position nearer the front by being counted so.
 pub fn finish(db: Db, job: &Job, status: JobStatus, failed_run: Option<TaskId>) -> ApiResult<()> {
     debug_assert!(status.is_terminal());
     db.conn.execute(
-        "UPDATE jobs SET state = ?2, position = NULL, resume = 0, failed_run = ?3, updated_at = ?4 \
+        "UPDATE jobs SET state = ?2, slot_key = NULL, resume = 0, failed_run = ?3, updated_at = ?4 \
          WHERE id = ?1",
         (job.id.to_string(), status.as_str(), failed_run.map(|t| t.to_string()), now_ms()),
     )
     .db("finish job")?;
-    if let Some(old) = job.position {
-        shift(db, job.priority, i64::from(old) + 1, -1)?;
-    }
     Ok(())
 }
 
@@ -455,11 +618,7 @@ pub fn find_request(db: Db, id: JobId, request_digest: &str) -> ApiResult<Option
 /// Counts queued and active jobs (`daemon status`, `daemon stop`).
 pub fn count_in_flight(db: Db) -> ApiResult<u64> {
     db.conn
-        .query_row(
-            "SELECT COUNT(*) FROM jobs WHERE position IS NOT NULL",
-            [],
-            |r| r.get(0),
-        )
+        .query_row("SELECT SUM(live) FROM queue_levels", [], |r| r.get(0))
         .db("count jobs")
 }
 
@@ -469,7 +628,7 @@ pub fn count_open(db: Db) -> ApiResult<Vec<(Priority, JobStatus, u64)>> {
     let mut stmt = db
         .conn
         .prepare_cached(
-            "SELECT priority, state, COUNT(*) FROM jobs WHERE position IS NOT NULL \
+            "SELECT priority, state, COUNT(*) FROM jobs WHERE slot_key IS NOT NULL \
              GROUP BY priority, state",
         )
         .db("count open jobs")?;
@@ -567,6 +726,155 @@ mod tests {
             ]
         );
         assert_eq!(get(c, ids[1]).unwrap().unwrap().position, None);
+    }
+
+    /// Rows written by `f`, triggers' included.
+    fn writes(db: Db, f: impl FnOnce()) -> u64 {
+        let before = db.conn.total_changes();
+        f();
+        db.conn.total_changes() - before
+    }
+
+    #[test]
+    fn leaving_joining_and_moving_to_an_end_write_one_row_whatever_the_queue() {
+        let (_d, mut store) = test_store();
+        store
+            .write(|c| {
+                let ids: Vec<_> = (0..2_000).map(|_| add(c, Priority::Medium)).collect();
+                let head = get(c, ids[0])?.unwrap();
+                // The job's row and its level's count: nothing behind it moves.
+                assert_eq!(
+                    writes(c, || finish(c, &head, JobStatus::Cancelled, None).unwrap()),
+                    2
+                );
+                assert_eq!(
+                    writes(c, || {
+                        add(c, Priority::Medium);
+                    }),
+                    2
+                );
+                let last = get(c, ids[1_999])?.unwrap();
+                assert_eq!(
+                    writes(c, || place(c, &last, Priority::Medium, 1).unwrap()),
+                    1
+                );
+                let second = get(c, ids[2])?.unwrap();
+                assert_eq!(second.position, Some(3));
+                assert_eq!(
+                    writes(c, || place(c, &second, Priority::High, 1).unwrap()),
+                    3,
+                    "the row, and the counts of the levels it left and joined"
+                );
+                assert_eq!(get(c, ids[1_999])?.unwrap().position, Some(1));
+                assert_eq!(get(c, ids[1])?.unwrap().position, Some(2));
+                assert_eq!(get(c, ids[3])?.unwrap().position, Some(3));
+                assert_eq!(get(c, ids[1_998])?.unwrap().position, Some(1_998));
+                assert_eq!(level_len(c, Priority::Medium)?, 1_999);
+                assert_eq!(count_in_flight(c)?, 2_000);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn a_used_up_gap_renumbers_the_level_and_keeps_its_order() {
+        let (_d, mut store) = test_store();
+        store
+            .write(|c| {
+                let ids: Vec<_> = (0..40).map(|_| add(c, Priority::Low)).collect();
+                // Each move lands right after the first job, halving the same gap: the 33rd
+                // finds it used up.
+                let mut order = ids.clone();
+                for &id in ids[1..].iter().rev() {
+                    let job = get(c, id)?.unwrap();
+                    place(c, &job, Priority::Low, 2)?;
+                    order.retain(|j| *j != id);
+                    order.insert(1, id);
+                }
+                let listed: Vec<_> = slots(c).into_iter().map(|s| (s.0, s.2)).collect();
+                let expected: Vec<_> = order.iter().copied().zip(1..).collect();
+                assert_eq!(listed, expected);
+                for (id, position) in expected {
+                    assert_eq!(get(c, id)?.unwrap().position, Some(position));
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Submit(u8),
+        Finish(usize),
+        Move(usize, u8, usize),
+    }
+
+    fn level(n: u8) -> Priority {
+        Priority::ALL[usize::from(n) % 3]
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u8..3).prop_map(Op::Submit),
+            any::<usize>().prop_map(Op::Finish),
+            (any::<usize>(), 0u8..3, any::<usize>()).prop_map(|(j, l, p)| Op::Move(j, l, p)),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+        /// Any sequence of submits, ends and moves: the listing, every job's own position and
+        /// the level lengths are exactly those of a dense model of the queue.
+        #[test]
+        fn positions_read_back_dense_as_in_a_model(ops in proptest::collection::vec(op(), 1..80)) {
+            let (_d, mut store) = test_store();
+            store.write(|c| {
+                let mut model: [Vec<JobId>; 3] = Default::default();
+                for op in ops {
+                    let live: Vec<(usize, usize)> = (0..3)
+                        .flat_map(|l| (0..model[l].len()).map(move |i| (l, i)))
+                        .collect();
+                    match op {
+                        Op::Submit(l) => {
+                            let l = level(l);
+                            model[l.rank() as usize].push(add(c, l));
+                        }
+                        Op::Finish(pick) if !live.is_empty() => {
+                            let (l, i) = live[pick % live.len()];
+                            let id = model[l].remove(i);
+                            finish(c, &get(c, id)?.unwrap(), JobStatus::Failed, None)?;
+                        }
+                        Op::Move(pick, to, at) if !live.is_empty() => {
+                            let (l, i) = live[pick % live.len()];
+                            let id = model[l].remove(i);
+                            let to = level(to);
+                            let target = &mut model[to.rank() as usize];
+                            let at = at % (target.len() + 1);
+                            target.insert(at, id);
+                            place(c, &get(c, id)?.unwrap(), to, at as u32 + 1)?;
+                        }
+                        _ => {}
+                    }
+                }
+                let expected: Vec<(JobId, Priority, u32)> = Priority::ALL
+                    .iter()
+                    .flat_map(|l| {
+                        model[l.rank() as usize].iter().zip(1..).map(|(id, p)| (*id, *l, p))
+                    })
+                    .collect();
+                assert_eq!(slots(c), expected);
+                for (id, l, p) in &expected {
+                    let job = get(c, *id)?.unwrap();
+                    assert_eq!((job.priority, job.position), (*l, Some(*p)));
+                }
+                for l in Priority::ALL {
+                    assert_eq!(level_len(c, l)? as usize, model[l.rank() as usize].len());
+                }
+                Ok(())
+            }).unwrap();
+        }
     }
 
     #[test]
