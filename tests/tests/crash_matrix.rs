@@ -103,7 +103,7 @@ const MOVE_SHIFTED: Point = Point {
     order: 14,
     name: "move.shifted",
     place: "daemon, `store/jobs.rs` `place`",
-    separates: "a move's position shift from its placement, inside the transaction",
+    separates: "a move's new slot key (and any renumbering of its level) from its placement, inside the transaction",
 };
 
 /// The daemon dies at `point` launching the first of two jobs (two steps, then one), with
