@@ -5,95 +5,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
+#[path = "common/fleet.rs"]
+mod fleet;
 #[path = "common/http.rs"]
 mod http;
 
 use common::jobs::{sh_spec, wait_job};
-use common::{new_uuid, wait_until, TestHome};
-use serde_json::Value;
+use common::{new_uuid, TestHome};
+use fleet::{Machine, TOKEN};
 use std::time::Duration;
-
-const TOKEN: &str = "fleet-test-token-0123456789abcdef";
-
-/// One machine of a test fleet: a daemon on a home without resources (jobs stay queued).
-struct Machine {
-    h: TestHome,
-    port: u16,
-    name: String,
-}
-
-impl Machine {
-    fn new(name: &str) -> Machine {
-        Machine {
-            h: TestHome::without_resources(),
-            port: http::free_port(),
-            name: name.to_string(),
-        }
-    }
-
-    /// A machine with one (fake) GPU, so that its jobs run.
-    fn with_gpu(name: &str) -> Machine {
-        Machine {
-            h: TestHome::new(common::Probe::Gpus(1)),
-            port: http::free_port(),
-            name: name.to_string(),
-        }
-    }
-
-    fn address(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// Writes the config (with `peers` as `[[fleet.machines]]`) and starts the daemon.
-    fn start(&mut self, token: Option<&str>, peers: &[String]) -> String {
-        let mut text = format!(
-            "[web]\nlisten = \"127.0.0.1:{}\"\n[fleet]\nenabled = true\nmachine_name = \"{}\"\n",
-            self.port, self.name
-        );
-        if let Some(t) = token {
-            text.push_str(&format!("token = \"{t}\"\n"));
-        }
-        for p in peers {
-            text.push_str(&format!("[[fleet.machines]]\naddress = \"{p}\"\n"));
-        }
-        self.h.use_config(&text);
-        let status = self.h.start_daemon();
-        status["machine"].as_str().unwrap().to_string()
-    }
-
-    fn machines(&self) -> Vec<Value> {
-        self.h.json(&["fleet", "machines"])["machines"]
-            .as_array()
-            .unwrap()
-            .clone()
-    }
-
-    /// Waits until the peer at `address` shows `state` in `fleet machines`.
-    fn wait_peer(&self, address: &str, state: &str) -> Value {
-        let mut found = Value::Null;
-        wait_until(&format!("{address} {state} on {}", self.name), || {
-            found = self
-                .machines()
-                .into_iter()
-                .find(|m| m["address"] == address)
-                .unwrap_or(Value::Null);
-            found["state"] == state
-        });
-        found
-    }
-
-    /// A raw GET on this daemon's TCP listener.
-    fn tcp_get(&self, path: &str, headers: &[(&str, &str)]) -> http::Answer {
-        let addr = format!("127.0.0.1:{}", self.port);
-        let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        req.push_str("\r\n");
-        let mut conn = http::tcp(&addr);
-        http::exchange(&mut conn, req.as_bytes(), Duration::from_secs(30))
-    }
-}
 
 #[test]
 fn the_directory_lists_self_first_probes_peers_and_binds_their_uuid() {

@@ -7,113 +7,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
+#[path = "common/fleet.rs"]
+mod fleet;
 #[path = "common/http.rs"]
 mod http;
 
 use common::jobs::{gated_spec, open_gate, sh_spec, wait_job};
-use common::{new_uuid, wait_until, Spec, TestHome};
+use common::{new_uuid, wait_until, Spec};
+use fleet::{Machine, TOKEN};
 use serde_json::{json, Value};
-
-const TOKEN: &str = "fleet-test-token-0123456789abcdef";
-
-/// One machine of a test fleet.
-struct Machine {
-    h: TestHome,
-    port: u16,
-    name: String,
-}
-
-impl Machine {
-    /// A machine without resources: its jobs stay queued.
-    fn new(name: &str) -> Machine {
-        Machine {
-            h: TestHome::without_resources(),
-            port: http::free_port(),
-            name: name.to_string(),
-        }
-    }
-
-    /// A machine with one (fake) GPU, so that its jobs run.
-    fn with_gpu(name: &str) -> Machine {
-        Machine {
-            h: TestHome::new(common::Probe::Gpus(1)),
-            port: http::free_port(),
-            name: name.to_string(),
-        }
-    }
-
-    fn address(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// Writes the config (with `peers` as `[[fleet.machines]]`).
-    fn configure(&mut self, token: Option<&str>, peers: &[String]) {
-        let mut text = format!(
-            "[web]\nlisten = \"127.0.0.1:{}\"\n[fleet]\nenabled = true\nmachine_name = \"{}\"\n",
-            self.port, self.name
-        );
-        if let Some(t) = token {
-            text.push_str(&format!("token = \"{t}\"\n"));
-        }
-        for p in peers {
-            text.push_str(&format!("[[fleet.machines]]\naddress = \"{p}\"\n"));
-        }
-        self.h.use_config(&text);
-    }
-
-    /// Configures and starts the daemon; answers its machine UUID.
-    fn start(&mut self, token: Option<&str>, peers: &[String]) -> String {
-        self.configure(token, peers);
-        let status = self.h.start_daemon();
-        status["machine"].as_str().unwrap().to_string()
-    }
-
-    /// Waits until the peer at `address` is up in `fleet machines`.
-    fn wait_up(&self, address: &str) {
-        wait_until(&format!("{address} up on {}", self.name), || {
-            self.h.json(&["fleet", "machines"])["machines"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|m| m["address"] == address && m["state"] == "up")
-        });
-    }
-
-    /// The `(seq, event)` pairs of `job` in `thread`'s inbox on this machine, in arrival order.
-    fn inbox(&self, thread: &str, job: &str) -> Vec<(u64, String)> {
-        self.h.json(&["events", "--thread", thread])["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|e| e["job"] == job)
-            .map(|e| {
-                (
-                    e["seq"].as_u64().unwrap(),
-                    e["event"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect()
-    }
-
-    /// Waits until `job`'s inbox on this machine holds `expected`.
-    fn wait_inbox(&self, thread: &str, job: &str, expected: &[(u64, &str)]) {
-        let expected: Vec<(u64, String)> =
-            expected.iter().map(|(s, e)| (*s, e.to_string())).collect();
-        let mut last = Vec::new();
-        wait_until(
-            &format!("{job}'s events {expected:?} on {}", self.name),
-            || {
-                last = self.inbox(thread, job);
-                assert!(
-                    last.len() <= expected.len() && expected.starts_with(&last),
-                    "{job} on {}: {last:?}, expected {expected:?}",
-                    self.name
-                );
-                last == expected
-            },
-        );
-    }
-}
 
 /// An origin `alpha` (no resources) and an authority `beta` (one GPU) with the token.
 fn pair() -> (Machine, String, Machine, String) {
@@ -422,8 +324,10 @@ fn show_move_and_cancel_follow_the_saved_authority_and_replay_their_operations()
     );
 }
 
-#[test]
-fn the_origin_killed_while_its_remote_job_runs_gets_the_event_after_its_restart() {
+/// A remote job that ends on the authority `beta` while its origin `alpha` is killed -9
+/// (alpha's daemon runs under the test, so it can be killed and started again). Answers the
+/// machines, the job's thread and the job, which has succeeded on beta.
+fn ended_while_the_origin_was_down(name: &str) -> (Machine, Machine, String, String) {
     let mut b = Machine::with_gpu("beta");
     b.start(Some(TOKEN), &[]);
     let mut a = Machine::new("alpha");
@@ -431,13 +335,19 @@ fn the_origin_killed_while_its_remote_job_runs_gets_the_event_after_its_restart(
     a.h.spawn_serve();
     a.wait_up(&b.address());
     let gate = a.h.tmp().join("gate");
-    let spec = for_beta(gated_spec(&a.h, "long", "", &gate, "echo done"));
+    let spec = for_beta(gated_spec(&a.h, name, "", &gate, "echo done"));
     let thread = spec.thread();
     let job = a.h.submit(&spec);
     wait_job(&b.h, &job, "active");
     a.h.kill_serve(nix::sys::signal::Signal::SIGKILL);
     open_gate(&gate);
     wait_job(&b.h, &job, "succeeded");
+    (a, b, thread, job)
+}
+
+#[test]
+fn the_origin_killed_while_its_remote_job_runs_gets_the_event_after_its_restart() {
+    let (mut a, _b, thread, job) = ended_while_the_origin_was_down("long");
     a.h.spawn_serve();
     a.wait_inbox(&thread, &job, &[(1, "JOB_SUCCEEDED")]);
     a.h.settle();
@@ -460,22 +370,9 @@ fn prunable(m: &Machine) -> (Vec<String>, u64) {
 
 #[test]
 fn a_finished_remote_job_leaves_the_authoritys_history_only_once_its_origin_has_its_events() {
-    let mut b = Machine::with_gpu("beta");
-    b.start(Some(TOKEN), &[]);
-    let mut a = Machine::new("alpha");
-    a.configure(Some(TOKEN), &[b.address()]);
-    a.h.spawn_serve();
-    a.wait_up(&b.address());
-    let gate = a.h.tmp().join("gate");
-    let spec = for_beta(gated_spec(&a.h, "swept", "", &gate, "echo done"));
-    let thread = spec.thread();
-    let job = a.h.submit(&spec);
-    wait_job(&b.h, &job, "active");
     // The origin is down when the job ends: its event is only on the authority, which must
     // keep the job however old.
-    a.h.kill_serve(nix::sys::signal::Signal::SIGKILL);
-    open_gate(&gate);
-    wait_job(&b.h, &job, "succeeded");
+    let (mut a, b, thread, job) = ended_while_the_origin_was_down("swept");
     b.h.settle();
     assert_eq!(prunable(&b), (vec![], 1), "kept for its origin");
 
