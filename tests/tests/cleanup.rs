@@ -16,20 +16,14 @@ mod common;
 
 use common::procs::{parse_stat, Proc};
 
-use common::account::Account;
+use common::account::{unprivileged_account, Account};
 use common::jobs::{gated_spec, resource, sh_spec, show, wait_idle, wait_job, wait_phase_on};
-use common::{is_uuid, new_uuid, run_bounded, wait_until, Probe, TestHome, PATIENCE};
+use common::{is_uuid, new_uuid, wait_until, Probe, TestHome, PATIENCE};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// The unprivileged account the Attention test runs its daemon and CLI as.
-const TEST_USER: &str = "homebased-test";
-/// Set to `1` to skip the test that needs root, `useradd` and `setpriv`.
-const SKIP_UNPRIVILEGED: &str = "HOMEBASED_TEST_SKIP_UNPRIVILEGED";
 
 // ------------------------------------------------------------------------------------------
 // Processes by identity
@@ -80,83 +74,6 @@ exit 1
 
 /// Writes the pid to `$1` atomically (the step reads it while it may be written).
 const RECORD_PID: &str = r#"echo $$ > "$1.tmp" && mv "$1.tmp" "$1""#;
-
-// ------------------------------------------------------------------------------------------
-// The unprivileged account
-// ------------------------------------------------------------------------------------------
-
-/// `name` on `PATH`, or in the usual system directories (root's `PATH` may lack `sbin`).
-fn find_program(name: &str) -> Option<PathBuf> {
-    let path = std::env::var("PATH").unwrap_or_default();
-    let found = path
-        .split(':')
-        .filter(|d| !d.is_empty())
-        .chain(["/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin"])
-        .map(|d| Path::new(d).join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        });
-    found
-}
-
-fn lookup_user() -> Option<nix::unistd::User> {
-    nix::unistd::User::from_name(TEST_USER).ok().flatten()
-}
-
-/// The `homebased-test` account (created if missing), or `None` when the caller asked to
-/// skip. Without root, `setpriv` or `useradd` the test fails: CI provides all three.
-fn unprivileged_account() -> Option<Account> {
-    if std::env::var_os(SKIP_UNPRIVILEGED).is_some_and(|v| v == "1") {
-        eprintln!("skipped: {SKIP_UNPRIVILEGED}=1");
-        return None;
-    }
-    let how = format!(
-        "(CI runs as root with util-linux and passwd installed; set {SKIP_UNPRIVILEGED}=1 to \
-         skip this test elsewhere)"
-    );
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "this test must run as root: it creates the user {TEST_USER} and runs the daemon as \
-         that user, because root reads every environment and so never sees a suspect {how}"
-    );
-    let setpriv = find_program("setpriv")
-        .unwrap_or_else(|| panic!("setpriv is not installed (package util-linux) {how}"));
-    let user = match lookup_user() {
-        Some(user) => user,
-        None => {
-            let useradd = find_program("useradd")
-                .unwrap_or_else(|| panic!("useradd is not installed (package passwd) {how}"));
-            let out = run_bounded(
-                {
-                    let mut cmd = Command::new(useradd);
-                    cmd.args([
-                        "--system",
-                        "--no-create-home",
-                        "--shell",
-                        "/usr/sbin/nologin",
-                        TEST_USER,
-                    ]);
-                    cmd
-                },
-                None,
-            );
-            // Another test process may have created it meanwhile: look it up again.
-            lookup_user().unwrap_or_else(|| {
-                panic!(
-                    "useradd could not create {TEST_USER} (exit {:?}): {} {how}",
-                    out.status.code(),
-                    out.stderr
-                )
-            })
-        }
-    };
-    Some(Account {
-        name: TEST_USER.to_string(),
-        uid: user.uid.as_raw(),
-        gid: user.gid.as_raw(),
-        setpriv,
-    })
-}
 
 // ------------------------------------------------------------------------------------------
 // The lab: a test home with its config and daemon (optionally as the unprivileged user), and

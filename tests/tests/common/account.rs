@@ -1,7 +1,7 @@
 //! Running every `homebased` command of a [`TestHome`] (its daemon included) as another,
 //! unprivileged account, through `setpriv`, with exactly the environment the daemon needs.
 
-use super::{homebased_bin, worker_bin, TestHome};
+use super::{homebased_bin, run_bounded, worker_bin, TestHome};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -82,4 +82,82 @@ impl TestHome {
             .current_dir(self.workdir());
         cmd
     }
+}
+
+/// The unprivileged account the Attention tests run their daemon and CLI as.
+pub const TEST_USER: &str = "homebased-test";
+/// Set to `1` to skip the tests that need root, `useradd` and `setpriv`.
+pub const SKIP_UNPRIVILEGED: &str = "HOMEBASED_TEST_SKIP_UNPRIVILEGED";
+
+/// `name` on `PATH`, or in the usual system directories (root's `PATH` may lack `sbin`).
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let found = path
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .chain(["/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin"])
+        .map(|d| Path::new(d).join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        });
+    found
+}
+
+fn lookup_user() -> Option<nix::unistd::User> {
+    nix::unistd::User::from_name(TEST_USER).ok().flatten()
+}
+
+/// The `homebased-test` account (created if missing), or `None` when the caller asked to
+/// skip. Without root, `setpriv` or `useradd` the test fails: CI provides all three.
+pub fn unprivileged_account() -> Option<Account> {
+    if std::env::var_os(SKIP_UNPRIVILEGED).is_some_and(|v| v == "1") {
+        eprintln!("skipped: {SKIP_UNPRIVILEGED}=1");
+        return None;
+    }
+    let how = format!(
+        "(CI runs as root with util-linux and passwd installed; set {SKIP_UNPRIVILEGED}=1 to \
+         skip this test elsewhere)"
+    );
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test must run as root: it creates the user {TEST_USER} and runs the daemon as \
+         that user, because root reads every environment and so never sees a suspect {how}"
+    );
+    let setpriv = find_program("setpriv")
+        .unwrap_or_else(|| panic!("setpriv is not installed (package util-linux) {how}"));
+    let user = match lookup_user() {
+        Some(user) => user,
+        None => {
+            let useradd = find_program("useradd")
+                .unwrap_or_else(|| panic!("useradd is not installed (package passwd) {how}"));
+            let out = run_bounded(
+                {
+                    let mut cmd = Command::new(useradd);
+                    cmd.args([
+                        "--system",
+                        "--no-create-home",
+                        "--shell",
+                        "/usr/sbin/nologin",
+                        TEST_USER,
+                    ]);
+                    cmd
+                },
+                None,
+            );
+            // Another test process may have created it meanwhile: look it up again.
+            lookup_user().unwrap_or_else(|| {
+                panic!(
+                    "useradd could not create {TEST_USER} (exit {:?}): {} {how}",
+                    out.status.code(),
+                    out.stderr
+                )
+            })
+        }
+    };
+    Some(Account {
+        name: TEST_USER.to_string(),
+        uid: user.uid.as_raw(),
+        gid: user.gid.as_raw(),
+        setpriv,
+    })
 }

@@ -1,6 +1,6 @@
 //! A real Attention for tests outside `cleanup.rs` (the dashboard's Release): the same
-//! unprivileged set-up as the cleanup test of an unreadable suspect, which it repeats because
-//! a test binary's private helpers cannot be shared. The daemon runs as the `homebased-test`
+//! unprivileged set-up as the cleanup test of an unreadable suspect (the account from
+//! `common::account`). The daemon runs as the `homebased-test`
 //! account (root reads every environment, so it never sees a suspect); a run leaves behind a
 //! same-user process whose environment cannot be read (an exec of an unreadable copy of
 //! `sleep`), its cleanup ends in `unreadable_suspects`, and its lane is held until a person
@@ -11,77 +11,12 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common::account::Account;
+use crate::common::account::unprivileged_account;
 use crate::common::jobs::{sh_spec, wait_phase_on};
 use crate::common::procs::Proc;
-use crate::common::{run_bounded, wait_until, Probe, TestHome};
+use crate::common::{wait_until, Probe, TestHome};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-const TEST_USER: &str = "homebased-test";
-/// Set to `1` to skip the tests that need root, `useradd` and `setpriv` (as cleanup.rs).
-const SKIP_UNPRIVILEGED: &str = "HOMEBASED_TEST_SKIP_UNPRIVILEGED";
-
-fn find_program(name: &str) -> Option<PathBuf> {
-    let path = std::env::var("PATH").unwrap_or_default();
-    let found = path
-        .split(':')
-        .filter(|d| !d.is_empty())
-        .chain(["/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin"])
-        .map(|d| Path::new(d).join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        });
-    found
-}
-
-fn lookup_user() -> Option<nix::unistd::User> {
-    nix::unistd::User::from_name(TEST_USER).ok().flatten()
-}
-
-/// The `homebased-test` account (created if missing), or `None` when the caller asked to
-/// skip. Without root, `setpriv` or `useradd` the test fails: CI provides all three.
-pub fn unprivileged_account() -> Option<Account> {
-    if std::env::var_os(SKIP_UNPRIVILEGED).is_some_and(|v| v == "1") {
-        eprintln!("skipped: {SKIP_UNPRIVILEGED}=1");
-        return None;
-    }
-    let how = format!("(CI runs as root; set {SKIP_UNPRIVILEGED}=1 to skip this test elsewhere)");
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "this test must run as root: it runs the daemon as {TEST_USER} {how}"
-    );
-    let setpriv = find_program("setpriv")
-        .unwrap_or_else(|| panic!("setpriv is not installed (package util-linux) {how}"));
-    let user = match lookup_user() {
-        Some(user) => user,
-        None => {
-            let useradd = find_program("useradd")
-                .unwrap_or_else(|| panic!("useradd is not installed (package passwd) {how}"));
-            let mut cmd = Command::new(useradd);
-            cmd.args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                TEST_USER,
-            ]);
-            let out = run_bounded(cmd, None);
-            // Another test process may have created it meanwhile: look it up again.
-            lookup_user().unwrap_or_else(|| {
-                panic!("useradd could not create {TEST_USER}: {} {how}", out.stderr)
-            })
-        }
-    };
-    Some(Account {
-        name: TEST_USER.to_string(),
-        uid: user.uid.as_raw(),
-        gid: user.gid.as_raw(),
-        setpriv,
-    })
-}
 
 /// Starts `$1`'s process in a new session, waits until it runs the unreadable `xsleep`, and
 /// records its stat line (as cleanup.rs's `escape_script` with an unreadable environment).
