@@ -176,9 +176,10 @@ impl AppState {
 
     /// Like [`AppState::route`], but a job that is not local and has no `?machine=` goes to
     /// its saved authority (the route of its remote submit), as SPEC 13 says for show, move
-    /// and cancel.
+    /// and cancel. Routes exist only where Fleet is on: without it a show, move or cancel
+    /// costs no route lookup.
     async fn route_job(&self, machine: Option<String>, job: JobId) -> Result<Route, ErrorResponse> {
-        if machine.is_none() {
+        if machine.is_none() && self.fleet.enabled() {
             let saved = crate::fleet::remote::saved_authority(&self.fleet, &self.core, job).await?;
             if let Some((client, uuid)) = saved {
                 return Ok(Route::Peer(client, uuid.to_string()));

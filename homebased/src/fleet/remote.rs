@@ -204,8 +204,6 @@ pub async fn saved_authority(
             ),
         )
         .with_input(serde_json::json!({ "job": job, "machine": route.authority }))),
-        Err(e) => Err(e),
-        Ok(None) => Ok(None),
-        Ok(Some(peer)) => Ok(Some(peer)),
+        other => other,
     }
 }
