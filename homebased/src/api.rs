@@ -7,6 +7,7 @@ pub mod fleet;
 pub mod guard;
 mod history;
 pub mod limits;
+mod listing;
 mod routes;
 pub mod tcp;
 pub mod unix;

@@ -49,7 +49,7 @@ pub struct Printed {
     pub ids: Vec<String>,
     pub human: String,
     /// The daemon's own bytes, printed instead of `json` under `--json` (long listings).
-    pub raw: Option<Vec<u8>>,
+    pub raw: Option<hyper::body::Bytes>,
 }
 
 impl Printed {
@@ -73,13 +73,14 @@ impl Printed {
         Ok(Printed::new(json, ids, human))
     }
 
-    /// An answer printed exactly as the daemon sent it.
-    fn raw(bytes: &[u8]) -> Printed {
+    /// An answer printed exactly as the daemon sent it (not copied: a listing of 100,000
+    /// jobs is 50 MB).
+    fn raw(bytes: hyper::body::Bytes) -> Printed {
         Printed {
             json: Value::Null,
             ids: vec![],
             human: String::new(),
-            raw: Some(bytes.to_vec()),
+            raw: Some(bytes),
         }
     }
 }
@@ -374,7 +375,7 @@ async fn resource(
         ResourceCommand::List(m) => {
             let reply = client.resource_list(m.machine.as_deref()).await?;
             if as_json {
-                return Ok(Some(Printed::raw(reply.bytes())));
+                return Ok(Some(Printed::raw(reply.into_bytes())));
             }
             let list = reply.decode()?;
             let ids = list.resources.iter().map(|r| r.id.to_string()).collect();
@@ -384,7 +385,7 @@ async fn resource(
         ResourceCommand::Jobs(m) => {
             let reply = client.job_list(m.machine.as_deref()).await?;
             if as_json {
-                return Ok(Some(Printed::raw(reply.bytes())));
+                return Ok(Some(Printed::raw(reply.into_bytes())));
             }
             let list = reply.decode()?;
             let ids = list.jobs.iter().map(|j| j.id.to_string()).collect();

@@ -53,6 +53,11 @@ impl<T: DeserializeOwned> Reply<T> {
     pub fn decode(&self) -> ApiResult<T> {
         decode(&self.bytes)
     }
+
+    /// [`Reply::bytes`], kept.
+    pub fn into_bytes(self) -> Bytes {
+        self.bytes
+    }
 }
 
 impl Client {

@@ -22,6 +22,7 @@ pub mod release;
 pub mod stop;
 pub mod submit;
 pub mod views;
+pub use views::JobListing;
 
 #[cfg(test)]
 pub(crate) mod testing;
@@ -82,7 +83,7 @@ pub struct Core {
     /// Scheduling passes run so far (`daemon settle` answers it).
     passes: u64,
     /// What the last pass saw and decided: the waiting reasons of the views come from it.
-    last_pass: Option<pass::LastPass>,
+    last_pass: Option<Arc<pass::LastPass>>,
     /// The GPU sampler's last result (`daemon/sampling.rs` posts it).
     gpu_sample: Option<crate::sampler::Sample>,
     /// When resources were last read: the sampler idles a minute after it.

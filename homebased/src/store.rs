@@ -1,5 +1,7 @@
 //! The store: the only code that touches SQLite. One connection, owned by the core; every
-//! change is one `BEGIN IMMEDIATE` transaction.
+//! change is one `BEGIN IMMEDIATE` transaction. Long reads that need not hold the core (the
+//! queue listing) take a [`ReadSnapshot`]: a read-only connection of their own, pinned to the
+//! store as it was when the core handed it out.
 //!
 //! - `schema.sql`, `schema_v2.sql` to `schema_v6.sql`, `schema_v9.sql` and [`MIGRATIONS`]: versioned schema
 //!   (`PRAGMA user_version`), one file per version.
@@ -26,7 +28,7 @@ pub mod runs;
 
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Migration N brings a database from `user_version` N-1 to N.
 const MIGRATIONS: &[&str] = &[
@@ -46,6 +48,8 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 pub struct Store {
     conn: Connection,
+    /// Where [`Store::snapshot`] opens its readers.
+    path: PathBuf,
 }
 
 impl Store {
@@ -56,7 +60,10 @@ impl Store {
         configure(&conn)?;
         migrate(&conn)?;
         make_private(path)?;
-        Ok(Store { conn })
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+        })
     }
 
     /// Opens an existing database read-only (for `daemon status` with the daemon down).
@@ -79,12 +86,34 @@ impl Store {
             // Not yet migrated by a daemon of this version: nothing useful to read.
             return Ok(None);
         }
-        Ok(Some(Store { conn }))
+        Ok(Some(Store {
+            conn,
+            path: path.to_path_buf(),
+        }))
     }
 
     /// The store for reading, outside any write transaction.
     pub fn db(&self) -> Db<'_> {
         Db { conn: &self.conn }
+    }
+
+    /// A consistent view of the store as it is now, for a long read on another thread: its
+    /// read transaction starts here, so no commit made after this call is seen, and none is
+    /// held up (WAL readers do not block the writer, nor it them).
+    pub fn snapshot(&self) -> ApiResult<ReadSnapshot> {
+        // A connection per snapshot: opening one costs far less than the reads it is for.
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| db_error("open a reader", e))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| db_error("open a reader", e))?;
+        // The snapshot is fixed by the transaction's first read, not by its BEGIN.
+        conn.execute_batch("BEGIN DEFERRED")
+            .and_then(|()| conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(())))
+            .map_err(|e| db_error("begin a read", e))?;
+        Ok(ReadSnapshot { conn })
     }
 
     /// Runs `f` in one immediate transaction: committed when it returns `Ok`, rolled back
@@ -97,6 +126,18 @@ impl Store {
         let value = f(Db { conn: &tx })?;
         tx.commit().map_err(|e| db_error("commit", e))?;
         Ok(value)
+    }
+}
+
+/// A read transaction on a connection of its own ([`Store::snapshot`]); it may move to another
+/// thread. Its transaction ends, and its connection closes, when it is dropped.
+pub struct ReadSnapshot {
+    conn: Connection,
+}
+
+impl ReadSnapshot {
+    pub fn db(&self) -> Db<'_> {
+        Db { conn: &self.conn }
     }
 }
 
@@ -291,6 +332,28 @@ mod tests {
         assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
         drop(hold);
         assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_snapshot_reads_the_store_as_it_was_when_taken_while_the_writer_goes_on() {
+        use homebased_shared::queue::Priority;
+        use jobs::NewJob;
+        let (_dir, mut store) = test_store();
+        let spec = serde_json::json!({});
+        let first = NewJob::for_test(&spec, Priority::Medium);
+        store.write(|db| jobs::insert(db, &first)).unwrap();
+        let snapshot = store.snapshot().unwrap();
+        // Commits after the snapshot: neither waits for it, nor is seen by it.
+        let second = NewJob::for_test(&spec, Priority::High);
+        store.write(|db| jobs::insert(db, &second)).unwrap();
+        let seen =
+            |db: Db| -> Vec<_> { jobs::list_open(db).unwrap().iter().map(|j| j.id).collect() };
+        let reader = std::thread::spawn(move || seen(snapshot.db()));
+        assert_eq!(reader.join().unwrap(), vec![first.id]);
+        assert_eq!(
+            seen(store.snapshot().unwrap().db()),
+            vec![second.id, first.id]
+        );
     }
 
     #[test]

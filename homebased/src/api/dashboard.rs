@@ -102,13 +102,21 @@ pub async fn conditional(request: Request, next: Next) -> Response {
         return response;
     }
     // Only an answer already whole in memory (every JSON answer and the page's files: their
-    // size is exact) is hashed; a streamed one passes as it is.
-    let Some(size) = axum::body::HttpBody::size_hint(response.body()).exact() else {
-        return response;
+    // size is exact) or a finite one marked to be read whole (the job listing) is hashed; any
+    // other streamed one (a followed log) passes as it is.
+    let size = match axum::body::HttpBody::size_hint(response.body()).exact() {
+        Some(size) => usize::try_from(size).unwrap_or(usize::MAX),
+        None if response
+            .extensions()
+            .get::<super::listing::WholeAnswer>()
+            .is_some() =>
+        {
+            usize::MAX
+        }
+        None => return response,
     };
     let (mut parts, body) = response.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, usize::try_from(size).unwrap_or(usize::MAX)).await
-    else {
+    let Ok(bytes) = axum::body::to_bytes(body, size).await else {
         return (
             StatusCode::INTERNAL_SERVER_ERROR,
             axum::Json(

@@ -255,7 +255,7 @@ async fn resource_list(State(s): State<AppState>, q: MachineParam) -> ApiRespons
 
 async fn job_list(State(s): State<AppState>, q: MachineParam) -> ApiResponse {
     match s.route(machine(q)?).await? {
-        Route::Local => s.local(move |core| core.job_list()).await,
+        Route::Local => super::listing::local_job_list(&s.core).await,
         Route::Peer(c, m) => passed_on(s.via(&m, c.job_list(Some(&m))).await?),
     }
 }

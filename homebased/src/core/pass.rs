@@ -17,11 +17,39 @@ use homebased_shared::wire::Waiting;
 use std::collections::HashMap;
 
 /// The last pass's snapshot and decisions, kept so that `resource jobs` and `job show`
-/// answer why a job waits from exactly what the scheduler saw.
-pub(super) struct LastPass {
+/// answer why a job waits from exactly what the scheduler saw. Shared (an `Arc`) with a
+/// listing that is written out off the core thread.
+pub struct LastPass {
     snapshot: Snapshot,
     decisions: Decisions,
     waiting: HashMap<JobId, Waiting>,
+}
+
+impl LastPass {
+    /// Why a queued job waits: its own reason when the snapshot read it, else the one the
+    /// same pass implies for a job further down (read from its head only, never its spec).
+    /// `None` for a job that is not queued or got a lane.
+    pub fn waiting_of(&self, job: &jobs::JobHead) -> Option<Waiting> {
+        if job.status != homebased_shared::queue::JobStatus::Queued {
+            return None;
+        }
+        if let Some(waiting) = self.waiting.get(&job.id) {
+            return Some(waiting.clone());
+        }
+        let blocked_by_own_run = self
+            .snapshot
+            .resources
+            .iter()
+            .any(|r| r.run.as_ref().is_some_and(|run| run.job == job.id));
+        let unread = WaitingJob {
+            id: job.id,
+            priority: job.priority,
+            position: job.position.unwrap_or(u32::MAX),
+            target: job.target.map_or(Target::Any, Target::Pinned),
+            blocked_by_own_run,
+        };
+        scheduler::waiting_beyond(&self.snapshot, &self.decisions, &unread)
+    }
 }
 
 impl Core {
@@ -37,11 +65,11 @@ impl Core {
                 return;
             }
         };
-        self.last_pass = Some(LastPass {
+        self.last_pass = Some(std::sync::Arc::new(LastPass {
             waiting: decisions.waiting.iter().cloned().collect(),
             decisions: decisions.clone(),
             snapshot,
-        });
+        }));
         if self.launch_backoff.holds(std::time::Instant::now()) {
             if !decisions.launches.is_empty() {
                 tracing::debug!("launches wait after a worker failed to start");
@@ -72,30 +100,9 @@ impl Core {
         })
     }
 
-    /// Why a queued job waits, as the last pass saw it: its own reason when the snapshot
-    /// read it, else the one the same pass implies for a job further down (read from its
-    /// head only, never its spec). `None` for a job that is not queued or got a lane.
+    /// Why a queued job waits, as the last pass saw it ([`LastPass::waiting_of`]).
     pub(super) fn waiting_of(&self, job: &jobs::JobHead) -> Option<Waiting> {
-        if job.status != homebased_shared::queue::JobStatus::Queued {
-            return None;
-        }
-        let last = self.last_pass.as_ref()?;
-        if let Some(waiting) = last.waiting.get(&job.id) {
-            return Some(waiting.clone());
-        }
-        let blocked_by_own_run = last
-            .snapshot
-            .resources
-            .iter()
-            .any(|r| r.run.as_ref().is_some_and(|run| run.job == job.id));
-        let unread = WaitingJob {
-            id: job.id,
-            priority: job.priority,
-            position: job.position.unwrap_or(u32::MAX),
-            target: job.target.map_or(Target::Any, Target::Pinned),
-            blocked_by_own_run,
-        };
-        scheduler::waiting_beyond(&last.snapshot, &last.decisions, &unread)
+        self.last_pass.as_ref()?.waiting_of(job)
     }
 
     /// The queue as the scheduler sees it. Queued jobs are read in serving order only as far

@@ -14,6 +14,28 @@ use homebased_shared::wire::{
     ResourceList, ResourceView, RunView,
 };
 
+/// See [`Core::job_listing`].
+pub struct JobListing {
+    pub machine: homebased_shared::ids::MachineId,
+    snapshot: crate::store::ReadSnapshot,
+    last_pass: Option<std::sync::Arc<super::pass::LastPass>>,
+}
+
+impl JobListing {
+    /// Each open job in serving order, with why it waits, until `visit` answers `false`.
+    pub fn visit(&self, mut visit: impl FnMut(JobSummary) -> bool) -> ApiResult<()> {
+        jobs::visit_open(self.snapshot.db(), |head| {
+            visit(JobSummary {
+                waiting: self
+                    .last_pass
+                    .as_ref()
+                    .and_then(|last| last.waiting_of(&head)),
+                ..job_summary(&head)
+            })
+        })
+    }
+}
+
 impl Core {
     pub fn resource_list(&self) -> ApiResult<ResourceList> {
         self.resources_read_at.store(
@@ -82,17 +104,28 @@ impl Core {
         self.resources_read_at.clone()
     }
 
+    /// The whole listing, built in memory ([`Core::job_listing`] writes it out instead).
     pub fn job_list(&self) -> ApiResult<JobList> {
-        let jobs = jobs::list_open(self.store.db())?
-            .iter()
-            .map(|job| JobSummary {
-                waiting: self.waiting_of(job),
-                ..job_summary(job)
-            })
-            .collect();
+        let listing = self.job_listing()?;
+        let mut jobs = Vec::new();
+        listing.visit(|job| {
+            jobs.push(job);
+            true
+        })?;
         Ok(JobList {
             machine: self.machine,
             jobs,
+        })
+    }
+
+    /// `resource jobs` as the core stands now, to be read on another thread: a read snapshot
+    /// of the store and the last pass's reasons, taken together so that no change falls
+    /// between them. A listing of 100,000 jobs then holds up no submit or pass.
+    pub fn job_listing(&self) -> ApiResult<JobListing> {
+        Ok(JobListing {
+            machine: self.machine,
+            snapshot: self.store.snapshot()?,
+            last_pass: self.last_pass.clone(),
         })
     }
 

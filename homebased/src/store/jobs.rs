@@ -122,18 +122,29 @@ const COLUMNS: &str = "j.id, j.thread, j.name, j.priority, j.slot_key, j.state, 
        AND r.phase IN ('launching', 'executing', 'stopping')) AS active_resource, \
     j.spec, j.digest, j.env_path, j.env_home, j.env, j.origin";
 
-fn parse<T: std::str::FromStr>(name: &str, text: String) -> rusqlite::Result<T>
+/// Column `index` of a row, parsed from its text in place (a long listing reads several
+/// such columns a row; copying each into a `String` first was a third of its allocations).
+fn parse<T: std::str::FromStr>(r: &Row, index: usize, name: &str) -> rusqlite::Result<T>
 where
     T::Err: std::fmt::Display,
 {
-    text.parse().map_err(|e| bad_column(name, e))
+    r.get_ref(index)?
+        .as_str()
+        .map_err(|e| bad_column(name, e))?
+        .parse()
+        .map_err(|e| bad_column(name, e))
 }
 
-fn opt<T: std::str::FromStr>(name: &str, text: Option<String>) -> rusqlite::Result<Option<T>>
+/// [`parse`] of a column that may be `NULL`.
+fn opt<T: std::str::FromStr>(r: &Row, index: usize, name: &str) -> rusqlite::Result<Option<T>>
 where
     T::Err: std::fmt::Display,
 {
-    text.map(|t| parse(name, t)).transpose()
+    r.get_ref(index)?
+        .as_str_or_null()
+        .map_err(|e| bad_column(name, e))?
+        .map(|text| text.parse().map_err(|e| bad_column(name, e)))
+        .transpose()
 }
 
 /// Reads the head of a row of [`HEAD_COLUMNS`] or [`COLUMNS`] (the same order), by
@@ -144,23 +155,23 @@ fn head_from_row(r: &Row) -> rusqlite::Result<(JobHead, Option<i64>)> {
     let priority: i64 = r.get(3)?;
     let key: Option<i64> = r.get(4)?;
     let head = JobHead {
-        id: parse("id", r.get(0)?)?,
-        thread: parse("thread", r.get(1)?)?,
+        id: parse(r, 0, "id")?,
+        thread: parse(r, 1, "thread")?,
         name: r.get(2)?,
         priority: Priority::from_rank(priority).ok_or_else(|| bad_column("priority", priority))?,
         position: None,
-        status: parse("state", r.get(5)?)?,
+        status: parse(r, 5, "state")?,
         resume: r.get(6)?,
-        target: opt("target", r.get(7)?)?,
+        target: opt(r, 7, "target")?,
         step: r.get(8)?,
         steps: r.get(9)?,
         runs: r.get(10)?,
         event_seq: r.get(11)?,
-        failed_run: opt("failed_run", r.get(12)?)?,
-        last_stop_cause: opt("last_stop_cause", r.get(13)?)?,
+        failed_run: opt(r, 12, "failed_run")?,
+        last_stop_cause: opt(r, 13, "last_stop_cause")?,
         created_at: r.get(14)?,
         updated_at: r.get(15)?,
-        active_resource: opt("active_resource", r.get(16)?)?,
+        active_resource: opt(r, 16, "active_resource")?,
     };
     Ok((head, key))
 }
@@ -178,7 +189,7 @@ fn from_row(r: &Row) -> rusqlite::Result<(Job, Option<i64>)> {
             .get::<_, Option<String>>(21)?
             .map(|text| serde_json::from_str(&text).map_err(|e| bad_column("env", e)))
             .transpose()?,
-        origin: opt("origin", r.get(22)?)?,
+        origin: opt(r, 22, "origin")?,
     };
     Ok((job, key))
 }
@@ -273,6 +284,17 @@ pub fn not_found(id: JobId) -> ApiError {
 /// Queued and active jobs in serving order: high, medium, low; then position. Heads only:
 /// read one job with [`get`] for its spec.
 pub fn list_open(db: Db) -> ApiResult<Vec<JobHead>> {
+    let mut jobs = Vec::new();
+    visit_open(db, |head| {
+        jobs.push(head);
+        true
+    })?;
+    Ok(jobs)
+}
+
+/// [`list_open`] one head at a time, until `visit` answers `false`: a long listing is written
+/// out as it is read instead of being held whole.
+pub fn visit_open(db: Db, mut visit: impl FnMut(JobHead) -> bool) -> ApiResult<()> {
     let mut stmt = db
         .conn
         .prepare_cached(&format!(
@@ -280,20 +302,21 @@ pub fn list_open(db: Db) -> ApiResult<Vec<JobHead>> {
              ORDER BY j.slot_key ASC"
         ))
         .db("list jobs")?;
-    let mut jobs = Vec::new();
     // Level by level along the slot index, rather than sorting the whole queue; each level
     // numbered as it is read.
     for level in Priority::ALL {
-        let rows = stmt
-            .query_map([level.rank()], head_from_row)
-            .db("list jobs")?;
-        for (index, row) in rows.enumerate() {
-            let (mut head, _) = row.db("list jobs")?;
-            head.position = Some(index as u32 + 1);
-            jobs.push(head);
+        let mut rows = stmt.query([level.rank()]).db("list jobs")?;
+        let mut position = 0;
+        while let Some(row) = rows.next().db("list jobs")? {
+            let (mut head, _) = head_from_row(row).db("list jobs")?;
+            position += 1;
+            head.position = Some(position);
+            if !visit(head) {
+                return Ok(());
+            }
         }
     }
-    Ok(jobs)
+    Ok(())
 }
 
 /// A queued job as the scheduler sees it.
@@ -328,11 +351,10 @@ pub fn visit_waiting(db: Db, mut visit: impl FnMut(Waiting) -> bool) -> ApiResul
                 continue;
             }
             let waiting = Waiting {
-                id: parse("id", row.get(0).db("list waiting jobs")?).db("list waiting jobs")?,
+                id: parse(row, 0, "id").db("list waiting jobs")?,
                 priority,
                 position,
-                target: opt("target", row.get(2).db("list waiting jobs")?)
-                    .db("list waiting jobs")?,
+                target: opt(row, 2, "target").db("list waiting jobs")?,
             };
             if !visit(waiting) {
                 return Ok(());
@@ -637,7 +659,7 @@ pub fn count_open(db: Db) -> ApiResult<Vec<(Priority, JobStatus, u64)>> {
             let priority: i64 = r.get(0)?;
             Ok((
                 Priority::from_rank(priority).ok_or_else(|| bad_column("priority", priority))?,
-                parse("state", r.get(1)?)?,
+                parse(r, 1, "state")?,
                 r.get::<_, i64>(2)?.max(0) as u64,
             ))
         })

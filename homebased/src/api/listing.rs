@@ -1,0 +1,330 @@
+//! `GET /v1/jobs` answered by this machine: the listing is written out as it is read, on a
+//! blocking thread of its own, from a read snapshot the core hands over
+//! ([`Core::job_listing`](crate::core::Core::job_listing)). At 100,000 queued jobs the answer
+//! is about 50 MB: built whole on the core thread it held up every submit and pass for the
+//! time it took, and the daemon for its size in memory; streamed, the core is busy only for
+//! the snapshot and the daemon holds a few chunks at a time.
+
+use super::ErrorResponse;
+use crate::core::{CoreHandle, JobListing};
+use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderValue};
+use axum::response::Response;
+use homebased_shared::error::{ApiError, ApiResult};
+use homebased_shared::ids::MachineId;
+use homebased_shared::wire::{JobList, JobSummary, Versioned};
+use hyper::body::Frame;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::sync::mpsc;
+
+/// A chunk goes out once it holds this much.
+const CHUNK_BYTES: usize = 256 * 1024;
+
+/// Chunks written but not yet sent: what a slow reader makes the daemon hold.
+const CHUNKS_IN_FLIGHT: usize = 4;
+
+/// Marks an answer that is streamed but finite and meant to be read whole: the TCP
+/// listener's conditional GETs may hash it (dashboard polling), unlike a followed log.
+#[derive(Debug, Clone, Copy)]
+pub struct WholeAnswer;
+
+/// Jobs read and handed to the writer at a time.
+const BATCH_JOBS: usize = 512;
+
+/// Batches read but not yet written.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+pub(super) async fn local_job_list(core: &CoreHandle) -> Result<Response, ErrorResponse> {
+    let listing = core.call(|core| core.job_listing()).await?;
+    let machine = listing.machine;
+    // Two blocking threads, so that the store's read and the JSON's writing (each about half
+    // of the time) overlap: the reader hands batches of jobs to the writer, which hands the
+    // body its chunks.
+    let (batches, read) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
+    let (chunks, mut received) = mpsc::channel(CHUNKS_IN_FLIGHT);
+    tokio::task::spawn_blocking(move || read_batches(&listing, &batches));
+    tokio::task::spawn_blocking(move || {
+        write_batches(machine, read, |chunk| chunks.blocking_send(chunk).is_ok());
+    });
+    // The status goes with the first chunk: a read that fails before anything is sent is
+    // answered with its error; one that fails later can only cut the answer short.
+    let first = match received.recv().await {
+        Some(Ok(first)) => first,
+        Some(Err(e)) => return Err(e.into()),
+        None => return Err(ApiError::internal("the listing ended before it began").into()),
+    };
+    let mut response = Response::new(Body::new(Chunks {
+        first: Some(first),
+        rest: received,
+    }));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response.extensions_mut().insert(WholeAnswer);
+    Ok(response)
+}
+
+/// What the reader hands the writer: jobs in serving order, then, if the read failed part
+/// way, why.
+enum Batch {
+    Jobs(Vec<JobSummary>),
+    Failed(ApiError),
+}
+
+/// Reads the listing through in batches; stops early once the writer is gone.
+fn read_batches(listing: &JobListing, batches: &std::sync::mpsc::SyncSender<Batch>) {
+    let mut batch = Vec::with_capacity(BATCH_JOBS);
+    let mut gone = false;
+    let read = listing.visit(|job| {
+        batch.push(job);
+        if batch.len() < BATCH_JOBS {
+            return true;
+        }
+        let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH_JOBS));
+        gone = batches.send(Batch::Jobs(full)).is_err();
+        !gone
+    });
+    if gone {
+        return;
+    }
+    let _ = batches.send(Batch::Jobs(batch));
+    if let Err(e) = read {
+        let _ = batches.send(Batch::Failed(e));
+    }
+}
+
+/// Writes the batches as they come and hands `send` the bytes in chunks, ending with the
+/// envelope's close, or with `Err` if the read failed; stops early when `send` answers
+/// `false` (the client went away).
+fn write_batches(
+    machine: MachineId,
+    batches: std::sync::mpsc::Receiver<Batch>,
+    mut send: impl FnMut(ApiResult<Bytes>) -> bool,
+) {
+    let mut out = match ListingWriter::new(machine) {
+        Ok(out) => out,
+        Err(e) => {
+            send(Err(e));
+            return;
+        }
+    };
+    for batch in batches {
+        let jobs = match batch {
+            Batch::Jobs(jobs) => jobs,
+            Batch::Failed(e) => {
+                send(Err(e));
+                return;
+            }
+        };
+        for job in &jobs {
+            match out.push(job) {
+                Ok(None) => {}
+                Ok(Some(chunk)) => {
+                    if !send(Ok(chunk)) {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    send(Err(e));
+                    return;
+                }
+            }
+        }
+    }
+    send(out.finish());
+}
+
+/// The listing's JSON, one job at a time, cut into chunks of about [`CHUNK_BYTES`]; the
+/// bytes are those of `Versioned<JobList>` serialized whole.
+struct ListingWriter {
+    buf: Vec<u8>,
+    jobs: usize,
+    suffix: &'static [u8],
+}
+
+impl ListingWriter {
+    fn new(machine: MachineId) -> ApiResult<ListingWriter> {
+        // The envelope and its other fields as the typed answer writes them, up to the open
+        // `jobs` array: the listing's shape is defined once, by the wire types.
+        let empty = serde_json::to_vec(&Versioned::new(JobList {
+            machine,
+            jobs: Vec::new(),
+        }))
+        .map_err(ApiError::internal)?;
+        const SUFFIX: &[u8] = b"]}";
+        let Some(prefix) = empty.strip_suffix(b"[]}") else {
+            return Err(ApiError::internal(
+                "the job listing's envelope does not end with its jobs",
+            ));
+        };
+        let mut buf = Vec::with_capacity(CHUNK_BYTES + 4096);
+        buf.extend_from_slice(prefix);
+        buf.push(b'[');
+        Ok(ListingWriter {
+            buf,
+            jobs: 0,
+            suffix: SUFFIX,
+        })
+    }
+
+    /// Adds a job; a full chunk when one is ready.
+    fn push(&mut self, job: &JobSummary) -> ApiResult<Option<Bytes>> {
+        if self.jobs > 0 {
+            self.buf.push(b',');
+        }
+        self.jobs += 1;
+        serde_json::to_writer(&mut self.buf, job).map_err(ApiError::internal)?;
+        if self.buf.len() < CHUNK_BYTES {
+            return Ok(None);
+        }
+        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_BYTES + 4096));
+        Ok(Some(Bytes::from(chunk)))
+    }
+
+    /// The last chunk, with the end of the envelope.
+    fn finish(mut self) -> ApiResult<Bytes> {
+        self.buf.extend_from_slice(self.suffix);
+        Ok(Bytes::from(self.buf))
+    }
+}
+
+/// The response body: the first chunk (already received, to decide the status), then the
+/// rest as the writer sends them; a failed read ends the body with an error, which cuts the
+/// connection so that the client never takes a partial listing for a whole one.
+struct Chunks {
+    first: Option<Bytes>,
+    rest: mpsc::Receiver<ApiResult<Bytes>>,
+}
+
+impl hyper::body::Body for Chunks {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(first))));
+        }
+        match self.rest.poll_recv(cx) {
+            Poll::Ready(Some(Ok(chunk))) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
+            Poll::Ready(Some(Err(e))) => {
+                tracing::error!(error = %e, "the job listing failed part way; its answer is cut");
+                Poll::Ready(Some(Err(std::io::Error::other(e.to_string()))))
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use homebased_shared::ids::JobId;
+    use homebased_shared::queue::Priority;
+    use homebased_shared::wire::{JobStateView, Waiting};
+
+    fn job(n: u32) -> JobSummary {
+        JobSummary {
+            id: JobId::new(),
+            name: format!("job \"{n}\"\n"),
+            priority: Priority::Medium,
+            position: Some(n),
+            state: JobStateView::Queued {
+                resume: n.is_multiple_of(2),
+            },
+            target: "any".to_string(),
+            step: 0,
+            steps: 2,
+            runs: n % 3,
+            created_at: 1_700_000_000_000 + i64::from(n),
+            updated_at: 1_700_000_000_500 + i64::from(n),
+            waiting: Some(Waiting::NoResources),
+        }
+    }
+
+    /// Writes `jobs` as the listing does; the chunks, and their concatenation.
+    fn written(machine: MachineId, jobs: &[JobSummary]) -> (Vec<Bytes>, Vec<u8>) {
+        let mut out = ListingWriter::new(machine).unwrap();
+        let mut chunks = Vec::new();
+        for job in jobs {
+            if let Some(chunk) = out.push(job).unwrap() {
+                chunks.push(chunk);
+            }
+        }
+        chunks.push(out.finish().unwrap());
+        let whole = chunks.iter().flat_map(|c| c.to_vec()).collect();
+        (chunks, whole)
+    }
+
+    #[test]
+    fn a_read_that_fails_part_way_ends_the_answer_with_its_error_after_what_was_read() {
+        let (batches, read) = std::sync::mpsc::sync_channel(8);
+        batches
+            .send(Batch::Jobs((1..=2_000).map(job).collect()))
+            .unwrap();
+        batches
+            .send(Batch::Failed(ApiError::internal("disk I/O error")))
+            .unwrap();
+        drop(batches);
+        let mut sent = Vec::new();
+        write_batches(MachineId::new(), read, |chunk| {
+            sent.push(chunk);
+            true
+        });
+        let (last, before) = sent.split_last().unwrap();
+        assert!(!before.is_empty() && before.iter().all(Result::is_ok));
+        assert_eq!(last.as_ref().unwrap_err().message, "disk I/O error");
+        // Nothing that could pass for the whole listing: the envelope is never closed.
+        let bytes: Vec<u8> = before
+            .iter()
+            .flat_map(|c| c.as_ref().unwrap().to_vec())
+            .collect();
+        assert!(serde_json::from_slice::<serde_json::Value>(&bytes).is_err());
+    }
+
+    #[test]
+    fn a_client_that_goes_away_stops_the_writer() {
+        let (batches, read) = std::sync::mpsc::sync_channel(8);
+        for _ in 0..4 {
+            batches
+                .send(Batch::Jobs((1..=2_000).map(job).collect()))
+                .unwrap();
+        }
+        drop(batches);
+        let mut calls = 0;
+        write_batches(MachineId::new(), read, |_| {
+            calls += 1;
+            false
+        });
+        assert_eq!(calls, 1);
+    }
+
+    #[test]
+    fn the_streamed_listing_is_byte_for_byte_the_typed_answer() {
+        let machine = MachineId::new();
+        for count in [0, 1, 2, 3_000] {
+            let jobs: Vec<JobSummary> = (1..=count).map(job).collect();
+            let (chunks, whole) = written(machine, &jobs);
+            let typed = serde_json::to_vec(&Versioned::new(JobList {
+                machine,
+                jobs: jobs.clone(),
+            }))
+            .unwrap();
+            assert_eq!(
+                String::from_utf8(whole).unwrap(),
+                String::from_utf8(typed).unwrap(),
+                "{count} jobs"
+            );
+            if count == 3_000 {
+                assert!(chunks.len() > 1, "3,000 jobs fill more than one chunk");
+                assert!(chunks.iter().all(|c| c.len() < CHUNK_BYTES + 4096));
+            }
+        }
+    }
+}
