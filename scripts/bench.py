@@ -29,7 +29,7 @@ Python 3.11 standard library only. Settings (environment):
   BENCH_HISTORY_SAMPLE   timed submits, listings and shows per history size       [30 / 10]
   BENCH_ONLY             comma list of workloads to run (default all): floor,start,handover,
                          queue,preempt,sweep,kill9,sampler,fleet,dashboard,history,metrics,
-                         startpath
+                         startpath,peers (peers needs task-spooler's `tsp`)
   BENCH_STARTPATH        starts per path (CLI, API) taken apart by the startpath workload [50 / 20]
   BENCH_LANE_QUEUE       1 s jobs queued over BENCH_LANES lanes, hand-over workload [2000 / 200]
   BENCH_OUT              report path [docs/BENCHMARKS.md; none when quick]; empty: no report
@@ -136,6 +136,7 @@ WORKLOADS = [
     "history",
     "metrics",
     "startpath",
+    "peers",
 ]
 ONLY = [w.strip() for w in os.environ.get("BENCH_ONLY", "").split(",") if w.strip()]
 for w in ONLY:
@@ -871,6 +872,76 @@ def start_workload(bins: Path, rows: list[Row], notes: dict) -> None:
         if floor and lat_cli:
             notes["start_ratio"] = median(lat_cli) / floor
     finally:
+        h.close()
+
+
+def peers_workload(bins: Path, rows: list[Row], notes: dict) -> None:
+    """Start latency on an idle lane through the CLI, against task-spooler's `tsp` on the
+    same machine in the same run, one after the other (issue 18 part 4: within 2x). Each
+    measures from the submitting command's spawn to the workload's `date`, as the start
+    workload does; task-spooler runs its one slot with its own server and socket, writing
+    its output file as it does by default. Skipped when `tsp` is not installed."""
+    tsp = shutil.which("tsp")
+    if tsp is None:
+        rows.append(Row("peer_tsp", "task-spooler start latency", "-", text="tsp not installed"))
+        return
+    h = Home(bins, "peers")
+    spool = h.work / "tsp"
+    spool.mkdir()
+    tsp_env = clean_env({"TS_SOCKET": str(spool / "socket"), "TMPDIR": str(spool)})
+    try:
+        h.start()
+        spec_file = h.spec_file(
+            "peers", h.spec("start latency", f"date +%s%N > '{h.out}/start.'\"$HOMEBASED_JOB_ID\"")
+        )
+        ours, theirs = [], []
+        for i in range(JOBS + 1):
+            job = uuid7()
+            t0 = time.time_ns()
+            h.run_cli_submit(spec_file, job)
+            started = wait_for(lambda: read_ns(h.out / f"start.{job}"), 30, 0.0005, "the job")
+            h.wait_idle()
+            mark = h.out / f"tsp.{i}"
+            t1 = time.time_ns()
+            subprocess.run(
+                [tsp, "sh", "-c", f"date +%s%N > '{mark}'"],
+                env=tsp_env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                check=True,
+            )
+            spooled = wait_for(lambda: read_ns(mark), 30, 0.0005, "the tsp job")
+            # `tsp -w` waits for the last job to end, so that its slot is free again.
+            subprocess.run([tsp, "-w"], env=tsp_env, stdout=subprocess.DEVNULL, check=False)
+            if i == 0:
+                continue  # warm-up: the tsp server starts with the first job
+            ours.append((started - t0) / 1e6)
+            theirs.append((spooled - t1) / 1e6)
+        rows.append(
+            dist_row(
+                "peer_start_cli",
+                "start latency, idle lane, CLI (alternating with task-spooler)",
+                "ms",
+                ours,
+            )
+        )
+        rows.append(
+            dist_row("peer_start_tsp", "start latency, task-spooler `tsp` (same run)", "ms", theirs)
+        )
+        if ours and theirs:
+            ratio = median(ours) / median(theirs)
+            notes["peer_ratio"] = ratio
+            rows.append(
+                Row(
+                    "peer_ratio",
+                    "start latency p50, homebased CLI over task-spooler",
+                    "x",
+                    p50=ratio,
+                    target="≤ 2",
+                )
+            )
+    finally:
+        subprocess.run([tsp, "-K"], env=tsp_env, capture_output=True, check=False)
         h.close()
 
 
@@ -2386,6 +2457,12 @@ samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in 
   "allow_other_thread": false}` over a new connection to `<home>/homebased.sock` (Python
   `http.client` on an `AF_UNIX` socket), so no CLI process is started.
 - **CLI submit wall time, empty queue**: the wall time of those CLI submits alone.
+- **peers** (task-spooler side by side): the CLI start latency above, alternating job by job
+  with `tsp sh -c 'date +%s%N > FILE'` (task-spooler with its own `TS_SOCKET`, one slot, its
+  output file in the run's folder), each timed from the submitting command's spawn to its
+  stamp; after each `tsp` job, `tsp -w` waits for its slot to be free. The first pair is a
+  warm-up (it starts the `tsp` server). Skipped when `tsp` is not installed
+  (`apt-get install task-spooler`).
 - **hand-over**: one lane; a holder job keeps it until BENCH_HANDOVER_JOBS short jobs are queued
   through the API, then is released. Each short job runs `date +%s%N > S; exec date +%s%N > E`,
   so E is written by the workload's last process just before it exits. Hand-over = next job's S
@@ -2600,6 +2677,7 @@ def main() -> int:
         ("history", history_workload),
         ("metrics", metrics_workload),
         ("startpath", startpath_workload),
+        ("peers", peers_workload),
     ]
     failed = []
     for name, fn in plan:

@@ -383,10 +383,26 @@ async fn resource(
             Printed::answer(&list, ids, human)?
         }
         ResourceCommand::Jobs(m) => {
-            let reply = client.job_list(m.machine.as_deref()).await?;
             if as_json {
-                return Ok(Some(Printed::raw(reply.into_bytes())));
+                // Printed as it arrives, as `emit` would print it whole (a reader that went
+                // away takes nothing more, quietly); a connection that breaks part way is an
+                // error after what was printed, never a listing that looks whole.
+                use std::io::Write;
+                let mut out = std::io::stdout();
+                let mut open = true;
+                let mut print = |bytes: &[u8]| {
+                    open = open && out.write_all(bytes).is_ok();
+                    Ok(())
+                };
+                client
+                    .job_list_streamed(m.machine.as_deref(), &mut print)
+                    .await?;
+                if open {
+                    let _ = out.write_all(b"\n").and_then(|()| out.flush());
+                }
+                return Ok(None);
             }
+            let reply = client.job_list(m.machine.as_deref()).await?;
             let list = reply.decode()?;
             let ids = list.jobs.iter().map(|j| j.id.to_string()).collect();
             // Resource names for the REASON column only; UUIDs if they cannot be read.

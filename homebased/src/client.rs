@@ -167,6 +167,17 @@ impl Client {
             .await
     }
 
+    /// [`Client::job_list`]'s answer, exactly as the daemon sends it, handed to `sink` as it
+    /// arrives (`resource jobs --json`: 50 MB at 100,000 queued need not be held).
+    pub async fn job_list_streamed(
+        &self,
+        machine: Option<&str>,
+        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> ApiResult<()> {
+        self.get_streamed(&path("/v1/jobs", &[("machine", machine)]), sink)
+            .await
+    }
+
     pub async fn job_show(&self, job: JobId, machine: Option<&str>) -> ApiResult<JobDetail> {
         self.get(&path(&format!("/v1/jobs/{job}"), &[("machine", machine)]))
             .await

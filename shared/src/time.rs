@@ -44,8 +44,10 @@ pub mod serde_rfc3339 {
     use super::*;
     use serde::{Deserialize, Deserializer, Serializer};
 
+    /// Written straight into the output (`collect_str`), not through a `String`: a listing
+    /// writes two of these a job.
     pub fn serialize<S: Serializer>(ms: &Millis, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&rfc3339(*ms))
+        s.collect_str(&humantime::format_rfc3339_millis(from_ms(*ms)))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Millis, D::Error> {
@@ -61,7 +63,7 @@ pub mod serde_rfc3339 {
 
         pub fn serialize<S: Serializer>(ms: &Option<Millis>, s: S) -> Result<S::Ok, S::Error> {
             match ms {
-                Some(ms) => s.serialize_str(&rfc3339(*ms)),
+                Some(ms) => s.collect_str(&humantime::format_rfc3339_millis(from_ms(*ms))),
                 None => s.serialize_none(),
             }
         }

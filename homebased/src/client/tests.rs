@@ -249,3 +249,51 @@ async fn the_stored_environment_is_served_on_the_socket_and_never_on_tcp() {
     let err = tcp.job_environment(JobId::new()).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Usage, "no such route on TCP: {err:?}");
 }
+
+#[tokio::test]
+async fn a_streamed_listing_is_the_daemons_whole_answer() {
+    let (_served, client) = serve(Listener::Socket).await;
+    let whole = client.job_list(None).await.unwrap().into_bytes();
+    let mut streamed = Vec::new();
+    client
+        .job_list_streamed(None, &mut |bytes| {
+            streamed.extend_from_slice(bytes);
+            Ok(())
+        })
+        .await
+        .unwrap();
+    assert_eq!(streamed, whole.to_vec());
+    let list: JobList = decode(&streamed).unwrap();
+    assert!(list.jobs.is_empty());
+}
+
+#[tokio::test]
+async fn a_streamed_answer_cut_part_way_is_an_error_after_what_arrived() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("homebased.sock");
+    let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+    tokio::spawn(async move {
+        let (mut conn, _) = listener.accept().await.unwrap();
+        let mut head = [0u8; 4096];
+        let _ = conn.read(&mut head).await.unwrap();
+        // One chunk of a chunked answer, then the connection closes without the last chunk.
+        conn.write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n\
+              10\r\n{\"api_version\":1\r\n",
+        )
+        .await
+        .unwrap();
+    });
+    let client = Client::socket(socket);
+    let mut arrived = Vec::new();
+    let err = client
+        .job_list_streamed(None, &mut |bytes| {
+            arrived.extend_from_slice(bytes);
+            Ok(())
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::DaemonUnavailable, "{err:?}");
+    assert_eq!(arrived, b"{\"api_version\":1");
+}

@@ -181,6 +181,60 @@ impl Client {
         }
     }
 
+    /// A `GET` whose successful body is handed to `sink` as it arrives, rather than held
+    /// whole: the CLI prints a 50 MB listing this way. Resent, like [`Retry::Safe`], only while
+    /// nothing has reached `sink`; a connection that breaks after that is an error, with what
+    /// was handed over already out. An error answer is read whole and returned as the error.
+    /// Over TCP the answer is read whole first (a peer's answer is bounded there).
+    pub(super) async fn get_streamed(
+        &self,
+        path: &str,
+        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> ApiResult<()> {
+        let Endpoint::Socket(socket) = &self.endpoint else {
+            let bytes = self.send(Method::GET, path, None, Retry::Safe).await?;
+            return sink(&bytes).map_err(ApiError::internal);
+        };
+        let mut last = None;
+        for attempt in 0..3u64 {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+            }
+            let stream = UnixStream::connect(socket)
+                .await
+                .map_err(|e| self.endpoint.unavailable(e))?;
+            let response = match self.request(stream, Method::GET, path, None).await {
+                Ok(response) => response,
+                Err(Transport::Unavailable(e)) => return Err(e),
+                Err(Transport::Lost(e)) => {
+                    last = Some(e);
+                    continue;
+                }
+            };
+            if !response.status().is_success() {
+                let status = response.status();
+                let body = match response.into_body().collect().await {
+                    Ok(body) => body.to_bytes(),
+                    Err(e) => match self.endpoint.lost(e) {
+                        Transport::Lost(e) | Transport::Unavailable(e) => return Err(e),
+                    },
+                };
+                return Err(error_of(status, &body));
+            }
+            let mut body = response.into_body();
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| match self.endpoint.lost(e) {
+                    Transport::Lost(e) | Transport::Unavailable(e) => e,
+                })?;
+                if let Ok(data) = frame.into_data() {
+                    sink(&data).map_err(ApiError::internal)?;
+                }
+            }
+            return Ok(());
+        }
+        Err(last.unwrap_or_else(|| ApiError::internal("request was never sent")))
+    }
+
     async fn exchange(
         &self,
         stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -188,6 +242,38 @@ impl Client {
         path: &str,
         body: Option<Bytes>,
     ) -> Result<ApiResult<Bytes>, Transport> {
+        let response = self.request(stream, method, path, body).await?;
+        let status = response.status();
+        let lost = |e: &dyn std::fmt::Display| self.endpoint.lost(e);
+        let body = match self.endpoint {
+            Endpoint::Socket(_) => response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| lost(&e))?
+                .to_bytes(),
+            Endpoint::Tcp(_) => {
+                http_body_util::Limited::new(response.into_body(), MAX_PEER_REPLY_BYTES)
+                    .collect()
+                    .await
+                    .map_err(|e| lost(&e))?
+                    .to_bytes()
+            }
+        };
+        if status.is_success() {
+            return Ok(Ok(body));
+        }
+        Ok(Err(error_of(status, &body)))
+    }
+
+    /// Sends the request on `stream` and answers the response, its body still to be read.
+    async fn request(
+        &self,
+        stream: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, Transport> {
         let lost = |e: &dyn std::fmt::Display| self.endpoint.lost(e);
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
@@ -209,32 +295,17 @@ impl Client {
         let request = request
             .body(Full::new(body.unwrap_or_default()))
             .map_err(|e| lost(&e))?;
-        let response = sender.send_request(request).await.map_err(|e| lost(&e))?;
-        let status = response.status();
-        let body = match self.endpoint {
-            Endpoint::Socket(_) => response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| lost(&e))?
-                .to_bytes(),
-            Endpoint::Tcp(_) => {
-                http_body_util::Limited::new(response.into_body(), MAX_PEER_REPLY_BYTES)
-                    .collect()
-                    .await
-                    .map_err(|e| lost(&e))?
-                    .to_bytes()
-            }
-        };
-        if status.is_success() {
-            return Ok(Ok(body));
-        }
-        Ok(Err(match serde_json::from_slice::<ErrorEnvelope>(&body) {
-            Ok(envelope) => envelope.error,
-            Err(_) => ApiError::internal(format!(
-                "the daemon answered {status}: {}",
-                String::from_utf8_lossy(&body)
-            )),
-        }))
+        sender.send_request(request).await.map_err(|e| lost(&e))
+    }
+}
+
+/// The daemon's error envelope of a failed answer; anything else there is `internal`.
+fn error_of(status: hyper::StatusCode, body: &[u8]) -> ApiError {
+    match serde_json::from_slice::<ErrorEnvelope>(body) {
+        Ok(envelope) => envelope.error,
+        Err(_) => ApiError::internal(format!(
+            "the daemon answered {status}: {}",
+            String::from_utf8_lossy(body)
+        )),
     }
 }
