@@ -1216,13 +1216,30 @@ def queue_workload(bins: Path, rows: list[Row], notes: dict) -> None:
             return out
 
         def list_cost(runs: int) -> tuple[list[float], list[float], int]:
+            """The CLI's wall time with its output going to a file (`resource jobs --json >
+            FILE`), read and counted afterwards: at 100,000 queued that is 49 to 177 MB, and a
+            Python pipe decoding it as text took longer than the CLI itself. `GET /v1/jobs`
+            is timed with Python's own read and parse."""
             cli, api = [], []
             count = 0
+            listed = h.work / "listed.json"
             for _ in range(runs):
-                t0 = time.perf_counter_ns()
-                r = h.cli("--json", "resource", "jobs")
-                cli.append((time.perf_counter_ns() - t0) / 1e6)
-                count = len(json.loads(r.stdout)["jobs"])
+                with open(listed, "wb") as out:
+                    t0 = time.perf_counter_ns()
+                    r = subprocess.run(
+                        [h.hb_bin, "--home", str(h.home), "--json", "resource", "jobs"],
+                        cwd=h.work,
+                        env=h.env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.PIPE,
+                        timeout=120,
+                    )
+                    cli.append((time.perf_counter_ns() - t0) / 1e6)
+                if r.returncode != 0:
+                    raise RuntimeError(f"resource jobs exited {r.returncode}: {r.stderr[:400]!r}")
+                with open(listed, "rb") as f:
+                    count = len(json.load(f)["jobs"])
                 t0 = time.perf_counter_ns()
                 h.api.get("/v1/jobs")
                 api.append((time.perf_counter_ns() - t0) / 1e6)
@@ -1413,7 +1430,8 @@ def queue_workload(bins: Path, rows: list[Row], notes: dict) -> None:
                 f"`resource jobs --json` (CLI), {queued:,} queued + {LANES} active",
                 "ms",
                 list_cli,
-                "< 50 ms",
+                # Issue 8's target at 10,000 queued, issue 18's at 100,000.
+                "< 50 ms" if queued <= 10_000 else "< 250 ms",
                 tails=False,
             )
         )
@@ -1446,7 +1464,7 @@ def queue_workload(bins: Path, rows: list[Row], notes: dict) -> None:
                 f"daemon RSS, {queued:,} queued, {LANES} lanes busy",
                 "MB",
                 p50=rss / 1024 if rss else None,
-                target="< 20 MB",
+                target="< 20 MB" if queued <= 10_000 else "< 60 MB",
             )
         )
         worker_rss = [r for r in (rss_kib(pid) for pid, _ in h.workers()) if r]

@@ -17,22 +17,45 @@ use homebased_shared::wire::{
 /// See [`Core::job_listing`].
 pub struct JobListing {
     pub machine: homebased_shared::ids::MachineId,
+    pub heads: ListedHeads,
+    pub reasons: Reasons,
+}
+
+/// The open jobs' heads, read from the listing's snapshot.
+pub struct ListedHeads {
     snapshot: crate::store::ReadSnapshot,
+}
+
+/// Why each listed job waits: the last pass, shared.
+#[derive(Clone)]
+pub struct Reasons {
     last_pass: Option<std::sync::Arc<super::pass::LastPass>>,
+}
+
+impl ListedHeads {
+    /// Each open job's head in serving order, until `visit` answers `false`.
+    pub fn visit(&self, visit: impl FnMut(JobHead) -> bool) -> ApiResult<()> {
+        jobs::visit_open(self.snapshot.db(), visit)
+    }
+}
+
+impl Reasons {
+    /// A listed job as `resource jobs` shows it, with why it waits.
+    pub fn summary(&self, head: &JobHead) -> JobSummary {
+        JobSummary {
+            waiting: self
+                .last_pass
+                .as_ref()
+                .and_then(|last| last.waiting_of(head)),
+            ..job_summary(head)
+        }
+    }
 }
 
 impl JobListing {
     /// Each open job in serving order, with why it waits, until `visit` answers `false`.
     pub fn visit(&self, mut visit: impl FnMut(JobSummary) -> bool) -> ApiResult<()> {
-        jobs::visit_open(self.snapshot.db(), |head| {
-            visit(JobSummary {
-                waiting: self
-                    .last_pass
-                    .as_ref()
-                    .and_then(|last| last.waiting_of(&head)),
-                ..job_summary(&head)
-            })
-        })
+        self.heads.visit(|head| visit(self.reasons.summary(&head)))
     }
 }
 
@@ -124,8 +147,12 @@ impl Core {
     pub fn job_listing(&self) -> ApiResult<JobListing> {
         Ok(JobListing {
             machine: self.machine,
-            snapshot: self.store.snapshot()?,
-            last_pass: self.last_pass.clone(),
+            heads: ListedHeads {
+                snapshot: self.store.snapshot()?,
+            },
+            reasons: Reasons {
+                last_pass: self.last_pass.clone(),
+            },
         })
     }
 
