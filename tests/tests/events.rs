@@ -222,13 +222,12 @@ fn succeeded_job_puts_a_line_with_every_field_in_the_thread_inbox() {
     assert!(inbox_after(&h, &thread, 1).is_empty());
 
     // Evidence of delivery on the origin.
+    // The inbox line is written before the attempt's end is logged: wait for the log line.
     let dir = delivery_dir(&h, &job);
     assert!(dir.join("delivery.lock").exists());
-    let log = callback_log(&h, &job);
-    assert!(
-        log.contains("seq=1 event=JOB_SUCCEEDED attempt=1 sink=inbox delivered"),
-        "{log}"
-    );
+    wait_until("the delivery to be logged", || {
+        callback_log(&h, &job).contains("seq=1 event=JOB_SUCCEEDED attempt=1 sink=inbox delivered")
+    });
 }
 
 fn inbox_after(h: &TestHome, thread: &str, after: u64) -> Vec<Value> {
@@ -307,6 +306,15 @@ fn failing_command_sink_is_retried_and_delivers_every_event_in_order() {
         "{env}"
     );
 
+    // The sink has the event before its attempt's end is logged: wait for the third end.
+    let ended = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("seq=1 ") && (l.contains("failed") || l.contains("delivered")))
+            .count()
+    };
+    wait_until("the third attempt to be logged", || {
+        ended(&callback_log(&h, &blocked)) >= 3
+    });
     let log = callback_log(&h, &blocked);
     let attempts: Vec<&str> = log.lines().filter(|l| l.contains("seq=1 ")).collect();
     let ends: Vec<&str> = attempts
