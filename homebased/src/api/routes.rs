@@ -232,7 +232,7 @@ where
 {
     Ok((
         [(axum::http::header::CONTENT_TYPE, "application/json")],
-        reply.bytes().to_vec(),
+        reply.into_bytes(),
     )
         .into_response())
 }
