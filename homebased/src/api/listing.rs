@@ -38,7 +38,19 @@ const BATCH_JOBS: usize = 2048;
 /// Batches read but not yet written.
 const BATCHES_IN_FLIGHT: usize = 4;
 
+/// Listings written at once; more wait their turn. Each holds two blocking threads, and its
+/// reader waits on its writer: were the runtime's blocking pool (512 threads) filled with
+/// readers whose writers could not get a thread, none would finish. The bound keeps listings
+/// to a quarter of the pool whatever the number of clients; on a few cores more at once would
+/// only share the same CPUs.
+const LISTINGS_AT_ONCE: usize = 64;
+static LISTINGS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(LISTINGS_AT_ONCE);
+
 pub(super) async fn local_job_list(core: &CoreHandle) -> Result<Response, ErrorResponse> {
+    let turn = LISTINGS
+        .acquire()
+        .await
+        .map_err(|_| ApiError::internal("the listing turns are closed"))?;
     let JobListing {
         machine,
         heads,
@@ -50,6 +62,9 @@ pub(super) async fn local_job_list(core: &CoreHandle) -> Result<Response, ErrorR
     let (chunks, mut received) = mpsc::channel(CHUNKS_IN_FLIGHT);
     tokio::task::spawn_blocking(move || read_batches(|visit| heads.visit(visit), &batches));
     tokio::task::spawn_blocking(move || {
+        // The turn ends with the writer; a reader it leaves behind (the client went away)
+        // stops at its next batch.
+        let _turn = turn;
         write_batches(
             machine,
             read,
