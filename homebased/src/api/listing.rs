@@ -1,5 +1,5 @@
-//! `GET /v1/jobs` answered by this machine: the listing is written out as it is read, on a
-//! blocking thread of its own, from a read snapshot the core hands over
+//! `GET /v1/jobs` answered by this machine: the listing is written out as it is read, on two
+//! blocking threads of its own, from a read snapshot the core hands over
 //! ([`Core::job_listing`](crate::core::Core::job_listing)). At 100,000 queued jobs the answer
 //! is about 50 MB: built whole on the core thread it held up every submit and pass for the
 //! time it took, and the daemon for its size in memory; streamed, the core is busy only for
@@ -27,11 +27,6 @@ const CHUNK_BYTES: usize = 1024 * 1024;
 /// Chunks written but not yet sent: what a slow reader makes the daemon hold.
 const CHUNKS_IN_FLIGHT: usize = 4;
 
-/// Marks an answer that is streamed but finite and meant to be read whole: the TCP
-/// listener's conditional GETs may hash it (dashboard polling), unlike a followed log.
-#[derive(Debug, Clone, Copy)]
-pub struct WholeAnswer;
-
 /// Jobs read and handed to the writer at a time.
 const BATCH_JOBS: usize = 2048;
 
@@ -45,6 +40,11 @@ const BATCHES_IN_FLIGHT: usize = 4;
 /// only share the same CPUs.
 const LISTINGS_AT_ONCE: usize = 64;
 static LISTINGS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(LISTINGS_AT_ONCE);
+
+/// Marks an answer that is streamed but finite and meant to be read whole: the TCP
+/// listener's conditional GETs may hash it (dashboard polling), unlike a followed log.
+#[derive(Debug, Clone, Copy)]
+pub struct WholeAnswer;
 
 pub(super) async fn local_job_list(core: &CoreHandle) -> Result<Response, ErrorResponse> {
     let turn = LISTINGS
@@ -170,7 +170,6 @@ fn write_batches<T>(
 struct ListingWriter {
     buf: Vec<u8>,
     jobs: usize,
-    suffix: &'static [u8],
     /// The last job's `waiting` and its JSON. Along a long queue it is the same job after job
     /// (every busy lane as a blocker: 1.3 KB of a 1.8 KB job with 8 lanes), so it is written
     /// once and copied.
@@ -186,7 +185,6 @@ impl ListingWriter {
             jobs: Vec::new(),
         }))
         .map_err(ApiError::internal)?;
-        const SUFFIX: &[u8] = b"]}";
         let Some(prefix) = empty.strip_suffix(b"[]}") else {
             return Err(ApiError::internal(
                 "the job listing's envelope does not end with its jobs",
@@ -198,7 +196,6 @@ impl ListingWriter {
         Ok(ListingWriter {
             buf,
             jobs: 0,
-            suffix: SUFFIX,
             last_waiting: None,
         })
     }
@@ -238,7 +235,7 @@ impl ListingWriter {
 
     /// The last chunk, with the end of the envelope.
     fn finish(mut self) -> ApiResult<Bytes> {
-        self.buf.extend_from_slice(self.suffix);
+        self.buf.extend_from_slice(b"]}");
         Ok(Bytes::from(self.buf))
     }
 }

@@ -253,6 +253,36 @@ async fn the_stored_environment_is_served_on_the_socket_and_never_on_tcp() {
 #[tokio::test]
 async fn a_streamed_listing_is_the_daemons_whole_answer() {
     let (_served, client) = serve(Listener::Socket).await;
+    let thread = homebased_shared::ids::ThreadId::new();
+    let mut submitted = Vec::new();
+    for priority in ["low", "high", "medium"] {
+        let job = JobId::new();
+        client
+            .submit(&SubmitRequest {
+                job,
+                spec: serde_json::json!({
+                    "api_version": 1,
+                    "thread": thread,
+                    "name": format!("{priority} job"),
+                    "cwd": "/",
+                    "priority": priority,
+                    "preempt": {"mode": "wait"},
+                    "workload": {"type": "task", "command": ["/bin/true"]},
+                }),
+                submitter: homebased_shared::wire::Submitter {
+                    path: Some("/usr/bin:/bin".into()),
+                    home: None,
+                    cwd: "/".into(),
+                    parent_task: None,
+                    env: None,
+                },
+                allow_other_thread: false,
+                machine: None,
+            })
+            .await
+            .unwrap();
+        submitted.push(job);
+    }
     let whole = client.job_list(None).await.unwrap().into_bytes();
     let mut streamed = Vec::new();
     client
@@ -263,8 +293,18 @@ async fn a_streamed_listing_is_the_daemons_whole_answer() {
         .await
         .unwrap();
     assert_eq!(streamed, whole.to_vec());
+    // Serving order: high, medium, low; each the first of its level, with why it waits.
     let list: JobList = decode(&streamed).unwrap();
-    assert!(list.jobs.is_empty());
+    let listed: Vec<(JobId, Option<u32>)> = list.jobs.iter().map(|j| (j.id, j.position)).collect();
+    assert_eq!(
+        listed,
+        [
+            (submitted[1], Some(1)),
+            (submitted[2], Some(1)),
+            (submitted[0], Some(1))
+        ]
+    );
+    assert!(list.jobs.iter().all(|j| j.waiting.is_some()), "{list:?}");
 }
 
 #[tokio::test]

@@ -117,6 +117,23 @@ enum Transport {
     Lost(ApiError),
 }
 
+impl Transport {
+    fn into_error(self) -> ApiError {
+        match self {
+            Transport::Unavailable(e) | Transport::Lost(e) => e,
+        }
+    }
+}
+
+/// How many times a request safe to repeat is sent, and the pause before attempt `n`.
+const SAFE_ATTEMPTS: u64 = 3;
+
+async fn pause_before(attempt: u64) {
+    if attempt > 0 {
+        tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+    }
+}
+
 impl Client {
     /// Sends the request and answers the body of a success, or the daemon's error.
     pub(super) async fn send(
@@ -126,12 +143,14 @@ impl Client {
         body: Option<Bytes>,
         retry: Retry,
     ) -> ApiResult<Bytes> {
-        let attempts = if retry == Retry::Safe { 3 } else { 1 };
+        let attempts = if retry == Retry::Safe {
+            SAFE_ATTEMPTS
+        } else {
+            1
+        };
         let mut last = None;
         for attempt in 0..attempts {
-            if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
-            }
+            pause_before(attempt).await;
             match self.once(method.clone(), path, body.clone()).await {
                 Err(Transport::Unavailable(e)) => return Err(e),
                 Err(Transport::Lost(e)) => last = Some(e),
@@ -196,10 +215,8 @@ impl Client {
             return sink(&bytes).map_err(ApiError::internal);
         };
         let mut last = None;
-        for attempt in 0..3u64 {
-            if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
-            }
+        for attempt in 0..SAFE_ATTEMPTS {
+            pause_before(attempt).await;
             let stream = UnixStream::connect(socket)
                 .await
                 .map_err(|e| self.endpoint.unavailable(e))?;
@@ -213,19 +230,15 @@ impl Client {
             };
             if !response.status().is_success() {
                 let status = response.status();
-                let body = match response.into_body().collect().await {
-                    Ok(body) => body.to_bytes(),
-                    Err(e) => match self.endpoint.lost(e) {
-                        Transport::Lost(e) | Transport::Unavailable(e) => return Err(e),
-                    },
-                };
+                let body = self
+                    .read_whole(response)
+                    .await
+                    .map_err(Transport::into_error)?;
                 return Err(error_of(status, &body));
             }
             let mut body = response.into_body();
             while let Some(frame) = body.frame().await {
-                let frame = frame.map_err(|e| match self.endpoint.lost(e) {
-                    Transport::Lost(e) | Transport::Unavailable(e) => e,
-                })?;
+                let frame = frame.map_err(|e| self.endpoint.lost(e).into_error())?;
                 if let Ok(data) = frame.into_data() {
                     sink(&data).map_err(ApiError::internal)?;
                 }
@@ -244,8 +257,20 @@ impl Client {
     ) -> Result<ApiResult<Bytes>, Transport> {
         let response = self.request(stream, method, path, body).await?;
         let status = response.status();
+        let body = self.read_whole(response).await?;
+        if status.is_success() {
+            return Ok(Ok(body));
+        }
+        Ok(Err(error_of(status, &body)))
+    }
+
+    /// The whole body of `response`; a peer's is bounded by [`MAX_PEER_REPLY_BYTES`].
+    async fn read_whole(
+        &self,
+        response: hyper::Response<hyper::body::Incoming>,
+    ) -> Result<Bytes, Transport> {
         let lost = |e: &dyn std::fmt::Display| self.endpoint.lost(e);
-        let body = match self.endpoint {
+        Ok(match self.endpoint {
             Endpoint::Socket(_) => response
                 .into_body()
                 .collect()
@@ -259,11 +284,7 @@ impl Client {
                     .map_err(|e| lost(&e))?
                     .to_bytes()
             }
-        };
-        if status.is_success() {
-            return Ok(Ok(body));
-        }
-        Ok(Err(error_of(status, &body)))
+        })
     }
 
     /// Sends the request on `stream` and answers the response, its body still to be read.

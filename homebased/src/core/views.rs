@@ -10,8 +10,8 @@ use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::ids::JobId;
 use homebased_shared::queue::JobStatus;
 use homebased_shared::wire::{
-    ActiveRunView, DaemonStatus, GpuView, JobDetail, JobList, JobStateView, JobSummary,
-    ResourceList, ResourceView, RunView,
+    ActiveRunView, DaemonStatus, GpuView, JobDetail, JobStateView, JobSummary, ResourceList,
+    ResourceView, RunView,
 };
 
 /// See [`Core::job_listing`].
@@ -49,13 +49,6 @@ impl Reasons {
                 .and_then(|last| last.waiting_of(head)),
             ..job_summary(head)
         }
-    }
-}
-
-impl JobListing {
-    /// Each open job in serving order, with why it waits, until `visit` answers `false`.
-    pub fn visit(&self, mut visit: impl FnMut(JobSummary) -> bool) -> ApiResult<()> {
-        self.heads.visit(|head| visit(self.reasons.summary(&head)))
     }
 }
 
@@ -125,20 +118,6 @@ impl Core {
     /// When resources were last read, for the sampler thread.
     pub fn resources_read_at(&self) -> std::sync::Arc<std::sync::atomic::AtomicI64> {
         self.resources_read_at.clone()
-    }
-
-    /// The whole listing, built in memory ([`Core::job_listing`] writes it out instead).
-    pub fn job_list(&self) -> ApiResult<JobList> {
-        let listing = self.job_listing()?;
-        let mut jobs = Vec::new();
-        listing.visit(|job| {
-            jobs.push(job);
-            true
-        })?;
-        Ok(JobList {
-            machine: self.machine,
-            jobs,
-        })
     }
 
     /// `resource jobs` as the core stands now, to be read on another thread: a read snapshot
