@@ -1085,13 +1085,14 @@ def startpath_workload(bins: Path, rows: list[Row], notes: dict) -> None:
             ("request>decided", "request to the pass's decision: process start, connect, "
              "submit (validation, commit: one WAL fsync), reply, pass"),
             ("decided>reserved", "the `launching` commit (one WAL fsync)"),
-            ("reserved>spawned", "run directory, `run.json` (write, fsync, rename, fsync "
-             "folder), `runner.lock` locked"),
-            ("spawned>main", "fork and exec of `homebased-worker`, to its `main`"),
+            ("reserved>spawned", "run directory, `run.json` (write, fsync, rename), "
+             "`runner.lock` locked"),
+            ("spawned>main", "hand-over to the standby worker (or fork and exec of a fresh "
+             "`homebased-worker`), to its first stamp"),
             ("main>run_read", "worker: lock adopted, session, `run.json` read"),
             ("run_read>reserve", "worker: disk reserve (256 KiB fallocate)"),
             ("reserve>recorded", "worker: first `worker.json` (write, fsync, rename, fsync "
-             "folder)"),
+             "folder, which also names `run.json` durably)"),
             ("recorded>workload", "worker: subreaper, pending-stop check"),
             ("workload>date", "workload: folders, `output.log`, environment, fork, exec "
              "`sh`, `sh` runs `date`"),

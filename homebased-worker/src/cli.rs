@@ -1,4 +1,5 @@
-//! The command line: `homebased-worker <run-dir> [--lock-fd N] [--adopt] [--spawned-at US]`.
+//! The command line: `homebased-worker <run-dir> [--lock-fd N] [--adopt] [--spawned-at US]`,
+//! or `homebased-worker --standby` for a worker the daemon starts ahead of need.
 
 use std::ffi::OsString;
 use std::os::fd::RawFd;
@@ -6,6 +7,7 @@ use std::path::PathBuf;
 
 pub const USAGE: &str =
     "usage: homebased-worker <run-dir> [--lock-fd N] [--adopt] [--spawned-at US]
+       homebased-worker --standby
 
 Runs one attempt of the step described by <run-dir>/run.json and records its end.
   --lock-fd N   fd N is an open, exclusively flocked description of <run-dir>/runner.lock
@@ -13,7 +15,10 @@ Runs one attempt of the step described by <run-dir>/run.json and records its end
   --adopt       the attempt's worker vanished and left its container running: find that
                 container, follow it to its end and record it, instead of starting one.
   --spawned-at US  when the daemon started this worker (microseconds since the epoch), kept
-                in worker.json beside the worker's own start stamps for scripts/bench.";
+                in worker.json beside the worker's own start stamps for scripts/bench.
+  --standby     wait on standard input, a socket from the daemon, for the arguments above
+                and the run's descriptors, then run as if started with them; exit quietly
+                when the daemon's end closes first.";
 
 /// The exit status for a command line that cannot be understood.
 pub const EXIT_USAGE: u8 = 2;
@@ -32,6 +37,8 @@ pub struct Args {
 pub enum Invocation {
     Help,
     Run(Args),
+    /// `--standby`: the arguments arrive later, from the daemon (`crate::standby`).
+    Standby,
 }
 
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, String> {
@@ -39,11 +46,15 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Str
     let mut lock_fd = None;
     let mut adopt = false;
     let mut spawned_at = None;
+    let mut standby = false;
+    let mut given = 0;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
+        given += 1;
         let text = arg.to_str();
         match text {
             Some("-h" | "--help") => return Ok(Invocation::Help),
+            Some(homebased_shared::standby::STANDBY_FLAG) => standby = true,
             Some("--adopt") => adopt = true,
             Some("--lock-fd") => {
                 let value = args.next().ok_or("--lock-fd needs a value")?;
@@ -65,6 +76,13 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Str
             _ if run_dir.is_some() => return Err("only one run directory may be given".into()),
             _ => run_dir = Some(PathBuf::from(arg)),
         }
+    }
+    if standby {
+        return if given == 1 {
+            Ok(Invocation::Standby)
+        } else {
+            Err("--standby takes no other arguments: they come from the daemon".into())
+        };
     }
     let run_dir = run_dir.ok_or("the run directory is missing")?;
     Ok(Invocation::Run(Args {
@@ -153,5 +171,12 @@ mod tests {
         assert!(parse_strs(&["/a", "--spawned-at"]).is_err());
         assert!(parse_strs(&["/a", "--spawned-at", "soon"]).is_err());
         assert_eq!(parse_strs(&["--help"]).unwrap(), Invocation::Help);
+    }
+
+    #[test]
+    fn standby_stands_alone() {
+        assert_eq!(parse_strs(&["--standby"]).unwrap(), Invocation::Standby);
+        assert!(parse_strs(&["--standby", "/d"]).is_err());
+        assert!(parse_strs(&["/d", "--lock-fd", "3", "--standby"]).is_err());
     }
 }

@@ -4,7 +4,8 @@
 //! children reaped in a loop.
 //!
 //! # Layout
-//! - [`cli`]: the command line (`<run-dir> [--lock-fd N] [--adopt]`).
+//! - [`cli`]: the command line (`<run-dir> [--lock-fd N] [--adopt]`, or `--standby`).
+//! - [`standby`]: a worker started ahead of need, waiting for the daemon to hand it a run.
 //! - [`attempt`]: the whole sequence: lock, records, spawn (or adopt the container a vanished
 //!   worker left), follow, exit, cleanup.
 //! - [`lock`]: `runner.lock`, handed over by the daemon or taken here; held for life.
@@ -36,5 +37,6 @@ pub mod reap;
 pub mod records;
 pub mod reserve;
 pub mod signals;
+pub mod standby;
 pub mod stop;
 pub mod workload;

@@ -3,6 +3,7 @@
 
 use homebased_worker::cli::{self, Invocation};
 use homebased_worker::signals::Signals;
+use homebased_worker::standby::{self, Waited};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -24,6 +25,16 @@ fn main() -> ExitCode {
         Ok(Invocation::Run(args)) => {
             ExitCode::from(homebased_worker::attempt::run(args, signals, began))
         }
+        Ok(Invocation::Standby) => match standby::wait(signals.as_ref().ok()) {
+            Ok(Waited::Run { args, received }) => {
+                ExitCode::from(homebased_worker::attempt::run(args, signals, received))
+            }
+            Ok(Waited::Released) => ExitCode::SUCCESS,
+            Err(message) => {
+                let _ = writeln!(std::io::stderr(), "homebased-worker: {message}");
+                ExitCode::from(homebased_worker::attempt::EXIT_FAILED)
+            }
+        },
         Err(message) => {
             let _ = writeln!(
                 std::io::stderr(),

@@ -5,7 +5,7 @@
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM};
 use std::io::{self, Read};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -36,6 +36,27 @@ impl Signals {
     /// True once SIGTERM or SIGINT arrived.
     pub fn stop_signalled(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `fd` is readable (or closed at the other end): true; or until SIGTERM or
+    /// SIGINT arrived: false. Other signals (SIGCHLD) only wake it to look again.
+    pub fn wait_readable(&self, fd: BorrowedFd<'_>) -> bool {
+        loop {
+            if self.stop_signalled() {
+                return false;
+            }
+            let mut fds = [
+                PollFd::new(fd, PollFlags::POLLIN),
+                PollFd::new(self.wake.as_fd(), PollFlags::POLLIN),
+            ];
+            let ready = poll(&mut fds, PollTimeout::NONE);
+            let readable = fds[0].revents().is_some_and(|r| !r.is_empty());
+            let mut buf = [0u8; 64];
+            while matches!((&self.wake).read(&mut buf), Ok(n) if n > 0) {}
+            if ready.is_ok() && readable && !self.stop_signalled() {
+                return true;
+            }
+        }
     }
 
     /// Sleeps up to `max`, less if a watched signal arrives (or arrived since the last call:

@@ -4,12 +4,16 @@
 //! anything: the core does, and is told what happened through [`CoreHandle::post`].
 
 mod lost_cleanup;
+pub mod standby;
 
+use crate::core::launcher::LostCleanup;
 use crate::core::CoreHandle;
 use homebased_shared::home::Home;
 use homebased_shared::ids::TaskId;
 use homebased_shared::process;
-use homebased_shared::rundir::{write_json_atomic, AdoptionRequest, RunDir, RunSpec};
+use homebased_shared::rundir::{
+    write_json_atomic, write_json_replace, AdoptionRequest, RunDir, RunSpec,
+};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::fs::{DirBuilder, File, OpenOptions};
@@ -40,8 +44,8 @@ pub const LOCK_FD: i32 = 3;
 
 /// The worker binary: `HOMEBASED_WORKER`, else `homebased-worker` beside this executable.
 pub fn worker_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("HOMEBASED_WORKER").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
+    if let Some(p) = overriding_worker() {
+        return p;
     }
     std::env::current_exe()
         .ok()
@@ -49,23 +53,39 @@ pub fn worker_binary() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("homebased-worker"))
 }
 
+fn overriding_worker() -> Option<PathBuf> {
+    std::env::var_os("HOMEBASED_WORKER")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Whether `HOMEBASED_WORKER` names the worker (so it is started per run, never in standby).
+pub fn worker_overridden() -> bool {
+    overriding_worker().is_some()
+}
+
 fn private_dir(path: &std::path::Path) -> io::Result<()> {
     DirBuilder::new().recursive(true).mode(0o700).create(path)
 }
 
 /// Creates the run directory, `control/`, the job's checkpoint directory and `run.json`.
+/// `run.json` is written whole but not fsynced: it is the daemon's message to the worker, on
+/// the start path of every run; the facts it holds are durable in the store already (the
+/// `launching` commit, the job's spec), and the daemon reads them from there when it deals
+/// with a run after a crash (ARCHITECTURE "The run directory is the contract").
 pub fn create_run_dir(home: &Home, spec: &RunSpec) -> io::Result<RunDir> {
     let dir = RunDir::new(home.task_dir(spec.task));
     private_dir(&dir.control_dir())?;
     private_dir(&spec.job_dir)?;
-    write_json_atomic(&dir.run_json(), spec)?;
+    write_json_replace(&dir.run_json(), spec)?;
     Ok(dir)
 }
 
 /// Locks `runner.lock`, starts the worker in a new session holding it, and releases the
-/// daemon's copy so that only the worker's life holds the lock.
-pub fn start_worker(dir: &RunDir) -> io::Result<Child> {
-    spawn_worker(dir, &[])
+/// daemon's copy so that only the worker's life holds the lock. The worker is `standby` when
+/// one is given and takes the hand-over, else a fresh process.
+pub fn start_worker(dir: &RunDir, standby: Option<standby::Standby>) -> io::Result<Child> {
+    spawn_worker(dir, &[], standby)
 }
 
 /// Records that adopting worker number `adoption` is about to start (`adoption.json`).
@@ -82,10 +102,14 @@ pub fn request_adoption(dir: &RunDir, adoption: u32) -> io::Result<()> {
 /// [`start_worker`].
 pub fn start_adopting_worker(dir: &RunDir, adoption: u32) -> io::Result<Child> {
     tracing::debug!(run = %dir.root().display(), adoption, "starting an adopting worker");
-    spawn_worker(dir, &["--adopt"])
+    spawn_worker(dir, &["--adopt"], None)
 }
 
-fn spawn_worker(dir: &RunDir, extra: &[&str]) -> io::Result<Child> {
+fn spawn_worker(
+    dir: &RunDir,
+    extra: &[&str],
+    standby: Option<standby::Standby>,
+) -> io::Result<Child> {
     let lock = OpenOptions::new()
         .read(true)
         .write(true)
@@ -99,6 +123,22 @@ fn spawn_worker(dir: &RunDir, extra: &[&str]) -> io::Result<Child> {
         .create(true)
         .append(true)
         .open(dir.worker_log())?;
+    if let Some(standby) = standby {
+        // The same arguments as a fresh worker's but the lock's descriptor number, which
+        // the standby worker names itself.
+        let mut args: Vec<std::ffi::OsString> = vec![dir.root().into()];
+        args.extend(extra.iter().map(Into::into));
+        // The last stamp of the daemon's side of a start (`rundir::StartStamps::spawned`).
+        args.push("--spawned-at".into());
+        args.push(homebased_shared::time::now_us().to_string().into());
+        match standby.hand_over(&args, &lock, &log) {
+            // The daemon's copies close here; the worker's keep the lock.
+            Ok(child) => return Ok(child),
+            Err(e) => {
+                tracing::warn!(run = %dir.root().display(), error = %e, "the standby worker did not take the run; starting a fresh one");
+            }
+        }
+    }
     let log_err = log.try_clone()?;
     let lock_fd = lock.as_raw_fd();
     let mut cmd = Command::new(worker_binary());
@@ -184,23 +224,16 @@ pub fn signal_worker(dir: &RunDir, signal: Signal) {
 }
 
 /// Cleans up after a lost worker on a thread of its own, writes `cleanup.json` as attempt
-/// `attempt`, and tells the core.
-pub fn clean_up_lost(
-    core: CoreHandle,
-    dir: RunDir,
-    task: TaskId,
-    attempt: u32,
-    config: homebased_shared::config::CleanupConfig,
-    protected: Vec<u32>,
-) {
+/// `lost.attempt`, and tells the core.
+pub fn clean_up_lost(core: CoreHandle, dir: RunDir, task: TaskId, lost: LostCleanup) {
     let spawned = std::thread::Builder::new()
         .name(format!("cleanup-{task}"))
         .spawn(move || {
-            let outcome = lost_cleanup::clean(&dir, task, &config, &protected);
+            let outcome = lost_cleanup::clean(&dir, task, &lost);
             // The space a killed worker held for its records is no use to anyone now.
             let _ = std::fs::remove_file(dir.reserve());
             let record = homebased_shared::rundir::CleanupRecord {
-                attempt,
+                attempt: lost.attempt,
                 outcome,
                 finished_at: homebased_shared::time::now_ms(),
             };

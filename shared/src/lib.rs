@@ -17,6 +17,7 @@
 //! - [`sweep`]: the marker sweep after a run: scan, signal, rescan, suspects, bound; behind
 //!   the [`sweep::ProcessTable`] seam (`/proc` and pidfds, or an in-memory fake).
 //! - [`wire`]: the JSON shapes the API answers with.
+//! - [`standby`]: the standby worker's hand-over (arguments and descriptors over a socket).
 //! - [`tail`]: the end of a log, bounded in lines and bytes.
 //! - [`terminal`]: a log as a terminal shows it (carriage returns applied).
 //! - [`time`]: stored milliseconds and RFC 3339 on the wire.
@@ -32,6 +33,7 @@ pub mod process;
 pub mod queue;
 pub mod rundir;
 pub mod spec;
+pub mod standby;
 pub mod sweep;
 pub mod tail;
 pub mod terminal;

@@ -158,10 +158,10 @@ pub struct LaunchStamps {
 /// `worker.json` that names the child; read by nobody but `scripts/bench`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StartStamps {
-    /// The daemon, just before it forked the worker (`--spawned-at`), once `run.json` was
-    /// durable.
+    /// The daemon, just before it handed the run to the standby worker or forked a fresh
+    /// one (`--spawned-at`), once `run.json` was written.
     pub spawned: Option<i64>,
-    /// The worker's `main` began.
+    /// The worker's `main` began, or for the standby worker the hand-over arrived.
     pub main: i64,
     /// `run.json` was read.
     pub run_read: i64,
@@ -374,19 +374,27 @@ pub struct AdoptionRequest {
 /// Write, fsync, rename over the target, fsync the folder: a reader sees the old file or the
 /// whole new one, and the new one survives a crash once this returns.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace(path, bytes, true)
+    replace(path, bytes, Synced::Everything)
 }
 
 /// Write, rename over the target, without an fsync: a reader sees the old file or the whole
 /// new one, but nothing is durable yet. For `cleanup.json`, whose durability is the
-/// daemon's commit of its outcome.
+/// daemon's commit of its outcome, and `run.json`, whose facts the store keeps (the
+/// `launching` commit and the job's spec) and which nothing reads after a machine crash.
 pub fn write_json_replace<T: Serialize>(path: &Path, value: &T) -> io::Result<()> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
     bytes.push(b'\n');
-    replace(path, &bytes, false)
+    replace(path, &bytes, Synced::Nothing)
 }
 
-fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
+/// What [`replace`] makes durable before it returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Synced {
+    Nothing,
+    Everything,
+}
+
+fn replace(path: &Path, bytes: &[u8], synced: Synced) -> io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let name = path
         .file_name()
@@ -400,12 +408,12 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
             .truncate(true)
             .open(&tmp)?;
         f.write_all(bytes)?;
-        if durable {
+        if synced == Synced::Everything {
             f.sync_all()?;
         }
     }
     std::fs::rename(&tmp, path)?;
-    if durable {
+    if synced == Synced::Everything {
         File::open(dir)?.sync_all()?;
     }
     Ok(())

@@ -11,7 +11,7 @@ use crate::store::runs::{self, Reservation};
 use crate::supervisor;
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::rundir::{LaunchStamps, RunSpec};
-use homebased_shared::spec::JobSpec;
+use homebased_shared::spec::{JobSpec, Step};
 use homebased_shared::time::{now_ms, now_us};
 use std::time::{Duration, Instant};
 
@@ -89,15 +89,8 @@ impl Core {
     }
 
     fn start(&mut self, r: &Reservation, stamps: LaunchStamps) -> ApiResult<()> {
-        let spec: JobSpec =
-            serde_json::from_value(r.job.spec.clone()).map_err(ApiError::internal)?;
-        let step = spec
-            .steps
-            .get(r.job.step as usize)
-            .cloned()
-            .ok_or_else(|| {
-                ApiError::internal(format!("job {} has no step {}", r.job.id, r.job.step))
-            })?;
+        let spec = spec_of(&r.job)?;
+        let step = nth_step(&r.job, &spec, r.job.step)?;
         let run = RunSpec {
             task: r.task,
             job: r.job.id,
@@ -172,4 +165,20 @@ impl Core {
         };
         self.advance(&run, [Observation::StopCommitted(request)])
     }
+}
+
+fn spec_of(job: &jobs::Job) -> ApiResult<JobSpec> {
+    serde_json::from_value(job.spec.clone()).map_err(ApiError::internal)
+}
+
+fn nth_step(job: &jobs::Job, spec: &JobSpec, index: u32) -> ApiResult<Step> {
+    spec.steps
+        .get(index as usize)
+        .cloned()
+        .ok_or_else(|| ApiError::internal(format!("job {} has no step {index}", job.id)))
+}
+
+/// Step `index` of `job`'s stored spec.
+pub(super) fn step_of(job: &jobs::Job, index: u32) -> ApiResult<Step> {
+    nth_step(job, &spec_of(job)?, index)
 }

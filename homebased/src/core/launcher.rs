@@ -36,24 +36,44 @@ pub trait Launcher: Send {
     ) -> io::Result<()>;
 
     /// Cleans up after a lost worker off the core thread, writes `cleanup.json` as attempt
-    /// `attempt`, and tells the core.
-    fn clean_up_lost(
-        &mut self,
-        core: CoreHandle,
-        dir: &RunDir,
-        task: TaskId,
-        attempt: u32,
-        config: CleanupConfig,
-        protected: Vec<u32>,
-    );
+    /// `lost.attempt`, and tells the core.
+    fn clean_up_lost(&mut self, core: CoreHandle, dir: &RunDir, task: TaskId, lost: LostCleanup);
 }
 
-/// Real workers: `homebased-worker` processes, lock watchers and the shared sweep.
-pub struct Supervisor;
+/// What the daemon's cleanup after a lost worker needs besides the run directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostCleanup {
+    /// The cleanup attempt this is (`cleanup.json`'s `attempt`).
+    pub attempt: u32,
+    pub config: CleanupConfig,
+    /// Processes never signalled, whatever they carry (the daemon).
+    pub protected: Vec<u32>,
+    /// Whether the run's step runs a container (its container is removed first), as the
+    /// store keeps the step: `run.json` is not read for it, since after a machine crash it
+    /// may be empty (its content is never fsynced, ARCHITECTURE "The run directory is the
+    /// contract").
+    pub container_step: bool,
+}
+
+/// Real workers: `homebased-worker` processes (one kept in standby, see
+/// `supervisor::standby`), lock watchers and the shared sweep.
+pub struct Supervisor {
+    standby: Option<supervisor::standby::Keeper>,
+}
+
+impl Supervisor {
+    /// The real launcher; starts the standby keeper (and its first worker).
+    pub fn start() -> Supervisor {
+        Supervisor {
+            standby: supervisor::standby::Keeper::start(),
+        }
+    }
+}
 
 impl Launcher for Supervisor {
     fn start(&mut self, core: CoreHandle, dir: &RunDir, task: TaskId) -> io::Result<()> {
-        let child = supervisor::start_worker(dir)?;
+        let standby = self.standby.as_ref().and_then(|keeper| keeper.take());
+        let child = supervisor::start_worker(dir, standby)?;
         supervisor::watch(core, dir.clone(), task, Some(child));
         Ok(())
     }
@@ -82,15 +102,7 @@ impl Launcher for Supervisor {
         supervisor::signal_worker(dir, nix::sys::signal::Signal::SIGTERM);
     }
 
-    fn clean_up_lost(
-        &mut self,
-        core: CoreHandle,
-        dir: &RunDir,
-        task: TaskId,
-        attempt: u32,
-        config: CleanupConfig,
-        protected: Vec<u32>,
-    ) {
-        supervisor::clean_up_lost(core, dir.clone(), task, attempt, config, protected);
+    fn clean_up_lost(&mut self, core: CoreHandle, dir: &RunDir, task: TaskId, lost: LostCleanup) {
+        supervisor::clean_up_lost(core, dir.clone(), task, lost);
     }
 }

@@ -7,6 +7,7 @@
 //! there, so the run is simply observed again later ([`Core::retry_observations`]).
 
 use super::classify::{classify, JobNext};
+use super::launcher::LostCleanup;
 use super::Core;
 use crate::lifecycle::{self, Action, Context, Observation, RunEnd, RunPhase};
 use crate::store::events::{self, EventRun};
@@ -55,8 +56,20 @@ impl Core {
             return Ok(());
         }
         let dir = self.run_dir(task);
-        let observations = read_observations(&dir, worker_gone);
+        let container_step = worker_gone && self.runs_a_container(&run)?;
+        let observations = read_observations(&dir, worker_gone, container_step);
         self.advance(&run, observations)
+    }
+
+    /// Whether the run's step runs a container, as the store keeps the job's spec: what a
+    /// vanished worker leaves behind depends on it. Never read from `run.json`, whose content
+    /// is not fsynced and may be empty after a machine crash.
+    fn runs_a_container(&self, run: &Run) -> ApiResult<bool> {
+        let job = jobs::require(self.store.db(), run.job)?;
+        Ok(matches!(
+            super::launch::step_of(&job, run.step)?,
+            homebased_shared::spec::Step::Container(_)
+        ))
     }
 
     /// Folds `observations` through the lifecycle from the run's stored phase, commits the
@@ -83,7 +96,7 @@ impl Core {
         for action in moved.actions.iter().filter(|a| a.is_effect()) {
             match action {
                 Action::EnactStop => self.enact_stop(moved.run.task),
-                Action::CleanUpLost { attempt } => self.clean_up_lost(moved.run.task, *attempt),
+                Action::CleanUpLost { attempt } => self.clean_up_lost(&moved.run, *attempt),
                 Action::Adopt { adoption } => self.adopt(moved.run.task, *adoption),
                 _ => {}
             }
@@ -93,13 +106,25 @@ impl Core {
 
     /// The worker is gone before it wrote `cleanup.json`: the daemon cleans up itself, as
     /// attempt `attempt`, off the core thread.
-    fn clean_up_lost(&mut self, task: TaskId, attempt: u32) {
+    fn clean_up_lost(&mut self, run: &Run, attempt: u32) {
+        let task = run.task;
+        let container_step = match self.runs_a_container(run) {
+            Ok(container) => container,
+            Err(e) => {
+                // Looked for as if it were one: a host step has no container to find.
+                tracing::warn!(%task, error = %e, "cannot read the run's step; cleaning up as for a container step");
+                true
+            }
+        };
+        let lost = LostCleanup {
+            attempt,
+            config: self.config.resource.cleanup,
+            protected: vec![self.facts.pid],
+            container_step,
+        };
         let dir = self.run_dir(task);
         let handle = self.handle();
-        let cleanup = self.config.resource.cleanup;
-        let protected = vec![self.facts.pid];
-        self.launcher
-            .clean_up_lost(handle, &dir, task, attempt, cleanup, protected);
+        self.launcher.clean_up_lost(handle, &dir, task, lost);
     }
 
     /// The worker detached from the run's container: start adopting worker `adoption` on the
@@ -140,11 +165,7 @@ impl Core {
 /// Whether a vanished worker left a container that may still run, to be adopted: a container
 /// step with a saved container id, no `exit.json` and no stop request. `Some(n)`: `n`
 /// adopting workers were started before.
-fn detached(dir: &RunDir, exited: bool) -> Option<u32> {
-    let container_step = matches!(
-        dir.read_run().map(|run| run.step),
-        Ok(homebased_shared::spec::Step::Container(_))
-    );
+fn detached(dir: &RunDir, exited: bool, container_step: bool) -> Option<u32> {
     if exited || !container_step || !dir.container_id().exists() || dir.stop_file().exists() {
         return None;
     }
@@ -157,7 +178,7 @@ fn detached(dir: &RunDir, exited: bool) -> Option<u32> {
 
 /// What the run directory shows, in the order the lifecycle needs it: the confirmation, the
 /// exit, the cleanup, then whether the worker is gone.
-fn read_observations(dir: &RunDir, worker_gone: bool) -> Vec<Observation> {
+fn read_observations(dir: &RunDir, worker_gone: bool, container_step: bool) -> Vec<Observation> {
     let task = dir.root().display();
     let worker = dir.read_worker().unwrap_or_else(|e| {
         tracing::warn!(%task, error = %e, "unreadable worker.json");
@@ -189,7 +210,7 @@ fn read_observations(dir: &RunDir, worker_gone: bool) -> Vec<Observation> {
         observations.push(Observation::CleanupRecorded(record));
     }
     if worker_gone {
-        if let Some(adoptions) = detached(dir, exited) {
+        if let Some(adoptions) = detached(dir, exited, container_step) {
             observations.push(Observation::WorkerDetached { adoptions });
             return observations;
         }

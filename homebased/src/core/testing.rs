@@ -2,10 +2,10 @@
 //! workers, and a core on a temporary home and real store that uses it. Tests play the
 //! worker's part by writing the run directory's files, as a real worker would.
 
-use super::launcher::Launcher;
+use super::launcher::{Launcher, LostCleanup};
 use super::{Core, CoreHandle, DaemonFacts};
 use crate::store::Store;
-use homebased_shared::config::{CleanupConfig, Config};
+use homebased_shared::config::Config;
 use homebased_shared::home::Home;
 use homebased_shared::ids::TaskId;
 use homebased_shared::rundir::RunDir;
@@ -18,8 +18,15 @@ pub enum Asked {
     Start(TaskId),
     Reattach(TaskId),
     SignalStop(TaskId),
-    CleanUpLost { task: TaskId, attempt: u32 },
-    Adopt { task: TaskId, adoption: u32 },
+    CleanUpLost {
+        task: TaskId,
+        attempt: u32,
+        container_step: bool,
+    },
+    Adopt {
+        task: TaskId,
+        adoption: u32,
+    },
 }
 
 /// What the fake launcher saw, and which workers it pretends are alive.
@@ -104,16 +111,14 @@ impl Launcher for FakeLauncher {
         self.with(|w| w.asked.push(Asked::SignalStop(task)));
     }
 
-    fn clean_up_lost(
-        &mut self,
-        _core: CoreHandle,
-        _dir: &RunDir,
-        task: TaskId,
-        attempt: u32,
-        _config: CleanupConfig,
-        _protected: Vec<u32>,
-    ) {
-        self.with(|w| w.asked.push(Asked::CleanUpLost { task, attempt }));
+    fn clean_up_lost(&mut self, _core: CoreHandle, _dir: &RunDir, task: TaskId, lost: LostCleanup) {
+        self.with(|w| {
+            w.asked.push(Asked::CleanUpLost {
+                task,
+                attempt: lost.attempt,
+                container_step: lost.container_step,
+            })
+        });
     }
 }
 

@@ -416,7 +416,11 @@ fn a_lost_worker_is_cleaned_by_the_daemon_and_a_failed_cleanup_holds_the_lane_un
     assert_eq!(f.job(job).status, JobStatus::Failed);
     assert_eq!(
         f.workers.asked().last(),
-        Some(&Asked::CleanUpLost { task, attempt: 2 })
+        Some(&Asked::CleanUpLost {
+            task,
+            attempt: 2,
+            container_step: false,
+        })
     );
 
     // The daemon's cleanup finds a marked survivor.
@@ -559,7 +563,11 @@ fn adoptions_are_bounded_and_an_adopting_worker_that_cannot_start_makes_the_run_
     f.worker_gone(task);
     assert_eq!(
         f.workers.asked().last(),
-        Some(&Asked::CleanUpLost { task, attempt: 2 })
+        Some(&Asked::CleanUpLost {
+            task,
+            attempt: 2,
+            container_step: true,
+        })
     );
     assert_eq!(f.active(job).status, RunStatus::Lost);
     assert_eq!(f.job(job).status, JobStatus::Failed);
@@ -572,7 +580,11 @@ fn adoptions_are_bounded_and_an_adopting_worker_that_cannot_start_makes_the_run_
     detach(&mut f, task);
     assert_eq!(
         f.workers.asked().last(),
-        Some(&Asked::CleanUpLost { task, attempt: 2 })
+        Some(&Asked::CleanUpLost {
+            task,
+            attempt: 2,
+            container_step: true,
+        })
     );
     assert_eq!(f.active(job).status, RunStatus::Lost);
 }
@@ -594,7 +606,11 @@ fn a_container_whose_run_was_asked_to_stop_or_a_host_step_is_never_adopted() {
     detach(&mut f, task);
     assert_eq!(
         f.workers.asked().last(),
-        Some(&Asked::CleanUpLost { task, attempt: 2 })
+        Some(&Asked::CleanUpLost {
+            task,
+            attempt: 2,
+            container_step: true,
+        })
     );
 
     let mut f = Fixture::new();
@@ -604,7 +620,11 @@ fn a_container_whose_run_was_asked_to_stop_or_a_host_step_is_never_adopted() {
     detach(&mut f, task);
     assert_eq!(
         f.workers.asked().last(),
-        Some(&Asked::CleanUpLost { task, attempt: 2 })
+        Some(&Asked::CleanUpLost {
+            task,
+            attempt: 2,
+            container_step: false,
+        })
     );
 }
 
@@ -647,7 +667,11 @@ fn a_launch_whose_worker_may_have_started_the_workload_is_lost_not_run_again() {
     assert_eq!(run.phase, Some(RunPhase::Cleaning { attempt: 2 }));
     assert_eq!(
         f.workers.asked().last(),
-        Some(&Asked::CleanUpLost { task, attempt: 2 })
+        Some(&Asked::CleanUpLost {
+            task,
+            attempt: 2,
+            container_step: false,
+        })
     );
     f.pass();
     assert_eq!(f.job(next).status, JobStatus::Queued, "not while cleaning");

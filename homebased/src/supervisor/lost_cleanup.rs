@@ -14,6 +14,7 @@
 //! A descendant that cleared or rewrote its environment and whose chain to the workload is
 //! broken is beyond this cleanup (the documented limit).
 
+use crate::core::launcher::LostCleanup;
 use homebased_shared::config::CleanupConfig;
 use homebased_shared::container::{self, docker::Docker, removal};
 use homebased_shared::ids::TaskId;
@@ -47,13 +48,10 @@ fn members(
 /// The group first; once it is confirmed empty, the sweep. `protected` is the caller's list of
 /// live processes (the daemon, live workers), taken by identity as they are now; the daemon
 /// itself is always protected by the sweep's table.
-pub fn clean(
-    dir: &RunDir,
-    task: TaskId,
-    config: &CleanupConfig,
-    protected: &[u32],
-) -> CleanupOutcome {
-    let protected: Vec<ProcessIdentity> = protected
+pub fn clean(dir: &RunDir, task: TaskId, lost: &LostCleanup) -> CleanupOutcome {
+    let config = &lost.config;
+    let protected: Vec<ProcessIdentity> = lost
+        .protected
         .iter()
         .filter_map(|pid| process::identity(*pid).ok())
         .collect();
@@ -66,11 +64,7 @@ pub fn clean(
             }
         }
     };
-    let container_step = matches!(
-        dir.read_run().map(|run| run.step),
-        Ok(homebased_shared::spec::Step::Container(_))
-    );
-    if container_step {
+    if lost.container_step {
         // Docker, not the marker sweep, is the one to end the container's processes.
         let removed = remove_container(dir, task, config);
         if !removed.is_clean() {
@@ -271,14 +265,19 @@ mod tests {
             stamps: None,
         };
         write_json_atomic(&dir.worker_json(), &record).unwrap();
-        let config = CleanupConfig {
-            term_grace: Duration::from_millis(300),
-            kill_grace: Duration::from_secs(1),
-            rescan: Duration::from_millis(20),
-            bound: Duration::from_secs(10),
+        let lost = LostCleanup {
+            attempt: 2,
+            config: CleanupConfig {
+                term_grace: Duration::from_millis(300),
+                kill_grace: Duration::from_secs(1),
+                rescan: Duration::from_millis(20),
+                bound: Duration::from_secs(10),
+            },
+            protected: vec![protected_id.pid],
+            container_step: false,
         };
 
-        let outcome = clean(&dir, task, &config, &[protected_id.pid]);
+        let outcome = clean(&dir, task, &lost);
 
         assert_eq!(outcome, CleanupOutcome::Clean);
         assert!(!workload.wait().unwrap().success());

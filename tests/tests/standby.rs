@@ -1,0 +1,160 @@
+//! The standby worker (`homebased-worker --standby`, ARCHITECTURE "The standby worker"): the
+//! daemon keeps one started ahead of need and hands it the next run; a used one is
+//! replaced, a gone one costs no run, and an unused one never outlives its daemon. A worker
+//! named by `HOMEBASED_WORKER` is never kept in standby.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::jobs::*;
+use common::{wait_until, Probe, TestHome};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// The fields of `/proc/<pid>/stat` after the command name: state, then parent pid.
+fn state_and_parent(pid: i32) -> Option<(char, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut rest = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    Some((state, rest.next()?.parse().ok()?))
+}
+
+/// Whether `pid` still runs (a zombie has ended).
+fn running(pid: i32) -> bool {
+    state_and_parent(pid).is_some_and(|(state, _)| state != 'Z')
+}
+
+/// The daemon's children that are `homebased-worker --standby`.
+fn standby_workers(daemon: i32) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let is_standby =
+            args.len() >= 2 && args[0].ends_with(b"homebased-worker") && args[1] == b"--standby";
+        let child_of_daemon =
+            state_and_parent(pid).is_some_and(|(state, parent)| state != 'Z' && parent == daemon);
+        if is_standby && child_of_daemon {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn daemon_pid(h: &TestHome) -> i32 {
+    h.json(&["daemon", "status"])["pid"]
+        .as_i64()
+        .expect("daemon status names its pid") as i32
+}
+
+/// Waits for the daemon's one standby worker and returns its pid.
+fn the_standby(daemon: i32) -> i32 {
+    let mut found = Vec::new();
+    wait_until("the daemon's standby worker", || {
+        found = standby_workers(daemon);
+        found.len() == 1
+    });
+    found[0]
+}
+
+/// The pid recorded in `worker.json` of the job's first run.
+fn worker_of(h: &TestHome, job: &str) -> i32 {
+    let shown = show(h, job);
+    let task = runs(&shown)[0]["task"].as_str().unwrap().to_string();
+    let text = std::fs::read_to_string(h.home().join("tasks").join(task).join("worker.json"))
+        .expect("the run's worker.json");
+    let record: serde_json::Value = serde_json::from_str(&text).unwrap();
+    record["worker"]["pid"].as_i64().unwrap() as i32
+}
+
+fn quick_job(h: &TestHome, name: &str) -> String {
+    let job = h.submit(&sh_spec(h, name, "echo ran", &[]));
+    wait_job(h, &job, "succeeded");
+    job
+}
+
+#[test]
+fn a_run_is_handed_to_the_waiting_standby_worker_and_a_new_one_takes_its_place() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    h.start_daemon();
+    let daemon = daemon_pid(&h);
+    let standby = the_standby(daemon);
+
+    let job = quick_job(&h, "handed over");
+    assert_eq!(
+        worker_of(&h, &job),
+        standby,
+        "the run's worker is the standby worker that waited"
+    );
+    let shown = show(&h, &job);
+    let task = runs(&shown)[0]["task"].as_str().unwrap().to_string();
+    assert_eq!(task_log(&h, &task).trim(), "ran");
+
+    let replacement = the_standby(daemon);
+    assert_ne!(
+        replacement, standby,
+        "a new standby worker replaced the used one"
+    );
+    let next = quick_job(&h, "handed over again");
+    assert_eq!(worker_of(&h, &next), replacement);
+}
+
+#[test]
+fn a_standby_worker_that_is_gone_costs_no_run() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    h.start_daemon();
+    let daemon = daemon_pid(&h);
+    let standby = the_standby(daemon);
+    kill(Pid::from_raw(standby), Signal::SIGKILL).unwrap();
+    // Still the daemon's child (a zombie) until the next launch reaps it.
+    wait_until("the killed standby worker to end", || !running(standby));
+
+    let job = quick_job(&h, "started fresh");
+    let shown = show(&h, &job);
+    assert_eq!(
+        runs(&shown).len(),
+        1,
+        "one run, never a lost one: {shown:#}"
+    );
+    assert_ne!(worker_of(&h, &job), standby);
+    let log = std::fs::read_to_string(h.daemon_log()).unwrap();
+    assert!(
+        log.contains("the standby worker did not take the run"),
+        "the daemon says why it started a fresh worker:\n{log}"
+    );
+    // And it keeps one in standby again.
+    assert_ne!(the_standby(daemon), standby);
+}
+
+#[test]
+fn an_unused_standby_worker_ends_with_its_daemon_even_a_killed_one() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    let daemon = h.spawn_serve() as i32;
+    let standby = the_standby(daemon);
+    h.kill_serve(Signal::SIGKILL);
+    wait_until("the standby worker to end with its daemon", || {
+        !running(standby)
+    });
+}
+
+#[test]
+fn a_worker_named_by_homebased_worker_is_started_per_run_and_never_kept_in_standby() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    h.set_env("HOMEBASED_WORKER", common::worker_bin());
+    h.start_daemon();
+    let daemon = daemon_pid(&h);
+    let job = quick_job(&h, "fresh worker");
+    assert!(worker_of(&h, &job) > 0);
+    assert!(
+        standby_workers(daemon).is_empty(),
+        "no standby worker beside an overriding HOMEBASED_WORKER"
+    );
+}
