@@ -104,9 +104,16 @@ pub struct Core {
     fleet_wake: Arc<tokio::sync::Notify>,
     /// Taken by [`Core::spawn`].
     inbox: Option<mpsc::Receiver<Call>>,
+    /// Answers computed while a commit was not yet on disk, sent once it is
+    /// ([`Core::answer`]).
+    held: Vec<HeldAnswer>,
 }
 
 type Call = Box<dyn FnOnce(&mut Core) + Send>;
+
+/// An answer waiting for the store to be synced: called with `None` once it is, or with the
+/// error that kept it from being synced.
+type HeldAnswer = Box<dyn FnOnce(Option<&ApiError>) + Send>;
 
 /// How many queued calls the core serves before it runs a pending scheduling pass.
 const BURST: usize = 64;
@@ -126,7 +133,13 @@ impl CoreHandle {
     ) -> ApiResult<T> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let call: Call = Box::new(move |core| {
-            let _ = reply.send(f(core));
+            let result = f(core);
+            core.answer(move |unsynced| {
+                let _ = reply.send(match unsynced {
+                    None => result,
+                    Some(e) => Err(e.clone()),
+                });
+            });
         });
         self.calls.send(call).map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
@@ -181,6 +194,7 @@ impl Core {
             delivery_wake: Arc::new(tokio::sync::Notify::new()),
             fleet_wake: Arc::new(tokio::sync::Notify::new()),
             inbox: Some(inbox),
+            held: Vec::new(),
         })
     }
 
@@ -213,6 +227,55 @@ impl Core {
 
     fn run_dir(&self, task: TaskId) -> RunDir {
         RunDir::new(self.home.task_dir(task))
+    }
+
+    /// Sends an answer now if every commit so far is on disk, else holds it until they are
+    /// (ARCHITECTURE "Group commit"): a submit is committed without an fsync, and neither its
+    /// answer nor any other answer that could show what it changed leaves the core before the
+    /// next durable commit (the pass's launch, usually) or the turn's end makes it durable.
+    fn answer(&mut self, answer: impl FnOnce(Option<&ApiError>) + Send + 'static) {
+        if self.store.is_synced() {
+            answer(None);
+        } else {
+            self.held.push(Box::new(answer));
+        }
+    }
+
+    /// Sends the held answers if the store is synced now.
+    fn release_answers(&mut self) {
+        if self.store.is_synced() {
+            for answer in self.held.drain(..) {
+                answer(None);
+            }
+        }
+    }
+
+    /// The end of a turn: syncs the store if a commit is not yet on disk and sends every held
+    /// answer. If it cannot be synced (a failing disk) each held answer becomes an error that
+    /// says the request was carried out but may not survive a machine crash; the next turn
+    /// tries the sync again.
+    fn settle_answers(&mut self) {
+        if self.held.is_empty() && self.store.is_synced() {
+            return;
+        }
+        match self.store.sync() {
+            Ok(()) => self.release_answers(),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot make the last commits durable");
+                let unsynced = ApiError::new(
+                    e.code,
+                    format!(
+                        "{}; the request was carried out but is not yet on disk, and a machine \
+                         crash could undo it: repeat it (with the same job or operation id) to \
+                         learn its outcome",
+                        e.message
+                    ),
+                );
+                for answer in self.held.drain(..) {
+                    answer(Some(&unsynced));
+                }
+            }
+        }
     }
 
     /// Notes that the queue changed and a scheduling pass is due.
@@ -265,6 +328,8 @@ impl Core {
                         self.dirty = false;
                         self.pass();
                     }
+                    // Nothing waits past the turn for its commit to reach the disk.
+                    self.settle_answers();
                 }
             })?;
         Ok(CoreThread {

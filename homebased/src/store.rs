@@ -3,7 +3,7 @@
 //! queue listing) take a [`ReadSnapshot`]: a read-only connection of their own, pinned to the
 //! store as it was when the core handed it out.
 //!
-//! - `schema.sql`, `schema_v2.sql` to `schema_v6.sql`, `schema_v9.sql` and [`MIGRATIONS`]: versioned schema
+//! - `schema.sql`, `schema_v2.sql` to `schema_v10.sql` and [`MIGRATIONS`]: versioned schema
 //!   (`PRAGMA user_version`), one file per version.
 //! - [`machine`], [`resources`], [`jobs`], [`runs`], [`attentions`], [`events`],
 //!   [`operations`]: one file per table, typed verbs over a [`Db`] (the connection or the
@@ -41,6 +41,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("store/schema_v7.sql"),
     include_str!("store/schema_v8.sql"),
     include_str!("store/schema_v9.sql"),
+    include_str!("store/schema_v10.sql"),
 ];
 
 /// The schema version this build writes.
@@ -50,6 +51,22 @@ pub struct Store {
     conn: Connection,
     /// Where [`Store::snapshot`] opens its readers.
     path: PathBuf,
+    /// Whether every commit so far is on disk: false after [`Store::write_unsynced`] until
+    /// the next durable commit.
+    synced: bool,
+    /// The `synchronous` setting the connection has now.
+    commits: Commits,
+}
+
+/// How a commit reaches the disk (SQLite's `synchronous` in WAL mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Commits {
+    /// `FULL`: the WAL is fsynced at every commit, which makes every earlier frame durable
+    /// too.
+    Durable,
+    /// `NORMAL`: the commit is written to the WAL (safe against a killed process) but not
+    /// fsynced (a machine crash may lose it).
+    Unsynced,
 }
 
 impl Store {
@@ -63,6 +80,8 @@ impl Store {
         Ok(Store {
             conn,
             path: path.to_path_buf(),
+            synced: true,
+            commits: Commits::Durable,
         })
     }
 
@@ -89,6 +108,8 @@ impl Store {
         Ok(Some(Store {
             conn,
             path: path.to_path_buf(),
+            synced: true,
+            commits: Commits::Durable,
         }))
     }
 
@@ -117,8 +138,53 @@ impl Store {
     }
 
     /// Runs `f` in one immediate transaction: committed when it returns `Ok`, rolled back
-    /// otherwise, so a refused request changes nothing.
+    /// otherwise, so a refused request changes nothing. The commit is durable when this
+    /// returns, and so is every commit before it.
     pub fn write<T>(&mut self, f: impl FnOnce(Db) -> ApiResult<T>) -> ApiResult<T> {
+        let value = self.transact(Commits::Durable, f)?;
+        self.synced = true;
+        Ok(value)
+    }
+
+    /// [`Store::write`] without the fsync: the commit survives a killed process but not yet
+    /// a machine crash, until the next [`Store::write`] or [`Store::sync`]. Readers on other
+    /// connections may see it before then, so whoever answers for it holds the answer until
+    /// [`Store::is_synced`] (the core does, for the submit it serves this way).
+    pub fn write_unsynced<T>(&mut self, f: impl FnOnce(Db) -> ApiResult<T>) -> ApiResult<T> {
+        let value = self.transact(Commits::Unsynced, f)?;
+        self.synced = false;
+        Ok(value)
+    }
+
+    /// Whether every commit so far is on disk.
+    pub fn is_synced(&self) -> bool {
+        self.synced
+    }
+
+    /// Makes every commit so far durable: a durable commit of the smallest write there is,
+    /// whose fsync of the WAL takes every earlier frame with it. Nothing to do when synced.
+    pub fn sync(&mut self) -> ApiResult<()> {
+        if self.synced {
+            return Ok(());
+        }
+        self.write(machine::touch)
+    }
+
+    fn transact<T>(
+        &mut self,
+        commits: Commits,
+        f: impl FnOnce(Db) -> ApiResult<T>,
+    ) -> ApiResult<T> {
+        if self.commits != commits {
+            let setting = match commits {
+                Commits::Durable => "FULL",
+                Commits::Unsynced => "NORMAL",
+            };
+            self.conn
+                .pragma_update(None, "synchronous", setting)
+                .map_err(|e| db_error("configure", e))?;
+            self.commits = commits;
+        }
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -178,7 +244,14 @@ fn make_private(path: &Path) -> ApiResult<()> {
     Ok(())
 }
 
+/// How many prepared statements the connection keeps. The store has about 80 distinct
+/// ones; with rusqlite's default of 16 the busy paths (a submit, a pass, a launch, the
+/// observations of a run) evicted each other's and parsed their SQL, triggers and CHECKs
+/// again on nearly every call.
+const STATEMENT_CACHE: usize = 128;
+
 fn configure(conn: &Connection) -> ApiResult<()> {
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(|e| db_error("configure", e))?;
     conn.pragma_update(None, "journal_mode", "WAL")
@@ -371,13 +444,14 @@ mod tests {
         }
     }
 
-    /// A store written by the previous build (every migration but the last), with history in
-    /// it, opened by this one: its rows stay and retention's indexes are there and used.
+    /// A version 7 store (the build before retention), with history in it, opened by this
+    /// one: its rows stay and retention's indexes are there and used.
     #[test]
     fn a_store_of_the_previous_version_keeps_its_rows_and_gains_the_history_indexes() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("homebased.sqlite");
-        let previous = MIGRATIONS.len() - 1;
+        // Version 7: the one before the history indexes (`schema_v8.sql`).
+        let previous = 7;
         let job = homebased_shared::ids::JobId::new();
         {
             let conn = Connection::open(&path).unwrap();
@@ -425,6 +499,88 @@ mod tests {
         let listed = history::candidates(store.db(), 1_000, None, 10).unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!((listed[0].job, listed[0].ended_at), (job, 20));
+    }
+
+    #[test]
+    fn an_unsynced_commit_is_synced_by_the_next_durable_one_or_a_barrier() {
+        let (_dir, mut store) = test_store();
+        machine::ensure(store.db()).unwrap();
+        assert!(store.is_synced());
+        store.sync().unwrap();
+        assert_eq!(
+            machine::syncs(store.db()).unwrap(),
+            0,
+            "nothing to make durable"
+        );
+
+        store.write_unsynced(|_| Ok(())).unwrap();
+        assert!(!store.is_synced());
+        store.write(|_| Ok(())).unwrap();
+        assert!(
+            store.is_synced(),
+            "a durable commit takes the earlier ones with it"
+        );
+        assert_eq!(machine::syncs(store.db()).unwrap(), 0);
+
+        store.write_unsynced(|_| Ok(())).unwrap();
+        store.sync().unwrap();
+        assert!(store.is_synced());
+        assert_eq!(machine::syncs(store.db()).unwrap(), 1, "one barrier commit");
+
+        // A refused unsynced write leaves the store as synced as it was.
+        let refused: ApiResult<()> = store.write_unsynced(|_| Err(ApiError::usage("refused")));
+        assert!(refused.is_err());
+        assert!(store.is_synced());
+    }
+
+    #[test]
+    fn an_unsynced_commit_is_committed_for_every_reader_and_a_durable_write_goes_back_to_full() {
+        let (dir, mut store) = test_store();
+        machine::ensure(store.db()).unwrap();
+        let id = store.write_unsynced(|db| {
+            machine::touch(db)?;
+            machine::syncs(db)
+        });
+        assert_eq!(id.unwrap(), 1);
+        let other = Connection::open(dir.path().join("homebased.sqlite")).unwrap();
+        let seen: i64 = other
+            .query_row("SELECT syncs FROM machine", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(seen, 1);
+        store.write(|_| Ok(())).unwrap();
+        let setting: i64 = store
+            .db()
+            .conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(setting, 2, "FULL again for every durable write");
+    }
+
+    /// A v9 store opened by this build counts its barriers from 0 and keeps its machine.
+    #[test]
+    fn v10_adds_the_barrier_count_and_keeps_the_machine() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("homebased.sqlite");
+        let machine_id = homebased_shared::ids::MachineId::new();
+        {
+            let conn = Connection::open(&path).unwrap();
+            for sql in &MIGRATIONS[..9] {
+                conn.execute_batch(sql).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 9).unwrap();
+            conn.execute(
+                "INSERT INTO machine (singleton, id, created_at) VALUES (1, ?1, 5)",
+                [machine_id.to_string()],
+            )
+            .unwrap();
+        }
+        let mut store = Store::open(&path).unwrap();
+        assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
+        assert_eq!(machine::get(store.db()).unwrap(), Some(machine_id));
+        assert_eq!(machine::syncs(store.db()).unwrap(), 0);
+        store.write_unsynced(|_| Ok(())).unwrap();
+        store.sync().unwrap();
+        assert_eq!(machine::syncs(store.db()).unwrap(), 1);
     }
 
     /// A v8 store (dense positions) with queued, active and finished jobs, opened by this

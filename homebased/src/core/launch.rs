@@ -66,6 +66,9 @@ impl Core {
                 return;
             }
         };
+        // Durable now, and with it every commit before it (the submit of this job, often):
+        // their answers need not wait for the run directory and the worker.
+        self.release_answers();
         let task = reserved.task;
         self.metrics.run_started(
             reserved.job.priority,

@@ -64,7 +64,10 @@ impl Core {
                 .collect::<std::collections::BTreeMap<_, _>>()
         });
         let id = req.job;
-        let job = self.store.write(|tx| {
+        // Not fsynced: its answer is held until the next durable commit, which is usually the
+        // pass's launch of this very job right after (`Core::answer`), so that a start costs
+        // one fsync of the WAL, not two.
+        let job = self.store.write_unsynced(|tx| {
             if let Some(existing) = jobs::get(tx, id)? {
                 if existing.digest != valid.digest {
                     return Err(ApiError::new(

@@ -60,6 +60,13 @@ impl Fixture {
     }
 
     fn submit_steps(&mut self, priority: Priority, preempt: Value, steps: Vec<Value>) -> JobId {
+        let id = self.submit_only(priority, preempt, steps);
+        self.pass();
+        id
+    }
+
+    /// Submits without a pass, as the core serves a submit before its turn's pass.
+    fn submit_only(&mut self, priority: Priority, preempt: Value, steps: Vec<Value>) -> JobId {
         let id = JobId::new();
         let spec = json!({
             "api_version": 1,
@@ -85,7 +92,6 @@ impl Fixture {
                 machine: None,
             })
             .unwrap();
-        self.pass();
         id
     }
 
@@ -1000,4 +1006,94 @@ fn metrics_count_each_committed_end_preemption_and_wait_once_and_a_cancel_is_no_
         value(r#"homebased_resource_phase{phase="idle",resource="gpu0"}"#),
         "1"
     );
+}
+
+/// What answers the core sent, in order: `None` for a plain answer, else the error it became.
+type Sent = std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>;
+
+fn hold_an_answer(f: &mut Fixture) -> Sent {
+    let sent = Sent::default();
+    let record = sent.clone();
+    f.core.answer(move |unsynced| {
+        record
+            .lock()
+            .unwrap()
+            .push(unsynced.map(|e| e.message.clone()));
+    });
+    sent
+}
+
+fn barriers(f: &Fixture) -> i64 {
+    crate::store::machine::syncs(f.core.store.db()).unwrap()
+}
+
+#[test]
+fn a_submits_answer_waits_for_the_launch_whose_commit_makes_it_durable() {
+    let mut f = Fixture::new();
+    let step = json!({"type": "task", "command": ["/bin/sh", "-c", "true"]});
+    let job = f.submit_only(Priority::Medium, restart(), vec![step]);
+    assert!(
+        !f.core.store.is_synced(),
+        "the submit commits without an fsync"
+    );
+    let sent = hold_an_answer(&mut f);
+    assert!(
+        sent.lock().unwrap().is_empty(),
+        "held while the submit is not on disk"
+    );
+
+    f.pass();
+    assert_eq!(
+        f.phase(job).kind(),
+        homebased_shared::queue::PhaseKind::Launching
+    );
+    assert_eq!(
+        *sent.lock().unwrap(),
+        vec![None],
+        "sent once the launch committed"
+    );
+    assert!(f.core.store.is_synced());
+    f.core.settle_answers();
+    assert_eq!(barriers(&f), 0, "the launch's own commit was the fsync");
+}
+
+#[test]
+fn a_submit_nothing_else_makes_durable_is_answered_after_the_turns_barrier() {
+    let mut f = Fixture::new();
+    let step = json!({"type": "task", "command": ["/bin/sh", "-c", "true"]});
+    f.submit_only(Priority::Medium, restart(), vec![step]);
+    let sent = hold_an_answer(&mut f);
+    // The turn ends without a pass's commit (none was due, or it committed nothing).
+    f.core.settle_answers();
+    assert_eq!(*sent.lock().unwrap(), vec![None]);
+    assert!(f.core.store.is_synced());
+    assert_eq!(barriers(&f), 1, "one barrier commit");
+    f.core.settle_answers();
+    assert_eq!(barriers(&f), 1, "none when everything is on disk");
+    // An answer while everything is on disk is not held.
+    let direct = hold_an_answer(&mut f);
+    assert_eq!(*direct.lock().unwrap(), vec![None]);
+}
+
+#[test]
+fn held_answers_become_retryable_errors_when_the_barrier_cannot_commit_and_the_next_turn_retries() {
+    let mut f = Fixture::new();
+    let step = json!({"type": "task", "command": ["/bin/sh", "-c", "true"]});
+    let job = f.submit_only(Priority::Medium, restart(), vec![step]);
+    let sent = hold_an_answer(&mut f);
+    // Another process holds the database, as a backup tool would.
+    let database = homebased_shared::home::Home::at(f._dir.path()).database();
+    let other = rusqlite::Connection::open(database).unwrap();
+    other.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    f.core.settle_answers();
+    let message = sent.lock().unwrap()[0]
+        .clone()
+        .expect("an error, not the answer");
+    assert!(message.contains("not yet on disk"), "{message}");
+    assert!(!f.core.store.is_synced());
+
+    other.execute_batch("ROLLBACK").unwrap();
+    f.core.settle_answers();
+    assert!(f.core.store.is_synced(), "the next turn made it durable");
+    assert_eq!(f.job(job).status, JobStatus::Queued, "the job was kept");
 }
