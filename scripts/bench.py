@@ -1090,7 +1090,8 @@ def startpath_workload(bins: Path, rows: list[Row], notes: dict) -> None:
             ("spawned>main", "hand-over to the standby worker (or fork and exec of a fresh "
              "`homebased-worker`), to its first stamp"),
             ("main>run_read", "worker: lock adopted, session, `run.json` read"),
-            ("run_read>reserve", "worker: disk reserve (256 KiB fallocate)"),
+            ("run_read>reserve", "worker: records set up (a reserve an earlier worker left is "
+             "taken over; a new one is made once the workload runs)"),
             ("reserve>recorded", "worker: first `worker.json` (write, fsync, rename, fsync "
              "folder, which also names `run.json` durably)"),
             ("recorded>workload", "worker: subreaper, pending-stop check"),

@@ -79,6 +79,8 @@ pub fn run(args: Args, signals: io::Result<Signals>, began: i64) -> u8 {
     };
     stamps.run_read = now_us();
     let records = Records::new(dir.clone(), Some(&run), log.clone());
+    // Only a reserve left by an earlier worker of the run is taken over here; a new one is
+    // set aside once the workload runs (`Records::set_aside`).
     stamps.reserve = now_us();
     let attempt = Attempt {
         dir,
@@ -170,6 +172,9 @@ impl Attempt {
                 return EXIT_OK;
             }
         };
+        // Off the start path: the workload is on its way, and the records its end needs
+        // are still to come.
+        self.records.set_aside();
         self.log.note(format!(
             "workload started as pid {}",
             running.child.process.pid
@@ -195,6 +200,7 @@ impl Attempt {
                 None
             }
         };
+        self.records.set_aside();
         // Its own identity (so that the daemon signals this worker), the vanished worker's
         // child until this one has followers of its own.
         self.records.worker(&WorkerRecord {

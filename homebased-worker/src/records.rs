@@ -34,24 +34,44 @@ pub struct Records {
     poke: Option<Poke>,
     log: WorkerLog,
     reserve: Reserve,
+    /// Set by [`Records::set_aside`]: from then on a reserve that could not be made is tried
+    /// again after each `worker.json` (space came back for it).
+    reserve_wanted: bool,
 }
 
 impl Records {
-    /// The records of `dir`, with the reserve allocated now if the disk allows it (else it
-    /// is tried again once the first record lands).
+    /// The records of `dir`. A reserve an earlier worker of the run left is taken over at
+    /// once (on a disk full but for it, it is the only room for the first record); a new one
+    /// is made by [`Records::set_aside`] once the workload runs, so that allocating it is not
+    /// on the start path.
     pub fn new(dir: RunDir, run: Option<&RunSpec>, log: WorkerLog) -> Records {
-        let mut reserve = Reserve::at(dir.reserve());
-        if let Err(e) = reserve.fill() {
-            log.note(format!(
-                "cannot set aside {}: {e}; records will wait for space if the disk is full",
-                dir.reserve().display()
-            ));
-        }
-        Records {
+        let leftover = dir.reserve().exists();
+        let mut records = Records {
+            reserve: Reserve::at(dir.reserve()),
             dir,
             poke: run.map(Poke::for_run),
             log,
-            reserve,
+            reserve_wanted: false,
+        };
+        if leftover {
+            records.set_aside();
+        }
+        records
+    }
+
+    /// Allocates the reserve if it holds nothing, before the records that follow the
+    /// workload's start: `worker.json` with the child, `exit.json`, `cleanup.json`. On a full
+    /// disk the reserve stays empty and the records wait for space.
+    pub fn set_aside(&mut self) {
+        self.reserve_wanted = true;
+        if self.reserve.held() > 0 {
+            return;
+        }
+        if let Err(e) = self.reserve.fill() {
+            self.log.note(format!(
+                "cannot set aside {}: {e}; records will wait for space if the disk is full",
+                self.dir.reserve().display()
+            ));
         }
     }
 
@@ -60,15 +80,21 @@ impl Records {
     pub fn worker(&mut self, record: &WorkerRecord) {
         let path = self.dir.worker_json();
         self.land(WORKER_JSON, || write_json_atomic(&path, record));
+        if self.reserve_wanted && self.reserve.held() == 0 {
+            // Space came back for this record: hold some for the next ones.
+            let _ = self.reserve.fill();
+        }
         if record.child.is_some() {
             self.poke();
-        } else if self.reserve.held() == 0 {
-            // Space came back for the first record: hold some for the next ones.
-            let _ = self.reserve.fill();
         }
     }
 
+    /// `exit.json`, with the reserve set aside first if the workload never started (a
+    /// start that failed, a stop before it).
     pub fn exit(&mut self, record: &ExitRecord) {
+        if !self.reserve_wanted {
+            self.set_aside();
+        }
         let path = self.dir.exit_json();
         self.land(EXIT_JSON, || write_json_atomic(&path, record));
         fail::fail_point!("worker.exit-written", |_| std::process::abort());

@@ -1,4 +1,5 @@
-//! `worker.reserve`: disk space set aside at start for the worker's own records, so that a
+//! `worker.reserve`: disk space set aside for the worker's own records as soon as the
+//! workload has started (or at once, when an earlier worker of the run left one), so that a
 //! full disk can delay nothing the daemon waits for and never turn a finished workload into a
 //! lost run.
 //!
