@@ -73,7 +73,7 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
         opts.home.clone(),
         opts.config.clone(),
         facts,
-        Box::new(crate::core::launcher::Supervisor::start()),
+        Box::new(crate::core::launcher::Supervisor::start(&opts.home)),
     )?;
     if cfg!(target_os = "linux") {
         sampling::spawn(

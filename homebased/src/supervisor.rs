@@ -4,6 +4,7 @@
 //! anything: the core does, and is told what happened through [`CoreHandle::post`].
 
 mod lost_cleanup;
+pub mod staged;
 pub mod standby;
 
 use crate::core::launcher::LostCleanup;
@@ -73,9 +74,16 @@ fn private_dir(path: &std::path::Path) -> io::Result<()> {
 /// the start path of every run; the facts it holds are durable in the store already (the
 /// `launching` commit, the job's spec), and the daemon reads them from there when it deals
 /// with a run after a crash (ARCHITECTURE "The run directory is the contract").
+/// The directories are the staged ones when the keeper has them ready (`staged`), else
+/// made here.
 pub fn create_run_dir(home: &Home, spec: &RunSpec) -> io::Result<RunDir> {
     let dir = RunDir::new(home.task_dir(spec.task));
-    private_dir(&dir.control_dir())?;
+    if !staged::claim_run(home, dir.root()) {
+        private_dir(&dir.control_dir())?;
+    }
+    if let Some(job) = spec.job_dir.parent() {
+        staged::claim_job(home, job);
+    }
     private_dir(&spec.job_dir)?;
     write_json_replace(&dir.run_json(), spec)?;
     Ok(dir)

@@ -158,3 +158,56 @@ fn a_worker_named_by_homebased_worker_is_started_per_run_and_never_kept_in_stand
         "no standby worker beside an overriding HOMEBASED_WORKER"
     );
 }
+
+/// The inode of `path`, once it exists.
+fn inode_when_there(path: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut inode = 0;
+    wait_until(
+        &format!("{} to be staged", path.display()),
+        || match std::fs::metadata(path) {
+            Ok(meta) => {
+                inode = meta.ino();
+                true
+            }
+            Err(_) => false,
+        },
+    );
+    inode
+}
+
+#[test]
+fn a_run_gets_the_directories_staged_ahead_of_it_and_new_ones_are_staged() {
+    use std::os::unix::fs::MetadataExt;
+    let mut h = TestHome::new(Probe::Gpus(1));
+    h.start_daemon();
+    let staged = h.home().join("staged");
+    let run_skeleton = inode_when_there(&staged.join("run"));
+    let job_skeleton = inode_when_there(&staged.join("job"));
+
+    let job = quick_job(&h, "staged");
+    let shown = show(&h, &job);
+    let task = runs(&shown)[0]["task"].as_str().unwrap().to_string();
+    let run_dir = h.home().join("tasks").join(&task);
+    assert_eq!(std::fs::metadata(&run_dir).unwrap().ino(), run_skeleton);
+    let job_dir = h.home().join("jobs").join(&job);
+    assert_eq!(std::fs::metadata(&job_dir).unwrap().ino(), job_skeleton);
+    for name in [
+        "run.json",
+        "worker.json",
+        "exit.json",
+        "cleanup.json",
+        "runner.lock",
+    ] {
+        assert!(
+            run_dir.join(name).exists(),
+            "{name} in the claimed directory"
+        );
+    }
+    assert!(job_dir.join("state").is_dir());
+
+    wait_until("new directories to be staged", || {
+        std::fs::metadata(staged.join("run")).is_ok_and(|m| m.ino() != run_skeleton)
+            && std::fs::metadata(staged.join("job")).is_ok_and(|m| m.ino() != job_skeleton)
+    });
+}

@@ -62,10 +62,11 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    /// The real launcher; starts the standby keeper (and its first worker).
-    pub fn start() -> Supervisor {
+    /// The real launcher; starts the standby keeper (and its first worker and staged
+    /// directories in `home`).
+    pub fn start(home: &homebased_shared::home::Home) -> Supervisor {
         Supervisor {
-            standby: supervisor::standby::Keeper::start(),
+            standby: supervisor::standby::Keeper::start(home.clone()),
         }
     }
 }

@@ -2,12 +2,14 @@
 //! starting a run is a message to it ([`homebased_shared::standby`]) instead of a fork and an
 //! exec on the start path. The keeper is a thread of its own: it starts the first standby
 //! worker when the daemon starts and a replacement a moment after each one is taken, so that
-//! the replacement's exec does not compete for the CPU with the start it replaces.
+//! the replacement's exec does not compete for the CPU with the start it replaces. It stages
+//! the next run's directories at the same moments (`super::staged`).
 //!
 //! Only the worker built beside the daemon is kept in standby. A worker named by
 //! `HOMEBASED_WORKER` (a stand-in, a wrapper) is started per run with its arguments, as that
 //! override has always been called.
 
+use homebased_shared::home::Home;
 use homebased_shared::standby;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -85,9 +87,10 @@ pub struct Keeper {
 }
 
 impl Keeper {
-    /// Starts the keeper, and with it the first standby worker; `None` when workers are not
-    /// kept in standby (an overridden worker) or no thread can be started.
-    pub fn start() -> Option<Keeper> {
+    /// Starts the keeper, and with it the first standby worker and the first staged run and
+    /// job directories of `home` (`super::staged`); `None` when workers are not kept in
+    /// standby (an overridden worker) or no thread can be started.
+    pub fn start(home: Home) -> Option<Keeper> {
         if super::worker_overridden() {
             return None;
         }
@@ -102,6 +105,10 @@ impl Keeper {
                     std::thread::sleep(after);
                     // A burst of launches asked several times: one replacement answers all.
                     while requests.try_recv().is_ok() {}
+                    if let Err(e) = super::staged::replenish(&home) {
+                        // Starts make their directories themselves meanwhile.
+                        tracing::warn!(error = %e, "cannot stage a run directory");
+                    }
                     if filled
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
