@@ -31,6 +31,8 @@ Python 3.11 standard library only. Settings (environment):
                          queue,preempt,sweep,kill9,sampler,fleet,dashboard,history,metrics,
                          startpath,peers (peers needs task-spooler's `tsp`)
   BENCH_STARTPATH        starts per path (CLI, API) taken apart by the startpath workload [50 / 20]
+  BENCH_COMPARE          comma list of other builds' binary folders: the peers workload
+                         starts a job on each in every round too (before/after a change)
   BENCH_LANE_QUEUE       1 s jobs queued over BENCH_LANES lanes, hand-over workload [2000 / 200]
   BENCH_OUT              report path [docs/BENCHMARKS.md; none when quick]; empty: no report
   BENCH_TMPDIR           parent folder of the temporary homes [system temp]
@@ -122,6 +124,10 @@ except ValueError:
 STARTPATH = max(setting("BENCH_STARTPATH", 50, 20), 2)
 LANE_QUEUE = max(setting("BENCH_LANE_QUEUE", 2000, 200), LANES * 2)
 HISTORY_SAMPLE = max(setting("BENCH_HISTORY_SAMPLE", 30, 10), 2)
+# Other builds' binary folders for the peers workload to start jobs on, round by round.
+COMPARE_BUILDS = [
+    Path(p).resolve() for p in os.environ.get("BENCH_COMPARE", "").split(",") if p
+]
 WORKLOADS = [
     "floor",
     "start",
@@ -880,28 +886,41 @@ def peers_workload(bins: Path, rows: list[Row], notes: dict) -> None:
     same machine in the same run, one after the other (issue 18 part 4: within 2x). Each
     measures from the submitting command's spawn to the workload's `date`, as the start
     workload does; task-spooler runs its one slot with its own server and socket, writing
-    its output file as it does by default. Skipped when `tsp` is not installed."""
+    its output file as it does by default. With BENCH_COMPARE, each round also starts one
+    job on a daemon of each build named there (an earlier build, say), in turn, so that a
+    change is measured against its baseline under the same conditions. Skipped when `tsp` is
+    not installed."""
     tsp = shutil.which("tsp")
     if tsp is None:
         rows.append(Row("peer_tsp", "task-spooler start latency", "-", text="tsp not installed"))
         return
-    h = Home(bins, "peers")
-    spool = h.work / "tsp"
+    builds = [bins] + COMPARE_BUILDS
+    homes = [Home(b, f"peers{i}") for i, b in enumerate(builds)]
+    spool = homes[0].work / "tsp"
     spool.mkdir()
     tsp_env = clean_env({"TS_SOCKET": str(spool / "socket"), "TMPDIR": str(spool)})
     try:
-        h.start()
-        spec_file = h.spec_file(
-            "peers", h.spec("start latency", f"date +%s%N > '{h.out}/start.'\"$HOMEBASED_JOB_ID\"")
-        )
-        ours, theirs = [], []
+        for h in homes:
+            h.start()
+        specs = [
+            h.spec_file(
+                "peers",
+                h.spec("start latency", f"date +%s%N > '{h.out}/start.'\"$HOMEBASED_JOB_ID\""),
+            )
+            for h in homes
+        ]
+        ours: list[list[float]] = [[] for _ in homes]
+        theirs = []
         for i in range(JOBS + 1):
-            job = uuid7()
-            t0 = time.time_ns()
-            h.run_cli_submit(spec_file, job)
-            started = wait_for(lambda: read_ns(h.out / f"start.{job}"), 30, 0.0005, "the job")
-            h.wait_idle()
-            mark = h.out / f"tsp.{i}"
+            for h, spec_file, times in zip(homes, specs, ours):
+                job = uuid7()
+                t0 = time.time_ns()
+                h.run_cli_submit(spec_file, job)
+                started = wait_for(lambda: read_ns(h.out / f"start.{job}"), 30, 0.0005, "the job")
+                h.wait_idle()
+                if i > 0:
+                    times.append((started - t0) / 1e6)
+            mark = homes[0].out / f"tsp.{i}"
             t1 = time.time_ns()
             subprocess.run(
                 [tsp, "sh", "-c", f"date +%s%N > '{mark}'"],
@@ -915,21 +934,20 @@ def peers_workload(bins: Path, rows: list[Row], notes: dict) -> None:
             subprocess.run([tsp, "-w"], env=tsp_env, stdout=subprocess.DEVNULL, check=False)
             if i == 0:
                 continue  # warm-up: the tsp server starts with the first job
-            ours.append((started - t0) / 1e6)
             theirs.append((spooled - t1) / 1e6)
         rows.append(
             dist_row(
                 "peer_start_cli",
                 "start latency, idle lane, CLI (alternating with task-spooler)",
                 "ms",
-                ours,
+                ours[0],
             )
         )
         rows.append(
             dist_row("peer_start_tsp", "start latency, task-spooler `tsp` (same run)", "ms", theirs)
         )
-        if ours and theirs:
-            ratio = median(ours) / median(theirs)
+        if ours[0] and theirs:
+            ratio = median(ours[0]) / median(theirs)
             notes["peer_ratio"] = ratio
             rows.append(
                 Row(
@@ -940,9 +958,28 @@ def peers_workload(bins: Path, rows: list[Row], notes: dict) -> None:
                     target="≤ 2",
                 )
             )
+        for n, (build, times) in enumerate(zip(COMPARE_BUILDS, ours[1:]), start=1):
+            rows.append(
+                dist_row(
+                    f"peer_start_compare{n}",
+                    f"start latency, CLI of the build in {build} (same rounds)",
+                    "ms",
+                    times,
+                )
+            )
+            if times and theirs:
+                rows.append(
+                    Row(
+                        f"peer_ratio_compare{n}",
+                        f"start latency p50, the build in {build} over task-spooler",
+                        "x",
+                        p50=median(times) / median(theirs),
+                    )
+                )
     finally:
         subprocess.run([tsp, "-K"], env=tsp_env, capture_output=True, check=False)
-        h.close()
+        for h in homes:
+            h.close()
 
 
 def run_records(h: Home) -> list[dict]:
@@ -2482,7 +2519,9 @@ samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in 
   output file in the run's folder), each timed from the submitting command's spawn to its
   stamp; after each `tsp` job, `tsp -w` waits for its slot to be free. The first pair is a
   warm-up (it starts the `tsp` server). Skipped when `tsp` is not installed
-  (`apt-get install task-spooler`).
+  (`apt-get install task-spooler`). With `BENCH_COMPARE=DIR[,DIR]` each round also starts one
+  job on a daemon of each build named there, in turn before the `tsp` job, so a change and
+  its baseline are measured in the same rounds.
 - **hand-over**: one lane; a holder job keeps it until BENCH_HANDOVER_JOBS short jobs are queued
   through the API, then is released. Each short job runs `date +%s%N > S; exec date +%s%N > E`,
   so E is written by the workload's last process just before it exits. Hand-over = next job's S

@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 
 /// The staged run directory's files, as a start would create them: `runner.lock` (0600),
 /// `worker.log` and `output.log` (for appending, created by the worker otherwise), and the
-/// `control/` folder.
+/// `control/` folder. A staged `output.log` carries the skeleton's time as its mtime until
+/// the workload writes; the one reader of that time, the check-due notice, takes the later of
+/// it and the run's start (`core::notices::check_due::silent_since`).
 const RUN_FILES: [(&str, u32); 3] = [
     ("runner.lock", 0o600),
     ("worker.log", 0o666),
