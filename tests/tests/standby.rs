@@ -65,10 +65,14 @@ fn the_standby(daemon: i32) -> i32 {
     found[0]
 }
 
+/// The task UUID of the job's first run.
+fn first_task(h: &TestHome, job: &str) -> String {
+    runs(&show(h, job))[0]["task"].as_str().unwrap().to_string()
+}
+
 /// The pid recorded in `worker.json` of the job's first run.
 fn worker_of(h: &TestHome, job: &str) -> i32 {
-    let shown = show(h, job);
-    let task = runs(&shown)[0]["task"].as_str().unwrap().to_string();
+    let task = first_task(h, job);
     let text = std::fs::read_to_string(h.home().join("tasks").join(task).join("worker.json"))
         .expect("the run's worker.json");
     let record: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -94,9 +98,7 @@ fn a_run_is_handed_to_the_waiting_standby_worker_and_a_new_one_takes_its_place()
         standby,
         "the run's worker is the standby worker that waited"
     );
-    let shown = show(&h, &job);
-    let task = runs(&shown)[0]["task"].as_str().unwrap().to_string();
-    assert_eq!(task_log(&h, &task).trim(), "ran");
+    assert_eq!(task_log(&h, &first_task(&h, &job)).trim(), "ran");
 
     let replacement = the_standby(daemon);
     assert_ne!(
@@ -186,9 +188,7 @@ fn a_run_gets_the_directories_staged_ahead_of_it_and_new_ones_are_staged() {
     let job_skeleton = inode_when_there(&staged.join("job"));
 
     let job = quick_job(&h, "staged");
-    let shown = show(&h, &job);
-    let task = runs(&shown)[0]["task"].as_str().unwrap().to_string();
-    let run_dir = h.home().join("tasks").join(&task);
+    let run_dir = h.home().join("tasks").join(first_task(&h, &job));
     assert_eq!(std::fs::metadata(&run_dir).unwrap().ino(), run_skeleton);
     let job_dir = h.home().join("jobs").join(&job);
     assert_eq!(std::fs::metadata(&job_dir).unwrap().ino(), job_skeleton);
