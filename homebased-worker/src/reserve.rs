@@ -1,7 +1,8 @@
 //! `worker.reserve`: disk space set aside for the worker's own records as soon as the
 //! workload has started (or at once, when an earlier worker of the run left one), so that a
-//! full disk can delay nothing the daemon waits for and never turn a finished workload into a
-//! lost run.
+//! full disk never turns a finished workload into a lost run and, once the reserve is made,
+//! delays nothing the daemon waits for. (A workload that fills the disk in the moment before
+//! the reserve is made leaves the records to wait for space: a delay, never a loss.)
 //!
 //! The reserve is a file of [`CHUNKS`] × [`CHUNK`] bytes allocated for real (fallocate, or
 //! zeros, fsynced, where the filesystem cannot fallocate), in the run directory, so on the

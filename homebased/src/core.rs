@@ -135,10 +135,7 @@ impl CoreHandle {
         let call: Call = Box::new(move |core| {
             let result = f(core);
             core.answer(move |unsynced| {
-                let _ = reply.send(match unsynced {
-                    None => result,
-                    Some(e) => Err(e.clone()),
-                });
+                let _ = reply.send(settled(unsynced, result));
             });
         });
         self.calls.send(call).map_err(|_| stopped())?;
@@ -148,6 +145,16 @@ impl CoreHandle {
     /// Sends `f` without waiting for it (watchers and timers).
     pub fn post(&self, f: impl FnOnce(&mut Core) + Send + 'static) {
         let _ = self.calls.send(Box::new(f));
+    }
+}
+
+/// The answer to send once the store's sync is known: `unsynced` is the error that kept the
+/// commits from being made durable, if one did. What was carried out may then not last, and
+/// the answer says so; a refusal changed nothing, durable or not, and goes out as it is.
+fn settled<T>(unsynced: Option<&ApiError>, result: ApiResult<T>) -> ApiResult<T> {
+    match (unsynced, result) {
+        (Some(e), Ok(_)) => Err(e.clone()),
+        (_, result) => result,
     }
 }
 
@@ -251,9 +258,9 @@ impl Core {
     }
 
     /// The end of a turn: syncs the store if a commit is not yet on disk and sends every held
-    /// answer. If it cannot be synced (a failing disk) each held answer becomes an error that
-    /// says the request was carried out but may not survive a machine crash; the next turn
-    /// tries the sync again.
+    /// answer. If it cannot be synced (a failing disk) each held answer of a request that was
+    /// carried out becomes an error that says so and that it may not survive a machine crash
+    /// (a refusal is sent as it was); the next turn tries the sync again.
     fn settle_answers(&mut self) {
         if self.held.is_empty() && self.store.is_synced() {
             return;
@@ -264,12 +271,10 @@ impl Core {
                 tracing::error!(error = %e, "cannot make the last commits durable");
                 let unsynced = ApiError::new(
                     e.code,
-                    format!(
-                        "{}; the request was carried out but is not yet on disk, and a machine \
-                         crash could undo it: repeat it (with the same job or operation id) to \
-                         learn its outcome",
-                        e.message
-                    ),
+                    "the request was carried out, but the database could not make it durable \
+                     (locked by another process, full or failing to write), so a machine crash \
+                     could still undo it: repeat it (with the same job or operation id) to \
+                     learn its outcome",
                 );
                 for answer in self.held.drain(..) {
                     answer(Some(&unsynced));
@@ -299,6 +304,9 @@ impl Core {
             .spawn(move || {
                 // Dropped when the thread ends, a panic included: `ended` resolves then.
                 let _alive = alive;
+                // The daemon serves from here on (its listeners are bound, and with them the
+                // umask is the process's own again): work may be prepared ahead of need.
+                self.launcher.ready();
                 self.reconcile();
                 // A slow safety tick catches anything a lost hint missed.
                 // The tick runs on a deadline, so a steady stream of calls cannot starve it.

@@ -6,7 +6,7 @@
 //! - `schema.sql`, `schema_v2.sql` to `schema_v10.sql` and [`MIGRATIONS`]: versioned schema
 //!   (`PRAGMA user_version`), one file per version.
 //! - [`machine`], [`resources`], [`jobs`], [`runs`], [`attentions`], [`events`],
-//!   [`operations`]: one file per table, typed verbs over a [`Db`] (the connection or the
+//!   [`operations`], [`durability`]: one file per table, typed verbs over a [`Db`] (the connection or the
 //!   open transaction). The connection never leaves this module: no other code knows SQL.
 //! - [`peers`]: Fleet peers added with `fleet add`, and each address's bound machine UUID.
 //! - [`notices`]: blocked-notice episodes and the check-due mark of runs.
@@ -15,6 +15,7 @@
 //! - [`history`]: retention's reads and removals of finished jobs (`schema_v8.sql`).
 
 pub mod attentions;
+pub mod durability;
 pub mod events;
 pub mod history;
 pub mod jobs;
@@ -80,7 +81,10 @@ impl Store {
         Ok(Store {
             conn,
             path: path.to_path_buf(),
-            synced: true,
+            // A daemon killed before it made its last commits durable left them in the WAL,
+            // written but perhaps not yet on disk: nothing is answered about them before the
+            // first durable commit.
+            synced: false,
             commits: Commits::Durable,
         })
     }
@@ -139,9 +143,18 @@ impl Store {
 
     /// Runs `f` in one immediate transaction: committed when it returns `Ok`, rolled back
     /// otherwise, so a refused request changes nothing. The commit is durable when this
-    /// returns, and so is every commit before it.
+    /// returns, and so is every commit before it: while an earlier commit is unsynced the
+    /// transaction also counts a durability barrier, since a transaction that changes no page
+    /// commits without an fsync.
     pub fn write<T>(&mut self, f: impl FnOnce(Db) -> ApiResult<T>) -> ApiResult<T> {
-        let value = self.transact(Commits::Durable, f)?;
+        let barrier = !self.synced;
+        let value = self.transact(Commits::Durable, |db| {
+            let value = f(db)?;
+            if barrier {
+                durability::barrier(db)?;
+            }
+            Ok(value)
+        })?;
         self.synced = true;
         Ok(value)
     }
@@ -161,13 +174,13 @@ impl Store {
         self.synced
     }
 
-    /// Makes every commit so far durable: a durable commit of the smallest write there is,
+    /// Makes every commit so far durable: a durable commit of nothing but the barrier,
     /// whose fsync of the WAL takes every earlier frame with it. Nothing to do when synced.
     pub fn sync(&mut self) -> ApiResult<()> {
         if self.synced {
             return Ok(());
         }
-        self.write(machine::touch)
+        self.write(|_| Ok(()))
     }
 
     fn transact<T>(
@@ -502,61 +515,58 @@ mod tests {
     }
 
     #[test]
-    fn an_unsynced_commit_is_synced_by_the_next_durable_one_or_a_barrier() {
+    fn an_unsynced_commit_is_made_durable_by_the_next_write_even_one_that_changes_nothing() {
         let (_dir, mut store) = test_store();
-        machine::ensure(store.db()).unwrap();
-        assert!(store.is_synced());
+        let barriers = |store: &Store| durability::barriers(store.db()).unwrap();
+        // An earlier daemon's last commits may still be unsynced.
+        assert!(!store.is_synced(), "not synced at open");
         store.sync().unwrap();
-        assert_eq!(
-            machine::syncs(store.db()).unwrap(),
-            0,
-            "nothing to make durable"
-        );
+        assert!(store.is_synced());
+        assert_eq!(barriers(&store), 1);
+        store.sync().unwrap();
+        assert_eq!(barriers(&store), 1, "nothing to make durable");
 
         store.write_unsynced(|_| Ok(())).unwrap();
         assert!(!store.is_synced());
+        // A write that changes no page would commit without an fsync: it carries a barrier.
         store.write(|_| Ok(())).unwrap();
-        assert!(
-            store.is_synced(),
-            "a durable commit takes the earlier ones with it"
-        );
-        assert_eq!(machine::syncs(store.db()).unwrap(), 0);
+        assert!(store.is_synced());
+        assert_eq!(barriers(&store), 2);
+        store.write(|_| Ok(())).unwrap();
+        assert_eq!(barriers(&store), 2, "none while synced");
 
+        // A refused write leaves the store as unsynced as it was.
         store.write_unsynced(|_| Ok(())).unwrap();
-        store.sync().unwrap();
-        assert!(store.is_synced());
-        assert_eq!(machine::syncs(store.db()).unwrap(), 1, "one barrier commit");
-
-        // A refused unsynced write leaves the store as synced as it was.
-        let refused: ApiResult<()> = store.write_unsynced(|_| Err(ApiError::usage("refused")));
+        let refused: ApiResult<()> = store.write(|_| Err(ApiError::usage("refused")));
         assert!(refused.is_err());
-        assert!(store.is_synced());
+        assert!(!store.is_synced());
+        store.sync().unwrap();
+        assert_eq!(barriers(&store), 3);
     }
 
     #[test]
     fn an_unsynced_commit_is_committed_for_every_reader_and_a_durable_write_goes_back_to_full() {
         let (dir, mut store) = test_store();
-        machine::ensure(store.db()).unwrap();
-        let id = store.write_unsynced(|db| {
-            machine::touch(db)?;
-            machine::syncs(db)
-        });
-        assert_eq!(id.unwrap(), 1);
+        store.sync().unwrap();
+        store.write_unsynced(durability::barrier).unwrap();
         let other = Connection::open(dir.path().join("homebased.sqlite")).unwrap();
         let seen: i64 = other
-            .query_row("SELECT syncs FROM machine", [], |r| r.get(0))
+            .query_row("SELECT barriers FROM durability", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(seen, 1);
+        assert_eq!(seen, 2, "committed, if not yet synced");
+        let setting = |store: &Store| -> i64 {
+            store
+                .db()
+                .conn
+                .query_row("PRAGMA synchronous", [], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(setting(&store), 1, "NORMAL for the unsynced write");
         store.write(|_| Ok(())).unwrap();
-        let setting: i64 = store
-            .db()
-            .conn
-            .query_row("PRAGMA synchronous", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(setting, 2, "FULL again for every durable write");
+        assert_eq!(setting(&store), 2, "FULL again for every durable write");
     }
 
-    /// A v9 store opened by this build counts its barriers from 0 and keeps its machine.
+    /// A v9 store opened by this build gains the barrier count and keeps its machine.
     #[test]
     fn v10_adds_the_barrier_count_and_keeps_the_machine() {
         let dir = tempfile::tempdir().unwrap();
@@ -577,10 +587,9 @@ mod tests {
         let mut store = Store::open(&path).unwrap();
         assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
         assert_eq!(machine::get(store.db()).unwrap(), Some(machine_id));
-        assert_eq!(machine::syncs(store.db()).unwrap(), 0);
-        store.write_unsynced(|_| Ok(())).unwrap();
+        assert_eq!(durability::barriers(store.db()).unwrap(), 0);
         store.sync().unwrap();
-        assert_eq!(machine::syncs(store.db()).unwrap(), 1);
+        assert_eq!(durability::barriers(store.db()).unwrap(), 1);
     }
 
     /// A v8 store (dense positions) with queued, active and finished jobs, opened by this

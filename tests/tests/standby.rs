@@ -25,7 +25,9 @@ fn running(pid: i32) -> bool {
     state_and_parent(pid).is_some_and(|(state, _)| state != 'Z')
 }
 
-/// The daemon's children that are `homebased-worker --standby`.
+/// The daemon's children that are `homebased-worker --standby` still waiting: standard input
+/// is the daemon's socket until a run is handed over (a worker that took one keeps its command
+/// line, with `/dev/null` as its standard input).
 fn standby_workers(daemon: i32) -> Vec<i32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -42,7 +44,9 @@ fn standby_workers(daemon: i32) -> Vec<i32> {
             args.len() >= 2 && args[0].ends_with(b"homebased-worker") && args[1] == b"--standby";
         let child_of_daemon =
             state_and_parent(pid).is_some_and(|(state, parent)| state != 'Z' && parent == daemon);
-        if is_standby && child_of_daemon {
+        let waiting = std::fs::read_link(format!("/proc/{pid}/fd/0"))
+            .is_ok_and(|target| target.to_string_lossy().starts_with("socket:"));
+        if is_standby && child_of_daemon && waiting {
             found.push(pid);
         }
     }
@@ -85,12 +89,24 @@ fn quick_job(h: &TestHome, name: &str) -> String {
     job
 }
 
+/// The `Umask:` of a process, as `/proc/<pid>/status` gives it.
+fn umask(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|line| line.strip_prefix("Umask:").map(|m| m.trim().to_string()))
+        .expect("a Umask line")
+}
+
 #[test]
 fn a_run_is_handed_to_the_waiting_standby_worker_and_a_new_one_takes_its_place() {
     let mut h = TestHome::new(Probe::Gpus(1));
     h.start_daemon();
     let daemon = daemon_pid(&h);
     let standby = the_standby(daemon);
+    // Started once the daemon served, never inside the moment its socket's bind narrows the
+    // umask: its workloads get the daemon's own.
+    assert_eq!(umask(standby), umask(daemon));
 
     let job = quick_job(&h, "handed over");
     assert_eq!(

@@ -105,6 +105,14 @@ enum End {
 
 pub fn start(run: &RunSpec, dir: &RunDir, step: &ContainerStep) -> Result<Running, StartError> {
     super::host::prepare_folders(run, dir).map_err(StartError::Worker)?;
+    // The daemon writes `run.json` without an fsync; a worker that adopts this container after
+    // a machine crash reads the step from it, so it is made durable before the container can
+    // exist (its name already is: the first `worker.json` fsynced the folder).
+    std::fs::File::open(dir.run_json())
+        .and_then(|f| f.sync_all())
+        .map_err(|e| {
+            StartError::Worker(format!("cannot sync {}: {e}", dir.run_json().display()))
+        })?;
     // Docker resolves nothing against the worker's cwd: mount sources and the cidfile must be
     // absolute, whatever run directory the worker was given.
     let dir = &std::path::absolute(dir.root())

@@ -12,6 +12,11 @@ use homebased_shared::rundir::RunDir;
 use std::io;
 
 pub trait Launcher: Send {
+    /// The daemon serves now: what is prepared ahead of need (the standby worker, staged
+    /// directories) may be started. Not before: binding the socket changes the process's
+    /// umask for a moment, which a worker or folder made then would keep.
+    fn ready(&mut self) {}
+
     /// Starts the worker of a created run directory and watches it: when the worker is
     /// gone, the core is told through `core`.
     fn start(&mut self, core: CoreHandle, dir: &RunDir, task: TaskId) -> io::Result<()>;
@@ -62,8 +67,8 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    /// The real launcher; starts the standby keeper (and its first worker and staged
-    /// directories in `home`).
+    /// The real launcher with its standby keeper for `home`, which prepares nothing before
+    /// [`Launcher::ready`].
     pub fn start(home: &homebased_shared::home::Home) -> Supervisor {
         Supervisor {
             standby: supervisor::standby::Keeper::start(home.clone()),
@@ -72,6 +77,12 @@ impl Supervisor {
 }
 
 impl Launcher for Supervisor {
+    fn ready(&mut self) {
+        if let Some(keeper) = &self.standby {
+            keeper.prepare();
+        }
+    }
+
     fn start(&mut self, core: CoreHandle, dir: &RunDir, task: TaskId) -> io::Result<()> {
         let standby = self.standby.as_ref().and_then(|keeper| keeper.take());
         let child = supervisor::start_worker(dir, standby)?;

@@ -1009,7 +1009,7 @@ fn metrics_count_each_committed_end_preemption_and_wait_once_and_a_cancel_is_no_
 }
 
 /// What answers the core sent, in order: `None` for a plain answer, else the error it became.
-type Sent = std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>;
+type Sent = std::sync::Arc<std::sync::Mutex<Vec<Option<(ErrorCode, String)>>>>;
 
 fn hold_an_answer(f: &mut Fixture) -> Sent {
     let sent = Sent::default();
@@ -1018,20 +1018,23 @@ fn hold_an_answer(f: &mut Fixture) -> Sent {
         record
             .lock()
             .unwrap()
-            .push(unsynced.map(|e| e.message.clone()));
+            .push(unsynced.map(|e| (e.code, e.message.clone())));
     });
     sent
 }
 
 fn barriers(f: &Fixture) -> i64 {
-    crate::store::machine::syncs(f.core.store.db()).unwrap()
+    crate::store::durability::barriers(f.core.store.db()).unwrap()
+}
+
+fn one_step() -> Vec<Value> {
+    vec![json!({"type": "task", "command": ["/bin/sh", "-c", "true"]})]
 }
 
 #[test]
 fn a_submits_answer_waits_for_the_launch_whose_commit_makes_it_durable() {
     let mut f = Fixture::new();
-    let step = json!({"type": "task", "command": ["/bin/sh", "-c", "true"]});
-    let job = f.submit_only(Priority::Medium, restart(), vec![step]);
+    let job = f.submit_only(Priority::Medium, restart(), one_step());
     assert!(
         !f.core.store.is_synced(),
         "the submit commits without an fsync"
@@ -1042,6 +1045,7 @@ fn a_submits_answer_waits_for_the_launch_whose_commit_makes_it_durable() {
         "held while the submit is not on disk"
     );
 
+    let before = barriers(&f);
     f.pass();
     assert_eq!(
         f.phase(job).kind(),
@@ -1053,23 +1057,47 @@ fn a_submits_answer_waits_for_the_launch_whose_commit_makes_it_durable() {
         "sent once the launch committed"
     );
     assert!(f.core.store.is_synced());
+    assert_eq!(
+        barriers(&f),
+        before + 1,
+        "carried by the launch's own commit"
+    );
     f.core.settle_answers();
-    assert_eq!(barriers(&f), 0, "the launch's own commit was the fsync");
+    assert_eq!(barriers(&f), before + 1, "no barrier commit of its own");
+}
+
+#[test]
+fn a_durable_write_that_changes_nothing_still_makes_a_held_submit_durable() {
+    let mut f = Fixture::new();
+    f.submit_only(Priority::Medium, restart(), one_step());
+    let sent = hold_an_answer(&mut f);
+    let before = barriers(&f);
+    // A write that commits no change of its own (a launch that finds nothing to reserve, an
+    // empty Fleet pull) would commit without an fsync.
+    f.core.store.write(|_| Ok(())).unwrap();
+    assert!(f.core.store.is_synced());
+    assert_eq!(
+        barriers(&f),
+        before + 1,
+        "the empty commit carried a barrier"
+    );
+    f.core.release_answers();
+    assert_eq!(*sent.lock().unwrap(), vec![None]);
 }
 
 #[test]
 fn a_submit_nothing_else_makes_durable_is_answered_after_the_turns_barrier() {
     let mut f = Fixture::new();
-    let step = json!({"type": "task", "command": ["/bin/sh", "-c", "true"]});
-    f.submit_only(Priority::Medium, restart(), vec![step]);
+    f.submit_only(Priority::Medium, restart(), one_step());
     let sent = hold_an_answer(&mut f);
+    let before = barriers(&f);
     // The turn ends without a pass's commit (none was due, or it committed nothing).
     f.core.settle_answers();
     assert_eq!(*sent.lock().unwrap(), vec![None]);
     assert!(f.core.store.is_synced());
-    assert_eq!(barriers(&f), 1, "one barrier commit");
+    assert_eq!(barriers(&f), before + 1, "one barrier commit");
     f.core.settle_answers();
-    assert_eq!(barriers(&f), 1, "none when everything is on disk");
+    assert_eq!(barriers(&f), before + 1, "none when everything is on disk");
     // An answer while everything is on disk is not held.
     let direct = hold_an_answer(&mut f);
     assert_eq!(*direct.lock().unwrap(), vec![None]);
@@ -1078,22 +1106,37 @@ fn a_submit_nothing_else_makes_durable_is_answered_after_the_turns_barrier() {
 #[test]
 fn held_answers_become_retryable_errors_when_the_barrier_cannot_commit_and_the_next_turn_retries() {
     let mut f = Fixture::new();
-    let step = json!({"type": "task", "command": ["/bin/sh", "-c", "true"]});
-    let job = f.submit_only(Priority::Medium, restart(), vec![step]);
+    let job = f.submit_only(Priority::Medium, restart(), one_step());
     let sent = hold_an_answer(&mut f);
     // Another process holds the database, as a backup tool would.
     let database = homebased_shared::home::Home::at(f._dir.path()).database();
     let other = rusqlite::Connection::open(database).unwrap();
     other.execute_batch("BEGIN EXCLUSIVE").unwrap();
     f.core.settle_answers();
-    let message = sent.lock().unwrap()[0]
+    let (code, message) = sent.lock().unwrap()[0]
         .clone()
         .expect("an error, not the answer");
-    assert!(message.contains("not yet on disk"), "{message}");
+    assert_eq!(code, ErrorCode::StorageUnavailable, "retryable: {message}");
+    assert!(message.contains("carried out"), "{message}");
+    assert!(message.contains("could still undo it"), "{message}");
     assert!(!f.core.store.is_synced());
 
     other.execute_batch("ROLLBACK").unwrap();
     f.core.settle_answers();
     assert!(f.core.store.is_synced(), "the next turn made it durable");
     assert_eq!(f.job(job).status, JobStatus::Queued, "the job was kept");
+}
+
+#[test]
+fn an_answer_that_could_not_be_made_durable_says_so_unless_it_was_a_refusal() {
+    use homebased_shared::error::{ApiError, ApiResult};
+    let unsynced = ApiError::new(ErrorCode::StorageUnavailable, "not durable");
+    let done: ApiResult<u32> = Ok(7);
+    assert_eq!(
+        super::settled(Some(&unsynced), done.clone()),
+        Err(unsynced.clone())
+    );
+    assert_eq!(super::settled(None, done), Ok(7));
+    let refused: ApiResult<u32> = Err(ApiError::usage("no"));
+    assert_eq!(super::settled(Some(&unsynced), refused.clone()), refused);
 }

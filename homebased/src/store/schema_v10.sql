@@ -1,6 +1,11 @@
--- Schema version 10: a count of durability barriers on the machine row. A submit is
--- committed without an fsync when the core holds its answer until the next durable commit
--- (`Store::write_unsynced`); when nothing else commits durably before the answers go out,
--- the core commits this count's increment, whose fsync of the WAL makes every earlier commit
--- durable with it (`Store::sync`). The count itself is read by nothing but tests.
-ALTER TABLE machine ADD COLUMN syncs INTEGER NOT NULL DEFAULT 0 CHECK (syncs >= 0);
+-- Schema version 10: a counter of durability barriers. A submit is committed without an
+-- fsync while the core holds its answer (`Store::write_unsynced`); the next durable commit
+-- carries one increment of this counter, so that it is certain to change a page and so to
+-- fsync the WAL, which makes every earlier commit durable with it (`Store::write`,
+-- `Store::sync`). SQLite writes nothing, and syncs nothing, for a transaction that changes no
+-- page. The count itself is read by nothing but tests.
+CREATE TABLE durability (
+    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+    barriers  INTEGER NOT NULL CHECK (barriers >= 0)
+);
+INSERT INTO durability (singleton, barriers) VALUES (1, 0);

@@ -87,9 +87,10 @@ pub struct Keeper {
 }
 
 impl Keeper {
-    /// Starts the keeper, and with it the first standby worker and the first staged run and
-    /// job directories of `home` (`super::staged`); `None` when workers are not kept in
-    /// standby (an overridden worker) or no thread can be started.
+    /// Starts the keeper's thread for `home`; it starts the first standby worker and stages
+    /// the first run and job directories (`super::staged`) once [`Keeper::prepare`] asks.
+    /// `None` when workers are not kept in standby (an overridden worker) or no thread can
+    /// be started.
     pub fn start(home: Home) -> Option<Keeper> {
         if super::worker_overridden() {
             return None;
@@ -130,8 +131,12 @@ impl Keeper {
             })
             .map_err(|e| tracing::warn!(error = %e, "cannot start the standby keeper"))
             .ok()?;
-        let _ = wanted.send(Duration::ZERO);
         Some(Keeper { slot, wanted })
+    }
+
+    /// Prepares a standby worker and staged directories now.
+    pub fn prepare(&self) {
+        let _ = self.wanted.send(Duration::ZERO);
     }
 
     /// The waiting standby worker, if one is ready; a replacement is started shortly after.
