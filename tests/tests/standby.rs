@@ -208,13 +208,11 @@ fn a_run_gets_the_directories_staged_ahead_of_it_and_new_ones_are_staged() {
     assert_eq!(std::fs::metadata(&run_dir).unwrap().ino(), run_skeleton);
     let job_dir = h.home().join("jobs").join(&job);
     assert_eq!(std::fs::metadata(&job_dir).unwrap().ino(), job_skeleton);
-    for name in [
-        "run.json",
-        "worker.json",
-        "exit.json",
-        "cleanup.json",
-        "runner.lock",
-    ] {
+    // The job succeeds with exit.json; the worker's cleanup record comes a moment later.
+    wait_until("the worker's cleanup record", || {
+        run_dir.join("cleanup.json").exists()
+    });
+    for name in ["run.json", "worker.json", "exit.json", "runner.lock"] {
         assert!(
             run_dir.join(name).exists(),
             "{name} in the claimed directory"
