@@ -51,8 +51,7 @@ impl Signals {
             ];
             let ready = poll(&mut fds, PollTimeout::NONE);
             let readable = fds[0].revents().is_some_and(|r| !r.is_empty());
-            let mut buf = [0u8; 64];
-            while matches!((&self.wake).read(&mut buf), Ok(n) if n > 0) {}
+            self.drain();
             if ready.is_ok() && readable && !self.stop_signalled() {
                 return true;
             }
@@ -68,6 +67,11 @@ impl Signals {
         let mut fds = [PollFd::new(self.wake.as_fd(), PollFlags::POLLIN)];
         // EINTR is a wake-up like any other: the caller re-checks its conditions.
         let _ = poll(&mut fds, timeout);
+        self.drain();
+    }
+
+    /// Empties the self-pipe: the signals it told of have been looked at.
+    fn drain(&self) {
         let mut buf = [0u8; 64];
         while matches!((&self.wake).read(&mut buf), Ok(n) if n > 0) {}
     }

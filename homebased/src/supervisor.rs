@@ -131,15 +131,20 @@ fn spawn_worker(
         .create(true)
         .append(true)
         .open(dir.worker_log())?;
+    // Both ways of starting the worker get these, then the last stamp of the daemon's side of
+    // a start (`rundir::StartStamps::spawned`); a fresh worker is also told where its lock is
+    // (`--lock-fd`), a standby worker names the descriptor it received itself.
+    let mut args: Vec<std::ffi::OsString> = vec![dir.root().into()];
+    args.extend(extra.iter().map(Into::into));
+    let spawned_at = || {
+        [
+            "--spawned-at".into(),
+            homebased_shared::time::now_us().to_string().into(),
+        ]
+    };
     if let Some(standby) = standby {
-        // The same arguments as a fresh worker's but the lock's descriptor number, which
-        // the standby worker names itself.
-        let mut args: Vec<std::ffi::OsString> = vec![dir.root().into()];
-        args.extend(extra.iter().map(Into::into));
-        // The last stamp of the daemon's side of a start (`rundir::StartStamps::spawned`).
-        args.push("--spawned-at".into());
-        args.push(homebased_shared::time::now_us().to_string().into());
-        match standby.hand_over(&args, &lock, &log) {
+        let handed: Vec<std::ffi::OsString> = args.iter().cloned().chain(spawned_at()).collect();
+        match standby.hand_over(&handed, &lock, &log) {
             // The daemon's copies close here; the worker's keep the lock.
             Ok(child) => return Ok(child),
             Err(e) => {
@@ -150,10 +155,9 @@ fn spawn_worker(
     let log_err = log.try_clone()?;
     let lock_fd = lock.as_raw_fd();
     let mut cmd = Command::new(worker_binary());
-    cmd.arg(dir.root())
+    cmd.args(&args)
         .arg("--lock-fd")
         .arg(LOCK_FD.to_string())
-        .args(extra)
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err);
@@ -169,9 +173,7 @@ fn spawn_worker(
             Ok(())
         });
     }
-    // The last stamp of the daemon's side of a start (`rundir::StartStamps::spawned`).
-    cmd.arg("--spawned-at")
-        .arg(homebased_shared::time::now_us().to_string());
+    cmd.args(spawned_at());
     let child = cmd.spawn();
     drop(lock);
     child

@@ -98,12 +98,18 @@ fn umask(pid: i32) -> String {
         .expect("a Umask line")
 }
 
-#[test]
-fn a_run_is_handed_to_the_waiting_standby_worker_and_a_new_one_takes_its_place() {
+/// A running daemon on a one-GPU home, its pid, and its standby worker once it waits.
+fn daemon_with_a_standby() -> (TestHome, i32, i32) {
     let mut h = TestHome::new(Probe::Gpus(1));
     h.start_daemon();
     let daemon = daemon_pid(&h);
     let standby = the_standby(daemon);
+    (h, daemon, standby)
+}
+
+#[test]
+fn a_run_is_handed_to_the_waiting_standby_worker_and_a_new_one_takes_its_place() {
+    let (h, daemon, standby) = daemon_with_a_standby();
     // Started once the daemon served, never inside the moment its socket's bind narrows the
     // umask: its workloads get the daemon's own.
     assert_eq!(umask(standby), umask(daemon));
@@ -127,10 +133,7 @@ fn a_run_is_handed_to_the_waiting_standby_worker_and_a_new_one_takes_its_place()
 
 #[test]
 fn a_standby_worker_that_is_gone_costs_no_run() {
-    let mut h = TestHome::new(Probe::Gpus(1));
-    h.start_daemon();
-    let daemon = daemon_pid(&h);
-    let standby = the_standby(daemon);
+    let (h, daemon, standby) = daemon_with_a_standby();
     kill(Pid::from_raw(standby), Signal::SIGKILL).unwrap();
     // Still the daemon's child (a zombie) until the next launch reaps it.
     wait_until("the killed standby worker to end", || !running(standby));

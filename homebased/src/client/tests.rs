@@ -269,13 +269,7 @@ async fn a_streamed_listing_is_the_daemons_whole_answer() {
                     "preempt": {"mode": "wait"},
                     "workload": {"type": "task", "command": ["/bin/true"]},
                 }),
-                submitter: homebased_shared::wire::Submitter {
-                    path: Some("/usr/bin:/bin".into()),
-                    home: None,
-                    cwd: "/".into(),
-                    parent_task: None,
-                    env: None,
-                },
+                submitter: crate::core::testing::plain_submitter(),
                 allow_other_thread: false,
                 machine: None,
             })

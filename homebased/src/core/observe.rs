@@ -56,8 +56,7 @@ impl Core {
             return Ok(());
         }
         let dir = self.run_dir(task);
-        let container_step = worker_gone && self.runs_a_container(&run)?;
-        let observations = read_observations(&dir, worker_gone, container_step);
+        let observations = read_observations(&dir, worker_gone, || self.runs_a_container(&run))?;
         self.advance(&run, observations)
     }
 
@@ -164,21 +163,30 @@ impl Core {
 
 /// Whether a vanished worker left a container that may still run, to be adopted: a container
 /// step with a saved container id, no `exit.json` and no stop request. `Some(n)`: `n`
-/// adopting workers were started before.
-fn detached(dir: &RunDir, exited: bool, container_step: bool) -> Option<u32> {
-    if exited || !container_step || !dir.container_id().exists() || dir.stop_file().exists() {
-        return None;
+/// adopting workers were started before. `container_step` reads the store, so it is asked
+/// last: a run that ended normally (its `exit.json` there) never pays for it.
+fn detached(
+    dir: &RunDir,
+    exited: bool,
+    container_step: impl FnOnce() -> ApiResult<bool>,
+) -> ApiResult<Option<u32>> {
+    if exited || !dir.container_id().exists() || dir.stop_file().exists() || !container_step()? {
+        return Ok(None);
     }
     let adoptions = dir.read_adoption().unwrap_or_else(|e| {
         tracing::warn!(task = %dir.root().display(), error = %e, "unreadable adoption.json");
         None
     });
-    Some(adoptions.map_or(0, |a| a.adoption))
+    Ok(Some(adoptions.map_or(0, |a| a.adoption)))
 }
 
 /// What the run directory shows, in the order the lifecycle needs it: the confirmation, the
 /// exit, the cleanup, then whether the worker is gone.
-fn read_observations(dir: &RunDir, worker_gone: bool, container_step: bool) -> Vec<Observation> {
+fn read_observations(
+    dir: &RunDir,
+    worker_gone: bool,
+    container_step: impl FnOnce() -> ApiResult<bool>,
+) -> ApiResult<Vec<Observation>> {
     let task = dir.root().display();
     let worker = dir.read_worker().unwrap_or_else(|e| {
         tracing::warn!(%task, error = %e, "unreadable worker.json");
@@ -210,15 +218,15 @@ fn read_observations(dir: &RunDir, worker_gone: bool, container_step: bool) -> V
         observations.push(Observation::CleanupRecorded(record));
     }
     if worker_gone {
-        if let Some(adoptions) = detached(dir, exited, container_step) {
+        if let Some(adoptions) = detached(dir, exited, container_step)? {
             observations.push(Observation::WorkerDetached { adoptions });
-            return observations;
+            return Ok(observations);
         }
         observations.push(Observation::WorkerGone {
             wrote_worker_json: worker.is_some() || dir.worker_json().exists(),
         });
     }
-    observations
+    Ok(observations)
 }
 
 /// Where a run goes after some observations: decided by the lifecycle, then committed

@@ -122,6 +122,17 @@ impl Launcher for FakeLauncher {
     }
 }
 
+/// The submitter of a test's submit: a plain `PATH`, cwd `/`, no captured environment.
+pub fn plain_submitter() -> homebased_shared::wire::Submitter {
+    homebased_shared::wire::Submitter {
+        path: Some("/usr/bin:/bin".into()),
+        home: None,
+        cwd: "/".into(),
+        parent_task: None,
+        env: None,
+    }
+}
+
 /// A core on the temporary home `dir` with a fake launcher.
 pub fn open_core(dir: &tempfile::TempDir, config: Config, launcher: FakeLauncher) -> Core {
     let home = Home::at(dir.path());

@@ -3,7 +3,7 @@
 //! directory's records, exactly the files a real worker writes; no process is started, so
 //! nothing here waits or sleeps.
 
-use super::testing::{open_core, Asked, FakeLauncher};
+use super::testing::{open_core, plain_submitter, Asked, FakeLauncher};
 use super::Core;
 use crate::lifecycle::{RunPhase, MAX_ADOPTIONS, MAX_CLEANUP_ATTEMPTS};
 use crate::store::{jobs, runs};
@@ -81,13 +81,7 @@ impl Fixture {
             .submit(SubmitRequest {
                 job: id,
                 spec,
-                submitter: Submitter {
-                    path: Some("/usr/bin:/bin".into()),
-                    home: None,
-                    cwd: "/".into(),
-                    parent_task: None,
-                    env: None,
-                },
+                submitter: plain_submitter(),
                 allow_other_thread: false,
                 machine: None,
             })
@@ -910,11 +904,8 @@ fn the_submitters_environment_reaches_run_json_without_run_variables_or_the_dige
             job: id,
             spec: spec.clone(),
             submitter: Submitter {
-                path: Some("/usr/bin:/bin".into()),
-                home: None,
-                cwd: "/".into(),
-                parent_task: None,
                 env,
+                ..plain_submitter()
             },
             allow_other_thread: false,
             machine: None,
@@ -1027,19 +1018,23 @@ fn barriers(f: &Fixture) -> i64 {
     crate::store::durability::barriers(f.core.store.db()).unwrap()
 }
 
-fn one_step() -> Vec<Value> {
-    vec![json!({"type": "task", "command": ["/bin/sh", "-c", "true"]})]
+/// A one-step job submitted without a pass (its commit not yet on disk), and an answer the
+/// core holds meanwhile.
+fn held_submit(f: &mut Fixture) -> (JobId, Sent) {
+    let step = json!({"type": "task", "command": ["/bin/sh", "-c", "true"]});
+    let job = f.submit_only(Priority::Medium, restart(), vec![step]);
+    (job, hold_an_answer(f))
 }
 
 #[test]
 fn a_submits_answer_waits_for_the_launch_whose_commit_makes_it_durable() {
     let mut f = Fixture::new();
-    let job = f.submit_only(Priority::Medium, restart(), one_step());
+    let (job, sent) = held_submit(&mut f);
     assert!(
         !f.core.store.is_synced(),
         "the submit commits without an fsync"
     );
-    let sent = hold_an_answer(&mut f);
+
     assert!(
         sent.lock().unwrap().is_empty(),
         "held while the submit is not on disk"
@@ -1069,8 +1064,7 @@ fn a_submits_answer_waits_for_the_launch_whose_commit_makes_it_durable() {
 #[test]
 fn a_durable_write_that_changes_nothing_still_makes_a_held_submit_durable() {
     let mut f = Fixture::new();
-    f.submit_only(Priority::Medium, restart(), one_step());
-    let sent = hold_an_answer(&mut f);
+    let (_, sent) = held_submit(&mut f);
     let before = barriers(&f);
     // A write that commits no change of its own (a launch that finds nothing to reserve, an
     // empty Fleet pull) would commit without an fsync.
@@ -1088,8 +1082,7 @@ fn a_durable_write_that_changes_nothing_still_makes_a_held_submit_durable() {
 #[test]
 fn a_submit_nothing_else_makes_durable_is_answered_after_the_turns_barrier() {
     let mut f = Fixture::new();
-    f.submit_only(Priority::Medium, restart(), one_step());
-    let sent = hold_an_answer(&mut f);
+    let (_, sent) = held_submit(&mut f);
     let before = barriers(&f);
     // The turn ends without a pass's commit (none was due, or it committed nothing).
     f.core.settle_answers();
@@ -1106,8 +1099,7 @@ fn a_submit_nothing_else_makes_durable_is_answered_after_the_turns_barrier() {
 #[test]
 fn held_answers_become_retryable_errors_when_the_barrier_cannot_commit_and_the_next_turn_retries() {
     let mut f = Fixture::new();
-    let job = f.submit_only(Priority::Medium, restart(), one_step());
-    let sent = hold_an_answer(&mut f);
+    let (job, sent) = held_submit(&mut f);
     // Another process holds the database, as a backup tool would.
     let database = homebased_shared::home::Home::at(f._dir.path()).database();
     let other = rusqlite::Connection::open(database).unwrap();
