@@ -57,6 +57,7 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
     }
     let web = web_address(opts.web_listen.as_deref(), &opts.config)?;
     fleet_needs_listener(&opts.config, web)?;
+    open_listener_needs_token(&opts.config, web)?;
     opts.home.create().map_err(|e| {
         ApiError::internal(format!("cannot create {}: {e}", opts.home.root().display()))
     })?;
@@ -113,6 +114,29 @@ pub fn fleet_needs_listener(config: &Config, web: Option<SocketAddr>) -> ApiResu
         ));
     }
     Ok(())
+}
+
+/// A listener that other machines can reach serves move, cancel and release: it needs a
+/// token to guard them (SPEC 11), the web token or the Fleet token.
+pub fn open_listener_needs_token(config: &Config, web: Option<SocketAddr>) -> ApiResult<()> {
+    match web {
+        Some(addr)
+            if !addr.ip().is_loopback()
+                && config.web.token.is_none()
+                && config.fleet.token.is_none() =>
+        {
+            Err(ApiError::new(
+                ErrorCode::ConfigInvalid,
+                format!(
+                    "the web listener {addr} is reachable from other machines and has no \
+                     token to guard its writes: set [web] token (or [fleet] token), or \
+                     listen on 127.0.0.1"
+                ),
+            )
+            .with_input(serde_json::json!({ "listen": addr.to_string() })))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// What a daemon serves on, bound before it starts.
@@ -175,6 +199,7 @@ pub async fn run(
     let config = core.config().clone();
     let web = listeners.web.as_ref().and_then(|l| l.local_addr().ok());
     fleet_needs_listener(&config, web)?;
+    open_listener_needs_token(&config, web)?;
     let delivery_wake = core.delivery_wake();
     let crate::core::CoreThread {
         handle,
@@ -229,7 +254,14 @@ pub async fn run(
                 api::guard::token,
             ))
             .layer(axum::middleware::from_fn_with_state(
-                addr,
+                std::sync::Arc::new(api::guard::HostPolicy::new(
+                    addr,
+                    config.web.hosts.as_deref(),
+                    nix::unistd::gethostname()
+                        .ok()
+                        .and_then(|h| h.into_string().ok())
+                        .as_deref(),
+                )),
                 api::guard::guard,
             ));
             let mut rx = shut_rx.clone();

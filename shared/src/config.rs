@@ -151,6 +151,9 @@ pub struct WebConfig {
     pub token: Option<FleetToken>,
     /// Whether TCP reads need the token too.
     pub token_reads: bool,
+    /// Names accepted in `Host` by a listener bound to a non-loopback address (SPEC 11);
+    /// `None`: this machine's host name and `<host>.local`, resolved at daemon start.
+    pub hosts: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
@@ -288,6 +291,7 @@ struct RawWeb {
     token_file: Option<PathBuf>,
     #[serde(default)]
     token_reads: bool,
+    hosts: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -393,6 +397,7 @@ impl Config {
                 "web.token_reads: set web.token (or web.token_file) too".into(),
             ));
         }
+        let hosts = raw.web.hosts.map(web_hosts).transpose()?;
         let mut machines = Vec::new();
         for peer in raw.fleet.machines {
             let a = crate::peer_address::normalize(&peer.address)
@@ -419,6 +424,7 @@ impl Config {
                 listen,
                 token: web_token,
                 token_reads: raw.web.token_reads,
+                hosts,
             },
             fleet: FleetConfig {
                 enabled: raw.fleet.enabled,
@@ -428,6 +434,41 @@ impl Config {
             },
         })
     }
+}
+
+/// `[web] hosts`: DNS names as a browser sends them in `Host` (no port, no trailing dot),
+/// kept in lower case for the guard's exact comparison.
+fn web_hosts(names: Vec<String>) -> Result<Vec<String>, ConfigError> {
+    names
+        .into_iter()
+        .map(|name| {
+            let lower = name.to_ascii_lowercase();
+            if valid_host_name(&lower) {
+                Ok(lower)
+            } else {
+                Err(ConfigError(format!(
+                    "web.hosts: {name:?} is not a host name (labels of a-z, 0-9 and -, \
+                     separated by dots, no port)"
+                )))
+            }
+        })
+        .collect()
+}
+
+/// A DNS name of 1 to 253 characters in labels of 1 to 63 of `a-z`, `0-9` and `-` (not at
+/// either end of a label). An IP literal is not a name: the guard handles those itself.
+pub fn valid_host_name(name: &str) -> bool {
+    name.len() <= 253
+        && name.parse::<std::net::IpAddr>().is_err()
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        })
 }
 
 /// A table's `token` or `token_file` (one of them at most).
@@ -551,6 +592,29 @@ address = "http://main:7677"
         assert_eq!(c.fleet.token.unwrap().expose(), long);
         let both = format!("{text}\ntoken = \"{long}\"");
         assert!(Config::parse(&both).is_err());
+    }
+
+    #[test]
+    fn web_hosts_are_plain_host_names() {
+        let c = Config::parse("[web]\nhosts = [\"Trainer\", \"trainer.lan\"]").unwrap();
+        assert_eq!(
+            c.web.hosts,
+            Some(vec!["trainer".to_string(), "trainer.lan".to_string()])
+        );
+        assert_eq!(Config::parse("").unwrap().web.hosts, None);
+        for bad in [
+            "trainer:7677",
+            "10.0.0.1",
+            "-x",
+            "a..b",
+            "trainer.",
+            "",
+            "a b",
+        ] {
+            let text = format!("[web]\nhosts = [{bad:?}]");
+            let e = Config::parse(&text).unwrap_err();
+            assert!(e.0.contains("web.hosts"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -204,6 +204,107 @@ fn a_request_a_fleet_peer_forwards_may_bring_the_fleet_token_instead() {
     assert_eq!(state_of(&h, &job), "cancelled");
 }
 
+/// A Fleet machine listens beyond loopback; with a Fleet token and no web token, the Fleet
+/// token guards every TCP write (SPEC 11): a plain cancel without it changes nothing.
+#[test]
+fn on_a_fleet_machine_without_a_web_token_the_fleet_token_guards_tcp_writes() {
+    let (h, addr) = daemon(&format!(
+        "[fleet]\nenabled = true\ntoken = \"{FLEET_TOKEN}\"\n"
+    ));
+    let job = h.submit(&h.spec("fleet-guarded"));
+    for headers in [
+        vec![],
+        bearer("not-the-token-not-the-token-xx"),
+        vec![format!("Authorization: {FLEET_TOKEN}")],
+    ] {
+        let refused = cancel(&addr, &job, &headers);
+        assert_eq!(refused.status, 401, "{refused:?}");
+        let error = refused.error();
+        assert_eq!(error["code"], "permission", "{error}");
+        assert!(
+            error["message"].as_str().unwrap().contains("[fleet] token"),
+            "the refusal names the token it needs: {error}"
+        );
+        assert!(!String::from_utf8_lossy(&refused.body).contains(FLEET_TOKEN));
+    }
+    h.settle();
+    assert_eq!(state_of(&h, &job), "queued");
+    // Reads stay open, and the page asks for the Fleet token by its name.
+    assert_eq!(send(&addr, "GET", "/v1/jobs", &[], None).status, 200);
+    let page = send(&addr, "GET", "/", &[], None);
+    let html = String::from_utf8_lossy(&page.body);
+    assert!(html.contains(r#"content="writes""#), "{html}");
+    assert!(html.contains("<code>[fleet] token</code>"), "{html}");
+    // The scheme is case-insensitive.
+    let done = cancel(
+        &addr,
+        &job,
+        &[format!("Authorization: bearer {FLEET_TOKEN}")],
+    );
+    assert_eq!(done.status, 200, "{done:?}");
+    assert_eq!(state_of(&h, &job), "cancelled");
+}
+
+/// A listener that other machines can reach needs a token: without one the daemon does not
+/// start, and says which key to set.
+#[test]
+fn a_listener_beyond_loopback_without_any_token_refuses_to_start() {
+    let h = TestHome::without_resources();
+    let port = http::free_port();
+    let out = h.cli(&[
+        "--json",
+        "daemon",
+        "serve",
+        "--web-listen",
+        &format!("0.0.0.0:{port}"),
+    ]);
+    let error = common::error_of(&out, 2, "serve on 0.0.0.0 without a token");
+    assert_eq!(error["code"], "config_invalid", "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains("[web] token"),
+        "{error}"
+    );
+    assert!(!h.socket().exists(), "nothing serves");
+}
+
+/// DNS rebinding: a page on a name the attacker controls, pointed at 127.0.0.1, sends that
+/// name as `Host`. A loopback listener takes only `localhost` and loopback literals.
+#[test]
+fn a_loopback_listener_refuses_every_name_but_localhost() {
+    let (h, addr) = daemon("");
+    let job = h.submit(&h.spec("rebound"));
+    let port = addr.rsplit_once(':').unwrap().1;
+    for name in [
+        "attacker.local",
+        "foo.ts.net",
+        "intranet",
+        "sub.localhost",
+        "localhost.",
+    ] {
+        for host in [name.to_string(), format!("{name}:{port}")] {
+            let request = format!("GET /v1/jobs HTTP/1.1\r\nHost: {host}\r\n\r\n");
+            let read = http::exchange(&mut http::tcp(&addr), request.as_bytes(), ANSWER);
+            assert_eq!(read.status, 403, "{host}: {read:?}");
+            let body = format!(r#"{{"operation_id":"{}"}}"#, new_uuid());
+            let request = format!(
+                "POST /v1/jobs/{job}/cancel HTTP/1.1\r\nHost: {host}\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let write = http::exchange(&mut http::tcp(&addr), request.as_bytes(), ANSWER);
+            assert_eq!(write.status, 403, "{host}: {write:?}");
+            assert_eq!(write.error()["code"], "permission");
+        }
+    }
+    h.settle();
+    assert_eq!(state_of(&h, &job), "queued");
+    for host in ["localhost", &format!("localhost:{port}"), &addr, "[::1]"] {
+        let request = format!("GET /v1/jobs HTTP/1.1\r\nHost: {host}\r\n\r\n");
+        let read = http::exchange(&mut http::tcp(&addr), request.as_bytes(), ANSWER);
+        assert_eq!(read.status, 200, "{host}: {read:?}");
+    }
+}
+
 /// The page polls every second; an unchanged answer is not sent again (SPEC section 11's
 /// dashboard, docs/ARCHITECTURE.md): `ETag` on every TCP read, `304` to a matching
 /// `If-None-Match`, a new tag once the queue changed.

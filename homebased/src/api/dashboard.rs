@@ -3,7 +3,7 @@
 //! page reads the same `/v1` routes as the CLI; it carries no data itself, so it is served
 //! even where `[web] token_reads` closes the reads (it must load to ask for the token).
 
-use super::guard::TokenMode;
+use super::guard::{TokenKey, TokenMode};
 use axum::body::Body;
 use axum::extract::{Extension, Request};
 use axum::http::{header, HeaderValue, Method, StatusCode};
@@ -38,17 +38,20 @@ pub(super) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
 }
 
 /// The page, told whether the listener wants a token (so that it asks for one at once).
-async fn index(mode: Option<Extension<TokenMode>>) -> Response {
+async fn index(mode: Option<Extension<TokenMode>>, key: Option<Extension<TokenKey>>) -> Response {
     let mode = mode.map_or(TokenMode::None, |Extension(m)| m);
+    let key = key.map_or(TokenKey("[web] token"), |Extension(k)| k);
     page(
         "text/html; charset=utf-8",
-        page_html(mode).into_bytes(),
+        page_html(mode, key).into_bytes(),
         "no-cache",
     )
 }
 
-fn page_html(mode: TokenMode) -> String {
-    INDEX.replace("{{TOKEN_MODE}}", mode.as_str())
+fn page_html(mode: TokenMode, key: TokenKey) -> String {
+    INDEX
+        .replace("{{TOKEN_MODE}}", mode.as_str())
+        .replace("{{TOKEN_KEY}}", key.0)
 }
 
 async fn app() -> Response {
@@ -164,7 +167,8 @@ mod tests {
 
     #[test]
     fn the_page_names_its_token_mode_and_only_its_own_files() {
-        let html = page_html(TokenMode::Writes);
+        let html = page_html(TokenMode::Writes, TokenKey("[fleet] token"));
+        assert!(html.contains("<code>[fleet] token</code>"));
         assert!(html.contains(r#"<meta name="homebased-token" content="writes">"#));
         assert!(!html.contains("{{"));
         // Every file the page loads is one of ours: nothing from another host.

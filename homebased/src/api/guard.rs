@@ -3,7 +3,7 @@
 //! and on reads with `token_reads`. The Unix socket needs none of them: only its owner
 //! connects.
 
-use crate::fleet::token::same_secret;
+use crate::fleet::token::{bearer, same_secret};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
@@ -12,22 +12,100 @@ use homebased_shared::config::FleetToken;
 use homebased_shared::error::{ApiError, ErrorCode};
 use std::net::{IpAddr, SocketAddr};
 
-/// Whether `host` (the `Host` header, port included or not) names this machine in a way a
-/// rebinding attack cannot forge into a public name.
-pub fn host_allowed(host: &str, bind: SocketAddr) -> bool {
-    let name = strip_port(host).trim_end_matches('.').to_ascii_lowercase();
-    if name.is_empty() {
-        return false;
+/// The names and addresses a `Host` header may carry on one TCP listener (SPEC 11). A DNS
+/// rebinding attack points a name the attacker controls at this machine, so a name is
+/// accepted only when it is one the operator uses: `localhost` on a loopback listener; on
+/// any other, also the names of `[web] hosts` (default: the host name and `<host>.local`).
+/// An IP literal cannot be rebound, but a loopback listener still takes only loopback ones.
+#[derive(Debug, Clone)]
+pub struct HostPolicy {
+    loopback: bool,
+    bind: IpAddr,
+    /// Lower case, exact: `sub.localhost` or `localhost.` are other names.
+    names: Vec<String>,
+    /// This machine's own addresses, for a listener bound to `0.0.0.0` or `::`.
+    own: Vec<IpAddr>,
+}
+
+impl HostPolicy {
+    /// `configured` is `[web] hosts`; `host_name` this machine's, for the default.
+    pub fn new(bind: SocketAddr, configured: Option<&[String]>, host_name: Option<&str>) -> Self {
+        let loopback = bind.ip().is_loopback();
+        let mut names = vec!["localhost".to_string()];
+        if !loopback {
+            match configured {
+                Some(list) => names.extend(list.iter().map(|n| n.to_ascii_lowercase())),
+                None => names.extend(default_names(host_name)),
+            }
+        }
+        let own = if bind.ip().is_unspecified() {
+            own_addresses()
+        } else {
+            Vec::new()
+        };
+        HostPolicy {
+            loopback,
+            bind: bind.ip(),
+            names,
+            own,
+        }
     }
-    let bare = name.trim_start_matches('[').trim_end_matches(']');
-    if let Ok(ip) = bare.parse::<IpAddr>() {
-        return ip == bind.ip() || is_local_ip(ip);
+
+    /// Whether `host` (the `Host` header, port included or not) may reach this listener.
+    pub fn allows(&self, host: &str) -> bool {
+        let name = strip_port(host).to_ascii_lowercase();
+        if name.is_empty() {
+            return false;
+        }
+        if let Some(bare) = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')) {
+            return bare.parse::<IpAddr>().is_ok_and(|ip| self.allows_ip(ip));
+        }
+        if let Ok(ip) = name.parse::<IpAddr>() {
+            // A bare v6 literal is not a Host header; only `[v6]` is.
+            return ip.is_ipv4() && self.allows_ip(ip);
+        }
+        self.names.contains(&name)
     }
-    name == "localhost"
-        || name.ends_with(".localhost")
-        || name.ends_with(".local")
-        || name.ends_with(".ts.net")
-        || !name.contains('.')
+
+    fn allows_ip(&self, ip: IpAddr) -> bool {
+        if self.loopback {
+            return ip.is_loopback();
+        }
+        ip == self.bind || self.own.contains(&ip) || is_local_ip(ip)
+    }
+}
+
+/// The host name and `<host>.local` (mDNS), and for a dotted host name its first label too.
+fn default_names(host_name: Option<&str>) -> Vec<String> {
+    let Some(full) = host_name.map(str::to_ascii_lowercase) else {
+        return Vec::new();
+    };
+    let short = full.split('.').next().unwrap_or("").to_string();
+    let mut names = Vec::new();
+    for name in [full.clone(), short.clone(), format!("{short}.local")] {
+        if homebased_shared::config::valid_host_name(&name) && !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// The addresses of this machine's interfaces (a listener on `0.0.0.0` is reached at any of
+/// them). None when they cannot be read: only the literals [`is_local_ip`] takes then.
+fn own_addresses() -> Vec<IpAddr> {
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
+        return Vec::new();
+    };
+    addrs
+        .filter_map(|a| a.address)
+        .filter_map(|a| {
+            if let Some(v4) = a.as_sockaddr_in() {
+                Some(IpAddr::V4(v4.ip()))
+            } else {
+                a.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
+            }
+        })
+        .collect()
 }
 
 fn strip_port(host: &str) -> &str {
@@ -88,17 +166,24 @@ fn is_json_media_type(content_type: &str) -> bool {
 }
 
 /// The middleware applied to every TCP route.
-pub async fn guard(State(bind): State<SocketAddr>, request: Request, next: Next) -> Response {
+pub async fn guard(
+    State(policy): State<std::sync::Arc<HostPolicy>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let host = request
         .headers()
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    if !host_allowed(&host, bind) {
+    if !policy.allows(&host) {
         return forbidden(
             ErrorCode::Permission,
-            format!("Host {host:?} is not a local name"),
+            format!(
+                "Host {host:?} is not a name of this listener: use localhost, an address of \
+                 this machine, or a name listed in [web] hosts"
+            ),
         );
     }
     if request.method() != Method::GET && request.method() != Method::HEAD {
@@ -146,46 +231,63 @@ impl WebToken {
     }
 
     pub fn mode(&self) -> TokenMode {
-        match (&self.token, self.reads) {
-            (None, _) => TokenMode::None,
-            (Some(_), false) => TokenMode::Writes,
-            (Some(_), true) => TokenMode::Reads,
+        match (&self.token, self.reads, &self.fleet) {
+            (None, _, None) => TokenMode::None,
+            (None, _, Some(_)) | (Some(_), false, _) => TokenMode::Writes,
+            (Some(_), true, _) => TokenMode::Reads,
+        }
+    }
+
+    /// The configuration key of the token a person must give the page: the web token, or
+    /// the Fleet token where that one guards the writes.
+    pub fn key(&self) -> &'static str {
+        match (&self.token, &self.fleet) {
+            (None, Some(_)) => "[fleet] token",
+            _ => "[web] token",
+        }
+    }
+
+    /// The token in words, for a refusal.
+    pub fn name(&self) -> &'static str {
+        match (&self.token, &self.fleet) {
+            (None, Some(_)) => "Fleet token",
+            _ => "web token",
         }
     }
 
     /// Whether a request may pass. The page's own files carry no data and are always served
     /// (the page must load to ask for the token). A request a Fleet peer forwarded (or a
     /// Fleet route) may bring the Fleet token instead: the peer holds that one, not this
-    /// listener's, and `fleet::token::guard` checks it right after this.
+    /// listener's, and `fleet::token::guard` checks it right after this. Without a web
+    /// token, the Fleet token guards every TCP write (SPEC 11): a Fleet machine listens
+    /// beyond loopback, and a write there must not be open to anyone who can reach it.
     pub fn admits(&self, method: &Method, path: &str, headers: &HeaderMap) -> bool {
-        let Some(token) = &self.token else {
-            return true;
-        };
         let read = method == Method::GET || method == Method::HEAD;
+        let sent = bearer(headers).as_bytes();
+        let Some(token) = &self.token else {
+            return match &self.fleet {
+                Some(fleet) => read || same_secret(sent, fleet.expose().as_bytes()),
+                None => true,
+            };
+        };
         if read && (!self.reads || super::dashboard::is_page(path)) {
             return true;
         }
-        let sent = bearer(headers);
-        if same_secret(sent.as_bytes(), token.expose().as_bytes()) {
+        if same_secret(sent, token.expose().as_bytes()) {
             return true;
         }
         match &self.fleet {
             Some(fleet) if crate::fleet::token::is_fleet_request(path, headers) => {
-                same_secret(sent.as_bytes(), fleet.expose().as_bytes())
+                same_secret(sent, fleet.expose().as_bytes())
             }
             _ => false,
         }
     }
 }
 
-/// The bearer token a request carries, or "" (which matches no configured token).
-fn bearer(headers: &HeaderMap) -> &str {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("")
-}
+/// The key of the token the dashboard asks for, beside [`TokenMode`] in the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenKey(pub &'static str);
 
 /// The web token's middleware, inside the Host and origin guard. It also tells the
 /// dashboard, through a request extension, whether the page should ask for the token.
@@ -200,13 +302,16 @@ pub async fn token(State(web): State<WebToken>, mut request: Request, next: Next
         let e = ApiError::new(
             ErrorCode::Permission,
             format!(
-                "this listener's {what} need its web token: send Authorization: Bearer \
-                 <web.token> (the dashboard asks for it once)"
+                "this listener's {what} need its {} ({}): send Authorization: Bearer \
+                 <token> (the dashboard asks for it once)",
+                web.name(),
+                web.key()
             ),
         );
         return (StatusCode::UNAUTHORIZED, axum::Json(e.envelope())).into_response();
     }
     request.extensions_mut().insert(web.mode());
+    request.extensions_mut().insert(TokenKey(web.key()));
     next.run(request).await
 }
 
@@ -222,37 +327,83 @@ fn forbidden(code: ErrorCode, message: String) -> Response {
 mod tests {
     use super::*;
 
-    fn bind() -> SocketAddr {
-        "0.0.0.0:7677".parse().unwrap()
+    fn policy(bind: &str, hosts: Option<&[String]>) -> HostPolicy {
+        HostPolicy::new(bind.parse().unwrap(), hosts, Some("trainer"))
     }
 
     #[test]
-    fn local_names_pass_and_public_names_do_not() {
+    fn a_loopback_listener_takes_only_localhost_and_loopback_literals() {
+        let p = policy("127.0.0.1:7677", None);
         for ok in [
             "localhost",
-            "localhost:7677",
+            "LOCALHOST:7677",
             "127.0.0.1:7677",
+            "127.0.0.2",
             "[::1]:7677",
-            "10.1.2.3",
-            "192.168.0.9:80",
-            "169.254.1.1",
-            "trainer",
-            "trainer.local",
-            "box.tail1234.ts.net",
-            "0.0.0.0:7677",
         ] {
-            assert!(host_allowed(ok, bind()), "{ok}");
+            assert!(p.allows(ok), "{ok}");
         }
+        // The names a rebinding page can use, and every other name.
         for bad in [
             "",
-            "evil.com",
-            "evil.com:7677",
-            "8.8.8.8",
+            "attacker.local",
+            "foo.ts.net",
+            "intranet",
+            "trainer",
+            "sub.localhost",
+            "localhost.",
             "localhost.evil.com",
+            "evil.com:7677",
+            "10.1.2.3",
+            "192.168.0.9:80",
+            "8.8.8.8",
             "[2001:db8::1]",
+            "::1",
         ] {
-            assert!(!host_allowed(bad, bind()), "{bad}");
+            assert!(!p.allows(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn another_listener_also_takes_its_address_private_literals_and_its_names() {
+        let p = policy("10.1.2.3:7677", None);
+        for ok in [
+            "localhost",
+            "10.1.2.3:7677",
+            "192.168.0.9",
+            "169.254.1.1",
+            "[fd00::1]",
+            "trainer",
+            "trainer.local:7677",
+        ] {
+            assert!(p.allows(ok), "{ok}");
+        }
+        for bad in [
+            "attacker.local",
+            "foo.ts.net",
+            "intranet",
+            "trainer.",
+            "sub.localhost",
+            "8.8.8.8",
+            "evil.com",
+        ] {
+            assert!(!p.allows(bad), "{bad}");
+        }
+        // `[web] hosts` replaces the default names.
+        let listed = ["box.tail1234.ts.net".to_string()];
+        let p = policy("10.1.2.3:7677", Some(&listed));
+        assert!(p.allows("box.tail1234.ts.net:7677"));
+        assert!(!p.allows("trainer"));
+        assert!(!p.allows("other.tail1234.ts.net"));
+    }
+
+    #[test]
+    fn the_default_names_are_the_host_name_and_its_mdns_name() {
+        assert_eq!(
+            default_names(Some("Trainer.lab.example")),
+            ["trainer.lab.example", "trainer", "trainer.local"]
+        );
+        assert_eq!(default_names(None), Vec::<String>::new());
     }
 
     fn secret(text: &str) -> Option<FleetToken> {
@@ -294,11 +445,20 @@ mod tests {
         assert!(t.admits(&Method::GET, "/", &none));
         assert!(t.admits(&Method::GET, "/dashboard/app.js", &none));
         assert_eq!(t.mode(), TokenMode::Reads);
-        // Without a web token, nothing is asked (the Fleet guard still does its own part).
-        let open = WebToken {
+        assert_eq!(t.key(), "[web] token");
+        // Without a web token, the Fleet token guards every write; reads stay open.
+        let fleet_only = WebToken {
             fleet: secret(fleet),
             ..WebToken::default()
         };
+        assert!(!fleet_only.admits(&Method::POST, "/v1/jobs/j/cancel", &none));
+        assert!(!fleet_only.admits(&Method::POST, "/v1/release", &with_bearer("wrong")));
+        assert!(fleet_only.admits(&Method::POST, "/v1/release", &with_bearer(fleet)));
+        assert!(fleet_only.admits(&Method::GET, "/v1/jobs", &none));
+        assert_eq!(fleet_only.mode(), TokenMode::Writes);
+        assert_eq!(fleet_only.key(), "[fleet] token");
+        // With neither, nothing is asked.
+        let open = WebToken::default();
         assert!(open.admits(&Method::POST, "/v1/release", &none));
         assert_eq!(open.mode(), TokenMode::None);
     }

@@ -62,7 +62,7 @@ async fn serve(listener: Listener) -> (Served, Client) {
             let addr = tcp.local_addr().unwrap();
             let router = router
                 .layer(axum::middleware::from_fn_with_state(
-                    addr,
+                    Arc::new(api::guard::HostPolicy::new(addr, None, None)),
                     api::guard::guard,
                 ))
                 .layer(axum::middleware::from_fn_with_state(seen.clone(), record));

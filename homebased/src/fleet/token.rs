@@ -27,16 +27,22 @@ pub fn is_fleet_request(path: &str, headers: &axum::http::HeaderMap) -> bool {
     path.starts_with("/v1/fleet/") || headers.contains_key(ORIGIN_HEADER)
 }
 
+/// The bearer token a request carries, or "" (which matches no configured token). The
+/// scheme is case-insensitive (RFC 9110 section 11.1): `bearer` and `Bearer` are one.
+pub fn bearer(headers: &axum::http::HeaderMap) -> &str {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim_start().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map_or("", |(_, token)| token.trim())
+}
+
 /// The TCP middleware. The refusal never echoes what was sent.
 pub async fn guard(State(fleet): State<Fleet>, request: Request, next: Next) -> Response {
     if let Some(token) = fleet.token() {
         if is_fleet_request(request.uri().path(), request.headers()) {
-            let sent = request
-                .headers()
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .unwrap_or("");
+            let sent = bearer(request.headers());
             if !same_secret(sent.as_bytes(), token.expose().as_bytes()) {
                 let e = ApiError::new(
                     ErrorCode::Permission,
@@ -61,6 +67,21 @@ mod tests {
         assert!(!same_secret(t, b"0123456789abcdef0123456789abcdeX"));
         assert!(!same_secret(t, b""));
         assert!(!same_secret(t, &t[..31]));
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive_and_nothing_else_is_a_token() {
+        let with = |value: &str| {
+            let mut h = axum::http::HeaderMap::new();
+            h.insert(header::AUTHORIZATION, value.parse().unwrap());
+            h
+        };
+        assert_eq!(bearer(&with("Bearer abc")), "abc");
+        assert_eq!(bearer(&with("bearer abc")), "abc");
+        assert_eq!(bearer(&with("BEARER  abc")), "abc");
+        assert_eq!(bearer(&with("Basic abc")), "");
+        assert_eq!(bearer(&with("abc")), "");
+        assert_eq!(bearer(&axum::http::HeaderMap::new()), "");
     }
 
     #[test]
