@@ -472,7 +472,8 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
                     allow_other_thread,
                     machine.machine,
                 )?)
-                .await?;
+                .await
+                .map_err(|e| name_the_job(e, id))?;
             let human = format!(
                 "submitted {id}: {} at {} position {}",
                 submitted.state,
@@ -583,6 +584,27 @@ fn captured_environment() -> std::collections::BTreeMap<String, String> {
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .filter(|(k, _)| !homebased_shared::rundir::is_run_variable(k))
         .collect()
+}
+
+/// A retryable failure may have reached the daemon, or a slow peer, all the same: the job
+/// may exist, or come to exist when that peer wakes. The id made before the first attempt is
+/// named (`input.job`, and in words), so that the retry carries it and can never make a
+/// second job (SPEC 2).
+fn name_the_job(mut e: ApiError, id: JobId) -> ApiError {
+    if !e.retryable {
+        return e;
+    }
+    e.message = format!(
+        "{}; the job may have been submitted all the same: retry with --job-id {id}",
+        e.message
+    );
+    match &mut e.input {
+        serde_json::Value::Object(input) => {
+            input.insert("job".into(), json!(id));
+        }
+        other => *other = json!({ "job": id }),
+    }
+    e
 }
 
 /// Reads the spec and captures what the submitter's side contributes.

@@ -26,14 +26,15 @@ use std::marker::PhantomData;
 use std::path::PathBuf;
 use transport::Endpoint;
 
+#[derive(Clone)]
 pub struct Client {
     endpoint: Endpoint,
     /// Sent as `Authorization: Bearer <token>` on every request (a Fleet peer's token).
     token: Option<String>,
     /// Sent as `X-Homebased-Origin` when this daemon forwards a request to a peer.
     origin: Option<MachineId>,
-    /// How long a TCP peer has to answer ([`transport::PEER_DEADLINE`] unless a long poll
-    /// asks for more).
+    /// How long the daemon has to answer: [`transport::SOCKET_DEADLINE`] on the socket, a
+    /// TCP peer [`transport::PEER_DEADLINE`] unless a long poll asks for more.
     deadline: std::time::Duration,
 }
 
@@ -67,8 +68,14 @@ impl Client {
             endpoint: Endpoint::Socket(path),
             token: None,
             origin: None,
-            deadline: transport::PEER_DEADLINE,
+            deadline: transport::SOCKET_DEADLINE,
         }
+    }
+
+    /// The same daemon with another bound on each answer (`daemon status` asks for a short one).
+    pub fn with_deadline(mut self, deadline: std::time::Duration) -> Client {
+        self.deadline = deadline;
+        self
     }
 
     /// A daemon's TCP listener at `http://host[:port]` or `host[:port]` (default port 7677).

@@ -155,7 +155,8 @@ impl Listeners {
             ApiError::internal(format!("cannot bind {}: {e}", home.socket().display()))
         })?;
         let path = home.poke_socket();
-        let _ = std::fs::remove_file(&path);
+        api::unix::remove_stale_socket(&path)
+            .map_err(|e| ApiError::internal(format!("cannot bind {}: {e}", path.display())))?;
         let pokes = tokio::net::UnixDatagram::bind(&path)
             .map_err(|e| ApiError::internal(format!("cannot bind {}: {e}", path.display())))?;
         let web = match web {

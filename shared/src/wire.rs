@@ -46,7 +46,7 @@ pub fn body_too_large(submit: bool, size: Option<usize>) -> crate::error::ApiErr
 }
 
 pub use daemon::{
-    DaemonStatus, PruneRequest, PruneResult, RunDirUsage, SeedRequest, Seeded, Settled,
+    DaemonDown, DaemonStatus, PruneRequest, PruneResult, RunDirUsage, SeedRequest, Seeded, Settled,
     ShutdownResult, TaskLog,
 };
 pub use envelope::Versioned;

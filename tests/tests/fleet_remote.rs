@@ -473,6 +473,56 @@ fn an_origin_that_crashed_after_storing_the_route_submits_once_on_retry() {
     assert_eq!(a.h.submit_json(&spec, Some(&job))["job"], job.as_str());
 }
 
+/// A peer that is only slow (here stopped with SIGSTOP) takes a forwarded submit after the
+/// origin gave up on it. The CLI names the job id it made before the first attempt, so that
+/// the user's retry is that same job: it runs once, not twice.
+#[test]
+fn a_submit_to_a_stalled_peer_names_its_job_id_and_the_retry_runs_it_once() {
+    let (a, _a_id, b, b_id) = pair();
+    let pid = b.h.json(&["daemon", "status"])["pid"].as_u64().unwrap();
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap());
+    let spec = for_beta(sh_spec(&a.h, "stalled", "echo ran", &[]));
+    let file = a.h.spec_file(&spec);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let out = a.h.cli(&[
+        "--json",
+        "resource",
+        "job",
+        "submit",
+        "--spec",
+        file.to_str().unwrap(),
+    ]);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let err = common::error_of(&out, 1, "submit to a stopped peer");
+    assert_eq!(err["code"], "machine_unavailable", "{err}");
+    assert_eq!(err["retryable"], true, "{err}");
+    let job = err["input"]["job"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the refusal names the job id: {err}"))
+        .to_string();
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("retry with --job-id {job}")),
+        "{err}"
+    );
+    // The woken peer may take the stalled request; the retry is the same job either way.
+    let answer = a.h.submit_json(&spec, Some(&job));
+    assert_eq!(answer["job"], job.as_str(), "{answer}");
+    assert_eq!(answer["machine"], b_id.as_str(), "{answer}");
+    let done = wait_job(&b.h, &job, "succeeded");
+    assert_eq!(
+        done["runs"].as_array().unwrap().len(),
+        1,
+        "ran once: {done}"
+    );
+    b.h.settle();
+    let runs = std::fs::read_dir(b.h.home().join("tasks")).unwrap().count();
+    assert_eq!(runs, 1, "one run on beta, not two");
+    assert!(b.h.queue().is_empty(), "nothing else waits on beta");
+}
+
 /// A TCP server on a loopback port that answers every request with a body of `size` bytes
 /// that are not JSON, until the test ends.
 fn huge_peer(size: usize) -> String {

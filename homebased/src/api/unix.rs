@@ -12,14 +12,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use tokio::net::UnixListener;
 
-/// Binds the socket (replacing a stale file; the caller holds `daemon.lock`, so no live
+/// Binds the socket (replacing a stale socket; the caller holds `daemon.lock`, so no live
 /// daemon owns it) with mode 0600.
 pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
-    match std::fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
+    remove_stale_socket(path)?;
     // Create it private from the start: no window in which another user could connect.
     let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
     let listener = UnixListener::bind(path);
@@ -28,6 +24,21 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     limits::widen_backlog(&listener)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     Ok(listener)
+}
+
+/// Removes what a daemon before us left at `path`, if it is a socket. Anything else there
+/// (a regular file, a directory, a link) is not ours to delete: refused, left as it is.
+pub fn remove_stale_socket(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(path),
+        Ok(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            "something that is not a socket is there; it was left as it is: move it away",
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Accepts connections until `shutdown` resolves.

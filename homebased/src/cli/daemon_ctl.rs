@@ -10,7 +10,7 @@ use crate::store::{jobs, machine, Store};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::home::Home;
 use homebased_shared::ids::OperationId;
-use homebased_shared::wire::{CancelRequest, DaemonStatus, PhaseView};
+use homebased_shared::wire::{CancelRequest, DaemonDown, DaemonStatus, PhaseView};
 use serde_json::json;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -24,6 +24,9 @@ const DRAIN_BOUND: Duration = Duration::from_secs(300);
 const POLL: Duration = Duration::from_millis(50);
 /// How long `start` waits for the lock of a daemon that no longer answers.
 const LOCK_RELEASE_BOUND: Duration = Duration::from_secs(2);
+/// How long `status`, `start`, `stop` and `restart` wait for the socket's answer before they
+/// read the home's files instead: `status` answers within 5 s of a hung daemon (SPEC 2).
+const PROBE_BOUND: Duration = Duration::from_secs(2);
 
 pub fn run(
     cmd: DaemonCommand,
@@ -107,11 +110,54 @@ fn run_dirs_line(
     )
 }
 
+/// The daemon's own status, or `None` when it does not answer within [`PROBE_BOUND`].
 pub(super) async fn live_status(client: &Client) -> ApiResult<Option<DaemonStatus>> {
-    match client.status().await {
+    match client.clone().with_deadline(PROBE_BOUND).status().await {
         Ok(status) => Ok(Some(status)),
         Err(e) if e.code == ErrorCode::DaemonUnavailable => Ok(None),
         Err(e) => Err(e),
+    }
+}
+
+/// Why no daemon answered: read from `daemon.lock` and the socket path, never by waiting.
+fn why_silent(home: &Home) -> (DaemonDown, Option<u32>) {
+    use std::os::unix::fs::FileTypeExt;
+    if !lock::is_held(home) {
+        return (DaemonDown::Stopped, None);
+    }
+    let socket = std::fs::symlink_metadata(home.socket());
+    let why = match socket {
+        Ok(meta) if meta.file_type().is_socket() => DaemonDown::Unresponsive,
+        _ => DaemonDown::SocketMissing,
+    };
+    (why, lock::recorded_pid(home))
+}
+
+/// The headline and the status of a daemon that did not answer.
+fn silent_status(home: &Home) -> ApiResult<(DaemonStatus, String)> {
+    let (why, pid) = why_silent(home);
+    let mut status = offline_status(home)?;
+    status.pid = pid;
+    status.daemon = Some(why);
+    Ok((status, silent_headline(home, why, pid)))
+}
+
+fn silent_headline(home: &Home, why: DaemonDown, pid: Option<u32>) -> String {
+    let who = pid.map_or_else(|| "a daemon".into(), |p| format!("a daemon (pid {p})"));
+    match why {
+        DaemonDown::Stopped => "daemon is not running".into(),
+        DaemonDown::Unresponsive => format!(
+            "{who} holds {} but does not answer on its socket within {}s: it may be stopped \
+             (SIGSTOP) or hung; `homebased daemon restart` replaces it (running work is not \
+             touched)",
+            home.daemon_lock().display(),
+            PROBE_BOUND.as_secs()
+        ),
+        DaemonDown::SocketMissing => format!(
+            "{who} is running but its socket {} is gone; `homebased daemon restart` brings it \
+             back (running work is not touched)",
+            home.socket().display()
+        ),
     }
 }
 
@@ -133,13 +179,17 @@ pub(super) fn offline_status(home: &Home) -> ApiResult<DaemonStatus> {
         version: env!("CARGO_PKG_VERSION").into(),
         machine,
         run_dirs: None,
+        daemon: Some(DaemonDown::Stopped),
     })
 }
 
 async fn status(home: &Home, client: &Client) -> ApiResult<Printed> {
     match live_status(client).await? {
         Some(s) => printed(s, "daemon is running"),
-        None => printed(offline_status(home)?, "daemon is not running"),
+        None => {
+            let (status, headline) = silent_status(home)?;
+            printed(status, &headline)
+        }
     }
 }
 
@@ -150,12 +200,18 @@ async fn start(
     client: &Client,
 ) -> ApiResult<Printed> {
     if lock::is_held(home) {
+        if live_status(client).await?.is_some() {
+            return Err(crate::daemon::already_running(home));
+        }
         // A daemon killed a moment ago holds its lock until its last thread is gone: wait
-        // that out; a daemon that answers is really running.
+        // that out. One that still holds it runs without answering: say so.
         let since = Instant::now();
         while lock::is_held(home) {
-            if live_status(client).await?.is_some() || since.elapsed() > LOCK_RELEASE_BOUND {
-                return Err(crate::daemon::already_running(home));
+            if since.elapsed() > LOCK_RELEASE_BOUND {
+                let (why, pid) = why_silent(home);
+                let mut refusal = crate::daemon::already_running(home);
+                refusal.message = silent_headline(home, why, pid);
+                return Err(refusal);
             }
             tokio::time::sleep(POLL).await;
         }
@@ -223,7 +279,27 @@ fn jobs_in_flight(n: u64) -> String {
 
 async fn stop(home: &Home, client: &Client, yes: bool) -> ApiResult<Printed> {
     let Some(status) = live_status(client).await? else {
-        return printed(offline_status(home)?, "daemon is not running");
+        let (status, headline) = silent_status(home)?;
+        if status.daemon == Some(DaemonDown::Stopped) {
+            return printed(status, &headline);
+        }
+        // It runs without answering: the same rule from the store, then SIGTERM to the pid
+        // of `daemon.lock` (a daemon's clean exit; running work goes on).
+        if status.in_flight > 0 {
+            if !yes {
+                return Err(in_flight_refusal(status.in_flight));
+            }
+            return Err(ApiError::new(
+                ErrorCode::DaemonUnavailable,
+                format!(
+                    "{headline}; --yes cannot cancel jobs through a daemon that does not \
+                     answer: restart it first"
+                ),
+            )
+            .with_input(json!({ "pid": status.pid })));
+        }
+        stop_daemon(home, client).await?;
+        return printed(offline_status(home)?, "daemon stopped");
     };
     if status.in_flight > 0 {
         if !yes {
@@ -280,20 +356,42 @@ pub(super) async fn cancel_all_and_drain(client: &Client) -> ApiResult<()> {
     }
 }
 
-/// Asks the daemon to exit and waits until it released the home. Running work goes on.
+/// Asks the daemon to exit and waits until it released the home. Running work goes on. A
+/// daemon that does not answer on its socket (gone, stopped, hung) gets SIGTERM at the pid
+/// of `daemon.lock` instead, which it handles as `daemon stop`.
 pub(super) async fn stop_daemon(home: &Home, client: &Client) -> ApiResult<()> {
-    match client.shutdown().await {
-        Ok(_) => {}
-        Err(e) if e.code == ErrorCode::DaemonUnavailable => {}
+    let asked = match client.clone().with_deadline(PROBE_BOUND).shutdown().await {
+        Ok(_) => true,
+        Err(e) if e.code == ErrorCode::DaemonUnavailable => false,
         Err(e) => return Err(e),
+    };
+    if !asked && lock::is_held(home) {
+        // The holder of the lock wrote its pid; a pid that is gone by now is fine. Never 0 or
+        // 1: kill(0) would signal our own process group.
+        let pid = lock::recorded_pid(home)
+            .and_then(|p| i32::try_from(p).ok())
+            .filter(|p| *p > 1);
+        if let Some(pid) = pid {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
     }
     let started = Instant::now();
     while lock::is_held(home) {
         if started.elapsed() > STOP_BOUND {
-            return Err(ApiError::internal(format!(
-                "the daemon (pid {:?}) did not exit within {STOP_BOUND:?}",
-                lock::recorded_pid(home)
-            )));
+            let pid = lock::recorded_pid(home);
+            return Err(ApiError::new(
+                ErrorCode::DaemonUnavailable,
+                format!(
+                    "the daemon (pid {}) did not exit within {}s: if it is stopped, `kill \
+                     -CONT` it; killing it does not touch running work",
+                    pid.map_or_else(|| "?".into(), |p| p.to_string()),
+                    STOP_BOUND.as_secs()
+                ),
+            )
+            .with_input(json!({ "pid": pid })));
         }
         tokio::time::sleep(POLL).await;
     }

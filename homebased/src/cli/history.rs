@@ -24,11 +24,17 @@ pub enum HistoryCommand {
     },
 }
 
+const PRUNE_BOUND: std::time::Duration = std::time::Duration::from_secs(600);
+
 pub async fn run(cmd: HistoryCommand, client: &Client) -> ApiResult<Printed> {
     match cmd {
         HistoryCommand::Prune { before, dry_run } => {
             let age = parse_age(&before)?;
+            // A prune of a long history removes many directories: it may take longer than a
+            // request's usual bound, but not for ever.
             let result = client
+                .clone()
+                .with_deadline(PRUNE_BOUND)
                 .prune(&PruneRequest {
                     older_than_ms: u64::try_from(age.as_millis()).unwrap_or(u64::MAX),
                     dry_run,

@@ -22,6 +22,11 @@ const DEFAULT_PORT: u16 = homebased_shared::peer_address::DEFAULT_PORT;
 /// slow or half-open peer never holds a request longer.
 pub const PEER_DEADLINE: Duration = Duration::from_secs(5);
 
+/// A daemon that has not answered on its socket within this is `daemon_unavailable` (SPEC 2):
+/// a stopped (`SIGSTOP`) or hung daemon never hangs the CLI. Long polls and follows are not
+/// socket requests with a body to wait for, so this bounds every request the CLI makes.
+pub const SOCKET_DEADLINE: Duration = Duration::from_secs(30);
+
 /// The largest answer read from a peer: a peer answering a huge body is cut off there.
 pub const MAX_PEER_REPLY_BYTES: usize = 64 * 1024 * 1024;
 
@@ -169,8 +174,14 @@ impl Client {
         let unavailable = |e| Transport::Unavailable(self.endpoint.unavailable(e));
         match &self.endpoint {
             Endpoint::Socket(socket) => {
-                let stream = UnixStream::connect(socket).await.map_err(unavailable)?;
-                self.exchange(stream, method, path, body).await
+                let attempt = async {
+                    let stream = UnixStream::connect(socket).await.map_err(unavailable)?;
+                    self.exchange(stream, method, path, body).await
+                };
+                match tokio::time::timeout(self.deadline, attempt).await {
+                    Ok(result) => result,
+                    Err(_) => Err(Transport::Unavailable(silent_daemon(socket, self.deadline))),
+                }
             }
             Endpoint::Tcp(authority) => {
                 let attempt = async {
@@ -217,10 +228,20 @@ impl Client {
         let mut last = None;
         for attempt in 0..SAFE_ATTEMPTS {
             pause_before(attempt).await;
-            let stream = UnixStream::connect(socket)
+            // The bound covers the answer's head: once the listing streams in, it takes as
+            // long as it is.
+            let head = async {
+                let stream = UnixStream::connect(socket)
+                    .await
+                    .map_err(|e| Transport::Unavailable(self.endpoint.unavailable(e)))?;
+                self.request(stream, Method::GET, path, None).await
+            };
+            let head = tokio::time::timeout(self.deadline, head)
                 .await
-                .map_err(|e| self.endpoint.unavailable(e))?;
-            let response = match self.request(stream, Method::GET, path, None).await {
+                .unwrap_or_else(|_| {
+                    Err(Transport::Unavailable(silent_daemon(socket, self.deadline)))
+                });
+            let response = match head {
                 Ok(response) => response,
                 Err(Transport::Unavailable(e)) => return Err(e),
                 Err(Transport::Lost(e)) => {
@@ -318,6 +339,34 @@ impl Client {
             .map_err(|e| lost(&e))?;
         sender.send_request(request).await.map_err(|e| lost(&e))
     }
+}
+
+/// A daemon that accepted the connection (or whose socket exists) but did not answer in
+/// time: `daemon_unavailable`, retryable, naming the pid that holds `daemon.lock` beside the
+/// socket, so that the person can look at that process.
+fn silent_daemon(socket: &std::path::Path, deadline: Duration) -> ApiError {
+    let home = homebased_shared::home::Home::at(socket.parent().unwrap_or(socket));
+    let pid =
+        crate::daemon::lock::recorded_pid(&home).filter(|_| crate::daemon::lock::is_held(&home));
+    let holder = pid.map_or_else(
+        || "the daemon".to_string(),
+        |pid| {
+            format!(
+                "the daemon (pid {pid}, holding {})",
+                home.daemon_lock().display()
+            )
+        },
+    );
+    ApiError::new(
+        ErrorCode::DaemonUnavailable,
+        format!(
+            "{holder} did not answer on {} within {}s: it may be stopped (SIGSTOP) or hung; \
+             `homebased daemon status` reads the home without it",
+            socket.display(),
+            deadline.as_secs()
+        ),
+    )
+    .with_input(serde_json::json!({ "socket": socket, "pid": pid }))
 }
 
 /// The daemon's error envelope of a failed answer; anything else there is `internal`.

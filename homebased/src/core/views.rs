@@ -215,6 +215,7 @@ impl Core {
             version: env!("CARGO_PKG_VERSION").into(),
             machine: Some(self.machine),
             run_dirs: self.run_dir_usage.lock().ok().and_then(|u| *u),
+            daemon: None,
         })
     }
 }

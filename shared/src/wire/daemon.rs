@@ -18,6 +18,22 @@ pub struct DaemonStatus {
     /// measured yet, or the daemon is down).
     #[serde(default)]
     pub run_dirs: Option<RunDirUsage>,
+    /// Why no daemon answered, when none did (read from the home by the CLI); absent in a
+    /// daemon's own answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<DaemonDown>,
+}
+
+/// What the CLI finds when the socket does not answer (SPEC 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DaemonDown {
+    /// No process holds `daemon.lock`.
+    Stopped,
+    /// The holder of `daemon.lock` does not answer on its socket in time (stopped, hung).
+    Unresponsive,
+    /// The holder of `daemon.lock` runs, but its socket is gone (deleted by hand).
+    SocketMissing,
 }
 
 /// What `<home>/tasks` and `<home>/jobs` hold, measured by a walk at most every few minutes.
