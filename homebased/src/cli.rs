@@ -344,8 +344,15 @@ fn config_validate(source: Option<ConfigSource>) -> ApiResult<Printed> {
     Ok(Printed::new(v, vec![], human))
 }
 
+/// The job of `show`, `move`, `cancel` and `log`: a positional argument, not a flag.
 fn parse_job(text: &str) -> ApiResult<JobId> {
-    text.parse().map_err(|_| bad_input("job", text))
+    text.parse().map_err(|_| {
+        ApiError::new(
+            ErrorCode::InvalidQueueInput,
+            format!("the job {text:?} is not a full UUID (ids are never shortened)"),
+        )
+        .with_input(json!({ "job": text }))
+    })
 }
 
 fn parse_operation(text: Option<String>) -> ApiResult<OperationId> {
@@ -356,10 +363,15 @@ fn parse_operation(text: Option<String>) -> ApiResult<OperationId> {
     }
 }
 
+/// A flag's value that is not a full UUID; `field` is its key in `input` (`operation_id`),
+/// named as the flag in words (`--operation-id`).
 fn bad_input(field: &str, value: &str) -> ApiError {
     ApiError::new(
         ErrorCode::InvalidQueueInput,
-        format!("--{field}: {value:?} is not a full UUID"),
+        format!(
+            "--{}: {value:?} is not a full UUID",
+            field.replace('_', "-")
+        ),
     )
     .with_input(json!({ field: value }))
 }

@@ -221,6 +221,7 @@ impl Fleet {
         match (peer.state, peer.bound) {
             (PeerState::Up, Some(uuid)) => Ok(Some((self.client(&peer.address), uuid))),
             (PeerState::IdentityMismatch, _) => Err(mismatch(&peer)),
+            (PeerState::Refused, _) => Err(directory::refused(&peer)),
             (PeerState::Incompatible, _) => Err(ApiError::new(
                 ErrorCode::MachineUnavailable,
                 format!(
@@ -237,6 +238,31 @@ impl Fleet {
             )
             .with_input(serde_json::json!({ "address": peer.address, "machine": key }))),
         }
+    }
+
+    /// An error a peer answered, said as that machine's: a full disk, a damaged store or a
+    /// fault there must not read like one here. Other refusals name what they refuse.
+    pub fn answered_by(&self, machine: &str, mut e: ApiError) -> ApiError {
+        if !matches!(e.code, ErrorCode::StorageUnavailable | ErrorCode::Internal) {
+            return e;
+        }
+        let name = machine
+            .parse::<MachineId>()
+            .ok()
+            .and_then(|id| self.peers().iter().find(|p| p.bound == Some(id)).cloned())
+            .and_then(|p| p.name);
+        let who = match name {
+            Some(name) => format!("machine {name} ({machine})"),
+            None => format!("machine {machine}"),
+        };
+        e.message = format!("on {who}: {}", e.message);
+        match &mut e.input {
+            serde_json::Value::Object(input) => {
+                input.insert("machine".into(), serde_json::json!(machine));
+            }
+            other => *other = serde_json::json!({ "machine": machine }),
+        }
+        e
     }
 
     /// A request to the peer bound to `machine` found nothing answering: it is `down`, and
@@ -256,7 +282,12 @@ impl Fleet {
     /// store on its first answer). Answers the entry afterwards.
     async fn refresh(&self, address: &str) -> ApiResult<Peer> {
         let probed = match self.ask_identity(address).await {
+            Ok(identity) if identity.machine == self.inner.identity.machine => {
+                tracing::warn!(%address, "a Fleet peer answers as this machine: not a peer");
+                Probed::Myself
+            }
             Ok(identity) => Probed::Answered(identity),
+            Err(e) if e.code == ErrorCode::Permission => Probed::Refused,
             Err(e) => {
                 tracing::debug!(%address, error = %e.message, "Fleet probe failed");
                 Probed::Failed
@@ -349,6 +380,22 @@ impl Fleet {
                 format!("{address} is this machine's own listener"),
             )
             .with_input(serde_json::json!({ "address": address })));
+        }
+        // This machine under another address (`localhost`, another interface), or an
+        // impostor with its UUID: a peer by that UUID would shadow this machine.
+        if let Ok(identity) = self.ask_identity(&address).await {
+            if identity.machine == self.inner.identity.machine {
+                return Err(ApiError::new(
+                    ErrorCode::Usage,
+                    format!(
+                        "{address} answers as this machine ({}): a machine is not its own peer",
+                        identity.machine
+                    ),
+                )
+                .with_input(
+                    serde_json::json!({ "address": address, "machine": identity.machine }),
+                ));
+            }
         }
         let known = self.peers().iter().any(|p| p.address == address);
         if !known {

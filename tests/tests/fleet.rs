@@ -426,12 +426,61 @@ fn a_peer_answering_garbage_or_nothing_is_unavailable_within_the_bound() {
         b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot json!",
     ));
     let silent = fake_peer(None);
-    for address in [&garbage, &silent] {
+    let broken = fake_peer(Some(b"SSH-2.0-OpenSSH_9.2\r\n"));
+    for address in [&garbage, &silent, &broken] {
         let added = a.h.json(&["fleet", "add", address]);
         assert_eq!(added["state"], "down", "{address}: {added}");
         assert!(added["machine"].is_null(), "nothing bound: {added}");
         let err = a.h.json_err(&["fleet", "probe", address], 1);
         assert_eq!(err["code"], "machine_unavailable", "{address}: {err}");
         assert_eq!(err["retryable"], true);
+        // The one thing the person can act on: which address answered that.
+        assert!(
+            err["message"].as_str().unwrap().contains(address.as_str()),
+            "{address}: {err}"
+        );
     }
+}
+
+/// A peer that holds another token answers, but refuses: `refused`, not `down`, and a
+/// request for it is `permission` (set the same token), by name or address alike.
+#[test]
+fn a_peer_with_another_token_is_refused_and_says_permission() {
+    let mut b = Machine::with_gpu("beta");
+    b.start(Some(TOKEN), &[]);
+    let other = format!("{}-other", &TOKEN[..TOKEN.len() - 6]);
+    let mut a = Machine::new("alpha");
+    a.start(Some(&other), &[b.address()]);
+    let seen = a.wait_peer(&b.address(), "refused");
+    assert!(seen["machine"].is_null(), "nothing bound: {seen}");
+    let spec = sh_spec(&a.h, "refused", "true", &[]).set("machine", serde_json::json!("beta"));
+    let err = a.h.submit_err(&spec, None, 4);
+    assert_eq!(err["code"], "permission", "{err}");
+    assert!(
+        err["message"].as_str().unwrap().contains("fleet.token"),
+        "{err}"
+    );
+    let err =
+        a.h.json_err(&["resource", "list", "--machine", &b.address()], 4);
+    assert_eq!(err["code"], "permission", "{err}");
+    assert!(b.h.queue().is_empty(), "nothing reached beta");
+}
+
+/// This machine under another of its addresses is not a peer: adding it would shadow this
+/// machine's own name and UUID.
+#[test]
+fn this_machine_under_another_address_cannot_be_added_as_a_peer() {
+    let mut a = Machine::new("alpha");
+    a.start(Some(TOKEN), &[]);
+    let alias = format!("http://localhost:{}", a.port);
+    let err = a.h.json_err(&["fleet", "add", &alias], 2);
+    assert_eq!(err["code"], "usage", "{err}");
+    assert!(
+        err["message"].as_str().unwrap().contains("this machine"),
+        "{err}"
+    );
+    let machines = a.machines();
+    assert_eq!(machines.len(), 1, "only this machine: {machines:?}");
+    let list = a.h.json(&["resource", "list", "--machine", "alpha"]);
+    assert!(list["resources"].is_array(), "{list}");
 }

@@ -200,7 +200,7 @@ impl AppState {
                 self.fleet.unreachable(machine);
             }
         }
-        answer
+        answer.map_err(|e| self.fleet.answered_by(machine, e))
     }
 
     /// Runs `f` on this machine's core and answers its result as versioned JSON.

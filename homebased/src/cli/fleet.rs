@@ -107,6 +107,7 @@ fn state(view: &MachineView) -> &'static str {
         PeerState::Down => "down",
         PeerState::Incompatible => "incompatible",
         PeerState::IdentityMismatch => "identity_mismatch",
+        PeerState::Refused => "refused",
     }
 }
 

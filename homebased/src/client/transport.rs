@@ -96,14 +96,20 @@ impl Endpoint {
 
     /// The connection broke mid-request: the request may or may not have been applied.
     fn lost(&self, e: impl std::fmt::Display) -> Transport {
-        let code = match self {
-            Endpoint::Socket(_) => ErrorCode::DaemonUnavailable,
-            Endpoint::Tcp(_) => ErrorCode::MachineUnavailable,
-        };
-        Transport::Lost(ApiError::new(
-            code,
-            format!("the daemon connection broke: {e}"),
-        ))
+        Transport::Lost(match self {
+            Endpoint::Socket(path) => ApiError::new(
+                ErrorCode::DaemonUnavailable,
+                format!("the daemon connection broke: {e}"),
+            )
+            .with_input(serde_json::json!({ "socket": path })),
+            // Named, since the peer's address is the one thing the person can act on: a
+            // garbage answer means another program listens there.
+            Endpoint::Tcp(authority) => ApiError::new(
+                ErrorCode::MachineUnavailable,
+                format!("the connection to http://{authority} broke: {e}"),
+            )
+            .with_input(serde_json::json!({ "address": format!("http://{authority}") })),
+        })
     }
 }
 
@@ -255,7 +261,7 @@ impl Client {
                     .read_whole(response)
                     .await
                     .map_err(Transport::into_error)?;
-                return Err(error_of(status, &body));
+                return Err(self.endpoint.error_of(status, &body));
             }
             let mut body = response.into_body();
             while let Some(frame) = body.frame().await {
@@ -282,7 +288,7 @@ impl Client {
         if status.is_success() {
             return Ok(Ok(body));
         }
-        Ok(Err(error_of(status, &body)))
+        Ok(Err(self.endpoint.error_of(status, &body)))
     }
 
     /// The whole body of `response`; a peer's is bounded by [`MAX_PEER_REPLY_BYTES`].
@@ -369,13 +375,24 @@ fn silent_daemon(socket: &std::path::Path, deadline: Duration) -> ApiError {
     .with_input(serde_json::json!({ "socket": socket, "pid": pid }))
 }
 
-/// The daemon's error envelope of a failed answer; anything else there is `internal`.
-fn error_of(status: hyper::StatusCode, body: &[u8]) -> ApiError {
-    match serde_json::from_slice::<ErrorEnvelope>(body) {
-        Ok(envelope) => envelope.error,
-        Err(_) => ApiError::internal(format!(
-            "the daemon answered {status}: {}",
-            String::from_utf8_lossy(body)
-        )),
+impl Endpoint {
+    /// The daemon's error envelope of a failed answer; anything else there is `internal`
+    /// from this daemon's socket, and from a peer's address `machine_unavailable` naming it
+    /// (another program answers there).
+    fn error_of(&self, status: hyper::StatusCode, body: &[u8]) -> ApiError {
+        if let Ok(envelope) = serde_json::from_slice::<ErrorEnvelope>(body) {
+            return envelope.error;
+        }
+        let text = String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned();
+        match self {
+            Endpoint::Socket(_) => {
+                ApiError::internal(format!("the daemon answered {status}: {text}"))
+            }
+            Endpoint::Tcp(authority) => ApiError::new(
+                ErrorCode::MachineUnavailable,
+                format!("http://{authority} answered {status}, not as a homebased daemon: {text}"),
+            )
+            .with_input(serde_json::json!({ "address": format!("http://{authority}") })),
+        }
     }
 }

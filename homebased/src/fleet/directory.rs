@@ -57,6 +57,11 @@ impl Peer {
 #[derive(Debug, Clone)]
 pub enum Probed {
     Answered(Identity),
+    /// It answered `permission`: it holds another Fleet token than this machine (or none).
+    Refused,
+    /// It answered with this machine's own UUID: this machine's listener under another
+    /// address, or an impostor. Never bound.
+    Myself,
     Failed,
 }
 
@@ -79,6 +84,14 @@ pub fn apply(peer: &mut Peer, probed: &Probed, now: Millis) -> Bind {
     match probed {
         Probed::Failed => {
             peer.state = PeerState::Down;
+            Bind::Nothing
+        }
+        Probed::Refused => {
+            peer.state = PeerState::Refused;
+            Bind::Nothing
+        }
+        Probed::Myself => {
+            peer.state = PeerState::IdentityMismatch;
             Bind::Nothing
         }
         Probed::Answered(id) => {
@@ -111,7 +124,7 @@ pub fn due(peer: &Peer, now: Millis) -> bool {
 
 /// Whether a request for `peer` must probe it first: its last probe failed (or none ran).
 pub fn probe_before_use(peer: &Peer) -> bool {
-    peer.state == PeerState::Down
+    matches!(peer.state, PeerState::Down | PeerState::Refused)
 }
 
 /// What a `--machine` / `?machine=` value, or a `fleet probe|remove` argument, names.
@@ -157,13 +170,49 @@ pub fn resolve(local: (MachineId, &str), peers: &[Peer], key: &str) -> ApiResult
     match (local_match, named.as_slice()) {
         (true, []) => Ok(Target::Local),
         (false, [one]) => Ok(Target::Peer(*one)),
-        (false, []) => Err(not_found(key)),
+        (false, []) => Err(unnamed_refusal(peers, key).unwrap_or_else(|| not_found(key))),
         _ => Err(ApiError::new(
             ErrorCode::DuplicateMachineName,
             format!("more than one machine is named {key:?}: address it by UUID"),
         )
         .with_input(serde_json::json!({ "machine": key }))),
     }
+}
+
+/// A name no peer answered to, where a peer that might be it refused this machine's token
+/// before it could say its name: that refusal is the answer, not "no such machine".
+fn unnamed_refusal(peers: &[Peer], key: &str) -> Option<ApiError> {
+    let refused: Vec<&str> = peers
+        .iter()
+        .filter(|p| p.state == PeerState::Refused && p.name.is_none())
+        .map(|p| p.address.as_str())
+        .collect();
+    if refused.is_empty() {
+        return None;
+    }
+    Some(
+        ApiError::new(
+            ErrorCode::Permission,
+            format!(
+                "no machine named {key:?} answered here, and {} refused this machine's Fleet \
+                 token: set the same fleet.token on both machines",
+                refused.join(", ")
+            ),
+        )
+        .with_input(serde_json::json!({ "machine": key, "refused": refused })),
+    )
+}
+
+/// A peer that refused this machine's token: nothing is forwarded there.
+pub fn refused(peer: &Peer) -> ApiError {
+    ApiError::new(
+        ErrorCode::Permission,
+        format!(
+            "{} refused this machine's Fleet token: set the same fleet.token on both machines",
+            peer.address
+        ),
+    )
+    .with_input(serde_json::json!({ "address": peer.address, "machine": peer.bound }))
 }
 
 fn not_found(key: &str) -> ApiError {
@@ -220,6 +269,23 @@ mod tests {
             PeerState::IdentityMismatch,
             "sticky until removed and added"
         );
+    }
+
+    #[test]
+    fn a_peer_that_refuses_the_token_or_answers_as_this_machine_is_never_up() {
+        let mut p = peer("http://x:1");
+        apply(&mut p, &Probed::Refused, 1);
+        assert_eq!((p.state, p.bound), (PeerState::Refused, None));
+        assert!(probe_before_use(&p), "a refusal is probed again before use");
+        let me = MachineId::new();
+        let e = resolve((me, "alpha"), std::slice::from_ref(&p), "beta").unwrap_err();
+        assert_eq!(e.code, ErrorCode::Permission, "{e:?}");
+        assert!(e.message.contains("http://x:1"), "{e:?}");
+        let mut q = peer("http://y:1");
+        apply(&mut q, &Probed::Myself, 1);
+        assert_eq!((q.state, q.bound), (PeerState::IdentityMismatch, None));
+        let e = resolve((me, "alpha"), std::slice::from_ref(&q), "beta").unwrap_err();
+        assert_eq!(e.code, ErrorCode::MachineNotFound, "{e:?}");
     }
 
     #[test]

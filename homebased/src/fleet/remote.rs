@@ -146,7 +146,7 @@ pub async fn submit(
         core.call(move |c| c.route_settle(job, settled)).await?;
     }
     fleet.notify_routes();
-    answer
+    answer.map_err(|e| fleet.answered_by(&authority.to_string(), e))
 }
 
 fn no_token() -> ApiError {

@@ -53,8 +53,11 @@ pub enum PeerState {
     Down,
     /// It answered, but speaks no protocol version this build speaks.
     Incompatible,
-    /// The address answered with another UUID than the one it is bound to.
+    /// The address answered with another UUID than the one it is bound to (or with this
+    /// machine's own: it is not a peer).
     IdentityMismatch,
+    /// It answered, but refused this machine's Fleet token (another token, or none).
+    Refused,
 }
 
 /// One machine of `fleet machines`. A peer that never answered has no UUID or name yet.
