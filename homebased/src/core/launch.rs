@@ -112,6 +112,7 @@ impl Core {
             poke_socket: self.home.poke_socket(),
             protected_pids: vec![self.facts.protected()],
             cleanup: self.config.resource.cleanup,
+            output_limit: self.config.resource.output_limit,
             stamps: Some(stamps),
         };
         let dir = supervisor::create_run_dir(&self.home, &run).map_err(|e| {
