@@ -18,6 +18,32 @@ pub struct DaemonStatus {
     /// measured yet, or the daemon is down).
     #[serde(default)]
     pub run_dirs: Option<RunDirUsage>,
+    /// Whether launches can make their run directories (`None`: the daemon is down).
+    #[serde(default)]
+    pub storage: Option<StorageStatus>,
+}
+
+/// Storage as launches last found it (SPEC section 5): a launch that cannot make its run
+/// directory holds every launch back, with its error, until one can.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StorageStatus {
+    pub available: bool,
+    /// Since when it is unavailable (ms since the epoch).
+    #[serde(default)]
+    pub since: Option<crate::time::Millis>,
+    /// The failed launch's error, the path included.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+impl Default for StorageStatus {
+    fn default() -> Self {
+        StorageStatus {
+            available: true,
+            since: None,
+            error: None,
+        }
+    }
 }
 
 /// What `<home>/tasks` and `<home>/jobs` hold, measured by a walk at most every few minutes.
