@@ -11,6 +11,7 @@ use crate::cleanup;
 use crate::cli::Args;
 use crate::lock;
 use crate::log::WorkerLog;
+use crate::output_cap::OutputCap;
 use crate::reap::Reaper;
 use crate::records::Records;
 use crate::signals::Signals;
@@ -180,7 +181,8 @@ impl Attempt {
             running.child.process.pid
         ));
         let stamps = self.stamps;
-        self.follow_to_the_end(worker, running, Some(stamps))
+        let cap = OutputCap::start(&self.dir, self.run.output_limit, &self.log);
+        self.follow_to_the_end(worker, running, Some(stamps), cap)
     }
 
     /// Adopts the container a vanished worker of this run left, and follows it to its end.
@@ -224,7 +226,8 @@ impl Attempt {
                     "following the adopted container with docker wait pid {}",
                     running.child.process.pid
                 ));
-                self.follow_to_the_end(worker, running, None)
+                let cap = OutputCap::start(&self.dir, self.run.output_limit, &self.log);
+                self.follow_to_the_end(worker, running, None, cap)
             }
             Err(AdoptError::Gone(message)) => {
                 self.log.note(format!(
@@ -242,12 +245,13 @@ impl Attempt {
     }
 
     /// From a started (or adopted) workload to `cleanup.json`: record the child, follow the
-    /// workload, write `exit.json`, remove the container, clean up, write `cleanup.json`.
+    /// workload (its output kept within its limit by `cap`), write `exit.json`, remove the container, clean up, write `cleanup.json`.
     fn follow_to_the_end(
         &mut self,
         worker: ProcessIdentity,
         mut running: workload::Running,
         stamps: Option<StartStamps>,
+        cap: Option<OutputCap>,
     ) -> u8 {
         self.reaper.watch(running.child.process.pid);
         // Retried until it lands (the workload runs on meanwhile and is followed once it
@@ -268,6 +272,11 @@ impl Attempt {
             &self.log,
         );
         self.log.note(format!("workload ended: {:?}", ended.reason));
+        // The followers have copied the last of the output: the log is within its limit when
+        // `exit.json` says the run ended.
+        if let Some(cap) = cap {
+            cap.finish();
+        }
         // Orphans that already died must not keep the group looking inhabited.
         self.reaper.reap();
         let group = if running.group.is_empty() {

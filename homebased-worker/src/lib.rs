@@ -1,7 +1,7 @@
 //! `homebased-worker`: one run attempt of one step, from `run.json` to `cleanup.json`
-//! (DESIGN "The worker", SPEC sections 4 to 6). Synchronous: one thread (and, only for an
-//! adopted container, one more that copies its replayed logs), signals through a self-pipe,
-//! children reaped in a loop.
+//! (DESIGN "The worker", SPEC sections 4 to 6). Synchronous: one thread (and one that keeps
+//! `output.log` within its limit, and only for an adopted container one more that copies its
+//! replayed logs), signals through a self-pipe, children reaped in a loop.
 //!
 //! # Layout
 //! - [`cli`]: the command line (`<run-dir> [--lock-fd N] [--adopt]`, or `--standby`).
@@ -24,6 +24,8 @@
 //! - [`records`]: `worker.json`, `exit.json`, `cleanup.json`, each followed by a poke, and
 //!   each retried until it lands.
 //! - [`reserve`]: disk space held for those records, so that a full disk cannot lose them.
+//! - [`output_cap`]: `output.log` kept within `[resource] output_limit`, its middle cut in
+//!   place while the workload writes on.
 //! - [`log`]: `worker.log`, the worker's own notes and errors.
 
 pub mod attempt;
@@ -32,6 +34,7 @@ pub mod cli;
 pub mod group_cleanup;
 pub mod lock;
 pub mod log;
+pub mod output_cap;
 pub mod process_group;
 pub mod reap;
 pub mod records;

@@ -330,7 +330,7 @@ fn config_validate(source: Option<ConfigSource>) -> ApiResult<Printed> {
     }));
     let n = &config.resource.notify_blocked_after;
     let human = format!(
-        "config {} ({}): valid\nblocked notice after yield {}, after wait {}",
+        "config {} ({}): valid\nblocked notice after yield {}, after wait {}\noutput.log at most {}",
         path.as_ref()
             .map_or_else(|| "-".into(), |p| p.display().to_string()),
         if exists {
@@ -340,6 +340,7 @@ fn config_validate(source: Option<ConfigSource>) -> ApiResult<Printed> {
         },
         humantime::format_duration(n.r#yield),
         humantime::format_duration(n.wait),
+        homebased_shared::config::format_size(config.resource.output_limit),
     );
     Ok(Printed::new(v, vec![], human))
 }

@@ -78,6 +78,9 @@ pub struct Core {
     unenacted: HashSet<TaskId>,
     /// Holds launches back for a moment after a worker could not be started.
     launch_backoff: launch::LaunchBackoff,
+    /// Set when a launch could not make its run directory, cleared by the next that could:
+    /// the waiting reason, `daemon status` and the metrics show it (SPEC section 5).
+    storage: Option<launch::StorageFault>,
     /// Set by a change that may let work start or stop; the loop then runs a pass.
     dirty: bool,
     /// Scheduling passes run so far (`daemon settle` answers it).
@@ -186,6 +189,7 @@ impl Core {
             unsettled: HashMap::new(),
             unenacted: HashSet::new(),
             launch_backoff: Default::default(),
+            storage: None,
             dirty: true,
             passes: 0,
             last_pass: None,

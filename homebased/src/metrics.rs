@@ -61,6 +61,7 @@ pub struct Counters {
     runs_ended: IntCounterVec,
     preemptions: IntCounterVec,
     attentions_opened: IntCounter,
+    launch_storage_failures: IntCounter,
     job_wait: HistogramVec,
 }
 
@@ -87,6 +88,10 @@ impl Counters {
             "homebased_attentions_opened_total",
             "Attentions opened (a cleanup that failed holds its resource).",
         );
+        let launch_storage_failures = IntCounter::new(
+            "homebased_launch_storage_failures_total",
+            "Launches given back because their run directory could not be made.",
+        );
         let job_wait = HistogramVec::new(
             HistogramOpts::new(
                 "homebased_job_wait_seconds",
@@ -102,6 +107,7 @@ impl Counters {
             runs_ended: runs_ended.unwrap(),
             preemptions: preemptions.unwrap(),
             attentions_opened: attentions_opened.unwrap(),
+            launch_storage_failures: launch_storage_failures.unwrap(),
             job_wait: job_wait.unwrap(),
         };
         // Every label value is written from the start, at 0: an absent series would read
@@ -131,6 +137,11 @@ impl Counters {
 
     pub fn attention_opened(&self) {
         self.attentions_opened.inc();
+    }
+
+    /// A launch whose run directory could not be made (a full disk, a read-only home).
+    pub fn launch_storage_failed(&self) {
+        self.launch_storage_failures.inc();
     }
 
     /// A run started (its lane reserved) for a job of `priority` that was queued since
@@ -169,6 +180,8 @@ pub struct Snapshot {
     /// Open jobs by level and state; a pair not listed is 0.
     pub jobs: Vec<(Priority, JobStatus, u64)>,
     pub events_pending: u64,
+    /// Launches are held back because the last one could not make its run directory.
+    pub storage_unavailable: bool,
     /// Foreign processes on each sampled GPU lane.
     pub gpu: Vec<GpuForeign>,
     pub peers: Vec<PeerUp>,
@@ -269,6 +282,13 @@ pub fn render(counters: &Counters, snapshot: &Snapshot) -> Result<String, promet
     pending.set(int(snapshot.events_pending));
     registry.register(Box::new(pending))?;
 
+    let storage = IntGauge::new(
+        "homebased_storage_unavailable",
+        "1 while launches are held back because a run directory could not be made.",
+    )?;
+    storage.set(i64::from(snapshot.storage_unavailable));
+    registry.register(Box::new(storage))?;
+
     let processes = gauge(
         "homebased_gpu_foreign_processes",
         "Processes outside the queue on the resource's GPU, as last sampled.",
@@ -302,6 +322,7 @@ pub fn render(counters: &Counters, snapshot: &Snapshot) -> Result<String, promet
     registry.register(Box::new(counters.runs_ended.clone()))?;
     registry.register(Box::new(counters.preemptions.clone()))?;
     registry.register(Box::new(counters.attentions_opened.clone()))?;
+    registry.register(Box::new(counters.launch_storage_failures.clone()))?;
     registry.register(Box::new(counters.job_wait.clone()))?;
 
     let mut out = Vec::new();

@@ -39,6 +39,9 @@ pub struct Snapshot {
     pub resources: Vec<ResourceSlot>,
     /// Every queued job, in any order; `decide` sorts them by serving order.
     pub jobs: Vec<WaitingJob>,
+    /// Since when launches are held back because a run directory could not be made; `None`
+    /// while storage works. Decisions are the same either way: it only names the reason.
+    pub storage_unavailable_since: Option<Millis>,
 }
 
 /// One exclusive lane and the run that holds it, if any.
@@ -234,16 +237,28 @@ pub fn decide(snapshot: &Snapshot) -> Decisions {
     };
     // Jobs held by their own previous run come last: they took no part in the pass.
     let held_back = snapshot.jobs.iter().filter(|job| job.blocked_by_own_run);
+    // While storage is unavailable the launches are held back by the core: their jobs wait
+    // too, for storage.
+    let launched: Vec<&WaitingJob> = match snapshot.storage_unavailable_since {
+        None => Vec::new(),
+        Some(_) => jobs
+            .iter()
+            .copied()
+            .filter(|job| decisions.launches.iter().any(|l| l.job == job.id))
+            .collect(),
+    };
     let waiting = {
         let pass = waiting::Pass {
             now: snapshot.now,
             resources: &resources,
             decisions: &decisions,
+            storage_unavailable_since: snapshot.storage_unavailable_since,
         };
         filled
             .waiting
             .iter()
             .copied()
+            .chain(launched)
             .chain(held_back)
             .filter_map(|job| Some((job.id, waiting::reason(job, &pass)?)))
             .collect()
@@ -266,6 +281,7 @@ pub fn waiting_beyond(
             now: snapshot.now,
             resources: &resources,
             decisions,
+            storage_unavailable_since: snapshot.storage_unavailable_since,
         },
     )
 }

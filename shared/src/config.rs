@@ -88,10 +88,27 @@ pub struct HistoryConfig {
     pub keep: Option<Duration>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ResourceConfig {
     pub notify_blocked_after: NotifyBlockedAfter,
     pub cleanup: CleanupConfig,
+    /// A run's `output.log` at most, in bytes (SPEC section 5); shown as a size (`16g`).
+    #[serde(serialize_with = "size_text")]
+    pub output_limit: u64,
+}
+
+impl Default for ResourceConfig {
+    fn default() -> Self {
+        ResourceConfig {
+            notify_blocked_after: NotifyBlockedAfter::default(),
+            cleanup: CleanupConfig::default(),
+            output_limit: crate::output_cap::DEFAULT_LIMIT,
+        }
+    }
+}
+
+fn size_text<S: serde::Serializer>(bytes: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_size(*bytes))
 }
 
 /// How long the first blocked job waits before its one `JOB_BLOCKED` notice.
@@ -259,6 +276,7 @@ struct RawHistory {
 struct RawResource {
     notify_blocked_after: Option<RawNotify>,
     cleanup: Option<RawCleanup>,
+    output_limit: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -322,6 +340,50 @@ pub fn parse_positive_duration(key: &str, text: &str) -> Result<Duration, Config
         )));
     }
     Ok(d)
+}
+
+const SIZE_UNITS: [(char, u64); 4] = [
+    ('t', 1 << 40),
+    ('g', 1 << 30),
+    ('m', 1 << 20),
+    ('k', 1 << 10),
+];
+
+/// Parses a positive size: bytes, or a whole number of `k`, `m`, `g` or `t` (powers of 1024,
+/// either case): `16g`, `512m`, `64k`.
+pub fn parse_positive_size(key: &str, text: &str) -> Result<u64, ConfigError> {
+    let t = text.trim().to_ascii_lowercase();
+    let (digits, unit) = match SIZE_UNITS.iter().find(|(c, _)| t.ends_with(*c)) {
+        Some(&(c, unit)) => (t.trim_end_matches(c), unit),
+        None => (t.as_str(), 1),
+    };
+    let bad = || {
+        ConfigError(format!(
+            "{key}: {text:?} is not a size like 16g, 512m or 64k"
+        ))
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let bytes = n.checked_mul(unit).ok_or_else(bad)?;
+    if bytes == 0 {
+        return Err(ConfigError(format!(
+            "{key}: must be a positive size, not {text:?}"
+        )));
+    }
+    Ok(bytes)
+}
+
+/// A size in the largest unit that divides it (`16g`, `1536m`, `12345`).
+pub fn format_size(bytes: u64) -> String {
+    match SIZE_UNITS
+        .iter()
+        .find(|(_, unit)| bytes > 0 && bytes.is_multiple_of(*unit))
+    {
+        Some((c, unit)) => format!("{}{c}", bytes / unit),
+        None => bytes.to_string(),
+    }
 }
 
 fn duration_or(
@@ -406,6 +468,21 @@ impl Config {
                 machines.push(a);
             }
         }
+        let output_limit = match raw.resource.output_limit {
+            None => defaults.resource.output_limit,
+            Some(text) => {
+                let limit = parse_positive_size("resource.output_limit", &text)?;
+                // Below it the kept head, the marker and the newest output do not fit in the
+                // whole 64 KiB units a cut works in.
+                if limit < crate::output_cap::MIN_LIMIT {
+                    return Err(ConfigError(format!(
+                        "resource.output_limit: must be at least {}, not {text:?}",
+                        format_size(crate::output_cap::MIN_LIMIT)
+                    )));
+                }
+                limit
+            }
+        };
         let keep = raw
             .history
             .keep
@@ -416,6 +493,7 @@ impl Config {
             resource: ResourceConfig {
                 notify_blocked_after: notify,
                 cleanup,
+                output_limit,
             },
             events: EventsConfig {
                 command: raw.events.command,
@@ -566,6 +644,46 @@ address = "http://main:7677"
             c.fleet.token.as_ref().unwrap().expose(),
             "0123456789abcdef0123456789abcdef"
         );
+    }
+
+    #[test]
+    fn output_limit_is_a_positive_size_of_at_least_one_mebibyte() {
+        assert_eq!(Config::default().resource.output_limit, 16 << 30);
+        let limit = |v: &str| {
+            Config::parse(&format!("[resource]\noutput_limit = \"{v}\""))
+                .map(|c| c.resource.output_limit)
+        };
+        assert_eq!(limit("16g"), Ok(16 << 30));
+        assert_eq!(limit("512M"), Ok(512 << 20));
+        assert_eq!(limit("1m"), Ok(1 << 20));
+        assert_eq!(limit("2097152"), Ok(2 << 20));
+        for bad in [
+            "0",
+            "0g",
+            "-1g",
+            "1.5g",
+            "g",
+            "",
+            "16gb",
+            "1 0m",
+            "99999999999t",
+        ] {
+            assert!(limit(bad).is_err(), "{bad:?} refused");
+        }
+        let small = limit("64k").unwrap_err();
+        assert!(small.0.contains("at least 1m"), "{small}");
+        let shown = serde_json::to_value(Config::parse("").unwrap()).unwrap();
+        assert_eq!(shown["resource"]["output_limit"], "16g");
+    }
+
+    #[test]
+    fn sizes_parse_and_show_in_their_largest_unit() {
+        assert_eq!(parse_positive_size("k", "64k"), Ok(64 << 10));
+        assert_eq!(parse_positive_size("k", " 3T "), Ok(3 << 40));
+        assert_eq!(format_size(16 << 30), "16g");
+        assert_eq!(format_size(1536 << 20), "1536m");
+        assert_eq!(format_size(12345), "12345");
+        assert_eq!(format_size(0), "0");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! - [`home`]: the state home and every path under it.
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`peer_address`]: Fleet peer addresses in their one normal form, and machine names.
+//! - [`output_cap`]: the bound on a run's `output.log`: the cut's arithmetic and its marker.
 //! - [`rundir`]: the run directory, the contract between daemon and worker.
 //! - [`process`]: process identity `(pid, start ticks)` and group membership read from `/proc`;
 //!   ending a process group (TERM, grace, KILL).
@@ -28,6 +29,7 @@ pub mod error;
 pub mod event;
 pub mod home;
 pub mod ids;
+pub mod output_cap;
 pub mod peer_address;
 pub mod process;
 pub mod queue;

@@ -138,10 +138,18 @@ pub struct RunSpec {
     /// before identities were recorded names bare pids; those still parse.
     pub protected_pids: Vec<ProtectedProcess>,
     pub cleanup: crate::config::CleanupConfig,
+    /// `[resource] output_limit`: the worker keeps `output.log` within it (SPEC section 5).
+    /// A `run.json` written before the limit existed gets the default.
+    #[serde(default = "default_output_limit")]
+    pub output_limit: u64,
     /// When the daemon's steps of this launch happened, for `scripts/bench`'s start path
     /// breakdown; absent in a `run.json` written before they were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stamps: Option<LaunchStamps>,
+}
+
+fn default_output_limit() -> u64 {
+    crate::output_cap::DEFAULT_LIMIT
 }
 
 /// The daemon's side of a launch in wall-clock microseconds since the epoch

@@ -155,3 +155,97 @@ fn following_a_task_log_prints_each_redrawn_line_once_in_its_last_state() {
         .unwrap();
     assert_eq!(out, "start\n100%\nend\n");
 }
+
+/// Writes lines `line 00000001` to `line 00400000` (14 bytes each) in four bursts, a moment
+/// apart, then `done`: 5.6 MB, well past a 1 MiB limit.
+const CHATTY: &str = "for i in 0 1 2 3; do \
+    seq -f 'line %08g' $((i * 100000 + 1)) $((i * 100000 + 100000)); sleep 0.3; done; \
+    echo done";
+
+fn chatty_output() -> Vec<u8> {
+    let mut all: Vec<u8> = (1..=400_000)
+        .flat_map(|n| format!("line {n:08}\n").into_bytes())
+        .collect();
+    all.extend_from_slice(b"done\n");
+    all
+}
+
+#[test]
+fn output_past_the_limit_keeps_its_head_and_newest_lines_around_one_marker() {
+    let mut h = common::TestHome::new(common::Probe::Gpus(1));
+    h.use_config("[resource]\noutput_limit = \"1m\"\n");
+    h.start_daemon();
+    let job = h.submit(&sh_spec(&h, "chatty", CHATTY, &[]));
+    let started = wait_phase(&h, &job, "executing");
+    let task = started["run"]["task"].as_str().unwrap().to_string();
+    let follower = h
+        .homebased()
+        .args(["task", "log", &task, "--follow", "--raw"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let done = wait_job(&h, &job, "succeeded");
+    let run = &runs(&done)[0];
+    assert_eq!(
+        run["process"],
+        serde_json::json!({"kind": "exit", "code": 0})
+    );
+    let task = run["task"].as_str().unwrap().to_string();
+    let dir = h.home().join("tasks").join(&task);
+    let log = std::fs::read(dir.join("output.log")).unwrap();
+    let written = chatty_output();
+
+    assert!(log.len() <= 1024 * 1024, "{} bytes kept", log.len());
+    // The head is the first 256 KiB (a quarter of the limit), which ends mid-line here.
+    let head = 256 * 1024;
+    assert_eq!(log[..head], written[..head]);
+    let rest = &log[head..];
+    let text = String::from_utf8_lossy(rest);
+    assert_eq!(text.matches("[homebased: ").count(), 1, "one marker");
+    let prefix = "\n[homebased: ";
+    assert!(text.starts_with(prefix), "{:?}", &text[..80]);
+    let line_end = text.find(" bytes of output dropped]\n").unwrap();
+    let dropped: usize = text[prefix.len()..line_end].parse().unwrap();
+    let newest = &rest[line_end + " bytes of output dropped]\n".len()..];
+    // Every byte written is either kept or counted by the marker, and the kept end is the
+    // newest output, through its last line.
+    assert!(written.ends_with(newest), "the newest output is kept whole");
+    assert_eq!(head + dropped + newest.len(), written.len());
+    assert!(
+        newest.len() > 256 * 1024,
+        "{} newest bytes kept",
+        newest.len()
+    );
+    assert_eq!(
+        h.json(&["task", "log", &task, "--tail", "2"])["log"],
+        "line 00400000\ndone\n"
+    );
+    let notes = std::fs::read_to_string(dir.join("worker.log")).unwrap();
+    assert!(!notes.contains("cannot cut"), "{notes}");
+
+    // A follower's place moves down with the output at each cut: it reads on in order,
+    // never back, and through the end.
+    let followed = follower.wait_with_output().unwrap();
+    assert!(followed.status.success());
+    let followed = String::from_utf8_lossy(&followed.stdout);
+    assert!(
+        followed.ends_with("line 00400000\ndone\n"),
+        "{}",
+        &followed[followed.len().saturating_sub(200)..]
+    );
+    let numbers: Vec<u32> = followed
+        .lines()
+        .filter_map(|l| l.strip_prefix("line ").filter(|n| n.len() == 8))
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert!(
+        numbers.windows(2).all(|w| w[0] < w[1]),
+        "in order, none twice"
+    );
+    let odd = followed
+        .lines()
+        .filter(|l| !l.starts_with("line ") && *l != "done")
+        .count();
+    assert!(odd <= 12, "only markers and the lines cut through: {odd}");
+}

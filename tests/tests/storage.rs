@@ -208,3 +208,70 @@ fn a_full_disk_refuses_a_submit_retryably_and_everything_goes_on_once_space_retu
     wait_job(&h, &later, "succeeded");
     h.stop_daemon();
 }
+
+#[test]
+fn a_launch_whose_run_directory_cannot_be_made_waits_visibly_and_starts_once_space_returns() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("note: skipped: mounting a small tmpfs for the run directories needs root");
+        return;
+    }
+    let mut h = TestHome::new(Probe::Gpus(1));
+    // Only the run directories are on the small filesystem: the store has room, so the
+    // launch is reserved and then cannot make its directory, as on a disk that filled up
+    // under a chatty job.
+    let tasks = h.home().join("tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m,nr_inodes=64", "tmpfs"])
+        .arg(&tasks)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount a tmpfs for the run directories");
+    let _mount = Mounted(tasks.clone());
+    h.start_daemon();
+    let filler = fill(&tasks);
+
+    let job = h.submit(&sh_spec(&h, "while full", "echo ran", &[]));
+    let mut listed = serde_json::Value::Null;
+    wait_until("the job to wait for storage", || {
+        listed = h.json(&["resource", "jobs"]);
+        listed["jobs"][0]["waiting"]["reason"] == "storage_unavailable"
+    });
+    assert_eq!(listed["jobs"][0]["state"]["state"], "queued", "{listed:#}");
+    // The lane is not left launching, and the status and the metrics say why.
+    assert!(
+        h.resources().iter().all(|r| r["run"].is_null()),
+        "{:#}",
+        h.resources()[0]
+    );
+    let status = h.json(&["daemon", "status"]);
+    assert_eq!(status["storage"]["available"], false, "{status:#}");
+    assert!(
+        status["storage"]["error"]
+            .as_str()
+            .unwrap()
+            .contains(&tasks.display().to_string()),
+        "{status:#}"
+    );
+    let human = h.cli(&["daemon", "status"]).stdout;
+    assert!(human.contains("storage unavailable"), "{human}");
+    let metrics = h.cli(&["metrics"]).stdout;
+    assert!(
+        metrics.contains("homebased_storage_unavailable 1"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("homebased_launch_storage_failures_total 0"),
+        "{metrics}"
+    );
+
+    std::fs::remove_file(filler).unwrap();
+    wait_job(&h, &job, "succeeded");
+    let status = h.json(&["daemon", "status"]);
+    assert_eq!(status["storage"]["available"], true, "{status:#}");
+    assert!(h
+        .cli(&["metrics"])
+        .stdout
+        .contains("homebased_storage_unavailable 0"));
+    h.stop_daemon();
+}

@@ -211,7 +211,11 @@ pub fn adopt(
             ));
         }
     }
-    let skip = std::fs::metadata(dir.output_log()).map_or(0, |m| m.len());
+    // What the vanished worker copied: the log's length, plus what cuts removed from it.
+    let skip = std::fs::File::open(dir.output_log()).map_or(0, |log| {
+        let len = log.metadata().map_or(0, |m| m.len());
+        len + homebased_shared::output_cap::read_shift(&log, run.output_limit).unwrap_or(0)
+    });
     let followers = follow_container(&docker, &id, dir, started_at, Logs::After { skip })
         .map_err(AdoptError::Worker)?;
     Ok(followers.running(run.task, name, id, docker))

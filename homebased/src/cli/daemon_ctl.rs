@@ -91,6 +91,19 @@ pub(super) fn printed(status: DaemonStatus, headline: &str) -> ApiResult<Printed
             run_dirs_line(u, homebased_shared::time::now_ms())
         ),
     };
+    let human = match &status.storage {
+        Some(s) if !s.available => format!(
+            "{human}\nstorage unavailable{}: launches wait: {}",
+            s.since.map_or_else(String::new, |since| format!(
+                " for {}",
+                super::render::age(homebased_shared::time::now_ms() - since)
+            )),
+            s.error
+                .as_deref()
+                .unwrap_or("a run directory could not be made")
+        ),
+        _ => human,
+    };
     let ids = status.pid.map(|p| p.to_string()).into_iter().collect();
     Printed::answer(&status, ids, human)
 }
@@ -180,6 +193,7 @@ pub(super) fn offline_status(home: &Home) -> ApiResult<DaemonStatus> {
         machine,
         run_dirs: None,
         daemon: Some(DaemonDown::Stopped),
+        storage: None,
     })
 }
 

@@ -6,6 +6,7 @@ use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::event::parse_event_line;
 use homebased_shared::home::Home;
 use homebased_shared::ids::{TaskId, ThreadId};
+use homebased_shared::output_cap;
 use homebased_shared::rundir::RunDir;
 use homebased_shared::tail::{self, read_tail};
 use homebased_shared::terminal;
@@ -92,6 +93,11 @@ pub(super) struct LogStream {
     pending: String,
     /// Bytes passed as they are: the start of a character whose end is not written yet.
     carry: Vec<u8>,
+    /// The run's `output_limit` (from its `run.json`; `None`: unreadable, cuts not followed)
+    /// and what cuts had removed when `offset` was last read (SPEC section 5): the worker
+    /// cuts the middle of the log in place, and a reader's place moves down with the rest.
+    limit: Option<u64>,
+    shift: u64,
 }
 
 impl LogStream {
@@ -103,6 +109,11 @@ impl LogStream {
     ) -> ApiResult<LogStream> {
         let unreadable =
             |e: std::io::Error| ApiError::internal(format!("cannot read {}: {e}", path.display()));
+        let limit = path
+            .parent()
+            .and_then(|dir| RunDir::new(dir).read_run().ok())
+            .map(|run| run.output_limit);
+        let shift = limit.map_or(0, |limit| current_shift(path, limit));
         let (text, _) = read_tail(path, None).map_err(unreadable)?;
         let offset = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         // The tail is shown up to its last complete line; the line being drawn follows.
@@ -127,13 +138,15 @@ impl LogStream {
             lines,
             pending,
             carry: Vec::new(),
+            limit,
+            shift,
         })
     }
 
     /// What is new to print since the last call.
     pub(super) fn read_new(&mut self) -> String {
         let mut text = std::mem::take(&mut self.pending);
-        if let Ok(new) = tail::read_from(&self.path, self.offset) {
+        if let Ok(new) = self.read_past_cuts() {
             self.offset += new.len() as u64;
             match &mut self.lines {
                 Some(follower) => text.push_str(&follower.push(&new)),
@@ -146,6 +159,26 @@ impl LogStream {
         text
     }
 
+    /// The bytes after the reader's place, that place first moved past any cut made since
+    /// the last read; read again if a cut came in between (a cut is one in `limit / 4` of
+    /// output, so a second try settles it).
+    fn read_past_cuts(&mut self) -> std::io::Result<Vec<u8>> {
+        let Some(limit) = self.limit else {
+            return tail::read_from(&self.path, self.offset);
+        };
+        for _ in 0..3 {
+            let shift = current_shift(&self.path, limit);
+            self.offset = output_cap::offset_after_cuts(self.offset, self.shift, shift, limit);
+            self.shift = self.shift.max(shift);
+            let new = tail::read_from(&self.path, self.offset)?;
+            if current_shift(&self.path, limit) <= self.shift {
+                return Ok(new);
+            }
+        }
+        // Cut after cut while reading: nothing now, the next poll tries again.
+        Ok(Vec::new())
+    }
+
     /// The log ended: the line still being drawn, if any.
     pub(super) fn finish(&mut self) -> String {
         match &mut self.lines {
@@ -153,6 +186,13 @@ impl LogStream {
             None => String::new(),
         }
     }
+}
+
+/// What cuts have removed from the log at `path` so far; 0 for one never cut or unreadable.
+fn current_shift(path: &std::path::Path, limit: u64) -> u64 {
+    std::fs::File::open(path)
+        .and_then(|file| output_cap::read_shift(&file, limit))
+        .unwrap_or(0)
 }
 
 /// The text of `bytes` up to a character cut at their end, which stays in `bytes` for the

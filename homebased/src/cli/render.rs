@@ -238,6 +238,12 @@ pub fn waiting_reason(
         } => format!("{} held: attention {attention}", resource(r)),
         Waiting::Ahead { job: j } => format!("{} goes first", job(j)),
         Waiting::NoResources => "no resource it may use".into(),
+        Waiting::StorageUnavailable { since: s } => {
+            format!(
+                "storage unavailable for {}: run directories cannot be made",
+                since(*s)
+            )
+        }
     }
 }
 

@@ -52,6 +52,24 @@ impl LaunchBackoff {
     }
 }
 
+/// A launch could not make its run directory: storage is unavailable from `since` until a
+/// launch can again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct StorageFault {
+    pub since: homebased_shared::time::Millis,
+    /// The last failure's error, the path included.
+    pub error: String,
+}
+
+/// Why a reserved launch did not start.
+enum StartFailure {
+    /// Its run directory (or `run.json`) could not be made: storage, whatever the errno
+    /// (`ENOSPC`, `EDQUOT`, `EROFS`, `EIO`, ...).
+    RunDir(String),
+    /// Anything else: an unreadable stored spec, a worker that could not be started.
+    Other(ApiError),
+}
+
 impl Core {
     pub(super) fn launch(&mut self, launch: Launch) {
         let decided = now_us();
@@ -82,7 +100,20 @@ impl Core {
         fail::fail_point!("launch.reserved", |_| std::process::abort());
         match self.start(&reserved, stamps) {
             Ok(()) => self.launch_backoff.succeeded(),
-            Err(e) => {
+            Err(StartFailure::RunDir(error)) => {
+                tracing::error!(%task, job = %reserved.job.id, %error, "storage unavailable: cannot make the run directory; launches wait");
+                self.metrics.launch_storage_failed();
+                let since = self
+                    .storage
+                    .as_ref()
+                    .map_or_else(now_ms, |fault| fault.since);
+                self.storage = Some(StorageFault { since, error });
+                self.launch_backoff.failed(Instant::now());
+                // Given back as a worker that never started; the pass that follows names
+                // the reason the job waits.
+                self.observe(task, true);
+            }
+            Err(StartFailure::Other(e)) => {
                 tracing::error!(%task, job = %reserved.job.id, error = %e, "cannot start the worker; launches wait a moment");
                 self.launch_backoff.failed(Instant::now());
                 // Nothing of a worker that never started can run: the lane is given back.
@@ -91,9 +122,9 @@ impl Core {
         }
     }
 
-    fn start(&mut self, r: &Reservation, stamps: LaunchStamps) -> ApiResult<()> {
-        let spec = spec_of(&r.job)?;
-        let step = nth_step(&r.job, &spec, r.job.step)?;
+    fn start(&mut self, r: &Reservation, stamps: LaunchStamps) -> Result<(), StartFailure> {
+        let spec = spec_of(&r.job).map_err(StartFailure::Other)?;
+        let step = nth_step(&r.job, &spec, r.job.step).map_err(StartFailure::Other)?;
         let run = RunSpec {
             task: r.task,
             job: r.job.id,
@@ -112,19 +143,25 @@ impl Core {
             poke_socket: self.home.poke_socket(),
             protected_pids: vec![self.facts.protected()],
             cleanup: self.config.resource.cleanup,
+            output_limit: self.config.resource.output_limit,
             stamps: Some(stamps),
         };
         let dir = supervisor::create_run_dir(&self.home, &run).map_err(|e| {
-            ApiError::internal(format!(
-                "cannot create the run directory of {}: {e}",
-                r.task
+            StartFailure::RunDir(format!(
+                "cannot create the run directory {}: {e}",
+                self.home.task_dir(r.task).display()
             ))
         })?;
+        if self.storage.take().is_some() {
+            tracing::info!("storage available again: a run directory was made");
+        }
         fail::fail_point!("launch.run-json-written", |_| std::process::abort());
         let handle = self.handle();
-        self.launcher
-            .start(handle, &dir, r.task)
-            .map_err(|e| ApiError::internal(format!("cannot start homebased-worker: {e}")))?;
+        self.launcher.start(handle, &dir, r.task).map_err(|e| {
+            StartFailure::Other(ApiError::internal(format!(
+                "cannot start homebased-worker: {e}"
+            )))
+        })?;
         fail::fail_point!("launch.worker-spawned", |_| std::process::abort());
         tracing::info!(
             task = %r.task, job = %r.job.id, resource = %r.resource.name,

@@ -154,6 +154,7 @@ impl Core {
             now: now_ms(),
             resources: slots,
             jobs: waiting,
+            storage_unavailable_since: self.storage.as_ref().map(|fault| fault.since),
         })
     }
 }

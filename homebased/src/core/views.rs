@@ -11,7 +11,7 @@ use homebased_shared::ids::JobId;
 use homebased_shared::queue::JobStatus;
 use homebased_shared::wire::{
     ActiveRunView, DaemonStatus, GpuView, JobDetail, JobStateView, JobSummary, ResourceList,
-    ResourceView, RunView,
+    ResourceView, RunView, StorageStatus,
 };
 
 /// See [`Core::job_listing`].
@@ -216,6 +216,14 @@ impl Core {
             machine: Some(self.machine),
             run_dirs: self.run_dir_usage.lock().ok().and_then(|u| *u),
             daemon: None,
+            storage: Some(match &self.storage {
+                None => StorageStatus::default(),
+                Some(fault) => StorageStatus {
+                    available: false,
+                    since: Some(fault.since),
+                    error: Some(fault.error.clone()),
+                },
+            }),
         })
     }
 }
@@ -347,6 +355,7 @@ impl Core {
             resources,
             jobs: jobs::count_open(db)?,
             events_pending: events::count_pending(db)?,
+            storage_unavailable: self.storage.is_some(),
             gpu,
             peers: Vec::new(),
         };

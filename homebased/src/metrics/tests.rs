@@ -19,6 +19,7 @@ fn snapshot() -> Snapshot {
             (Priority::Low, JobStatus::Active, 1),
         ],
         events_pending: 7,
+        storage_unavailable: true,
         gpu: vec![GpuForeign {
             resource: "gpu0".into(),
             processes: 2,
@@ -56,6 +57,11 @@ fn every_gauge_of_the_snapshot_is_written_with_its_labels() {
     assert_eq!(jobs("low", "active"), Some("1"));
     assert_eq!(jobs("medium", "queued"), Some("0"), "absent pairs are 0");
     assert_eq!(line(&text, "homebased_events_pending"), Some("7"));
+    assert_eq!(line(&text, "homebased_storage_unavailable"), Some("1"));
+    assert_eq!(
+        line(&text, "homebased_launch_storage_failures_total"),
+        Some("0")
+    );
     assert_eq!(
         line(&text, "homebased_gpu_foreign_processes{resource=\"gpu0\"}"),
         Some("2")

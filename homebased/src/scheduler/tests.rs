@@ -89,6 +89,7 @@ fn decide_on(resources: Vec<ResourceSlot>, jobs: Vec<WaitingJob>) -> Decisions {
         now: NOW,
         resources,
         jobs,
+        storage_unavailable_since: None,
     })
 }
 
@@ -817,6 +818,31 @@ fn a_job_with_no_resource_it_may_use_says_so() {
 }
 
 #[test]
+fn a_job_given_a_lane_while_storage_is_unavailable_waits_for_storage() {
+    let gpu0 = lane("gpu0", Some(0));
+    let first = job(Medium, 1);
+    let second = job(Medium, 2);
+    let jobs = vec![first.clone(), second.clone()];
+    let held = decide(&Snapshot {
+        now: NOW,
+        resources: vec![gpu0.clone()],
+        jobs: jobs.clone(),
+        storage_unavailable_since: Some(NOW - 5_000),
+    });
+    // The same decisions: only the launched job's reason differs.
+    let free = decide_on(vec![gpu0.clone()], jobs);
+    assert_eq!(held.launches, free.launches);
+    assert_eq!(held.launches, vec![launch(&first, &gpu0)]);
+    assert_eq!(
+        reason_of(&held, &first),
+        Waiting::StorageUnavailable { since: NOW - 5_000 }
+    );
+    assert!(free.waiting.iter().all(|(id, _)| *id != first.id));
+    assert_eq!(reason_of(&held, &second), reason_of(&free, &second));
+    assert_eq!(reason_of(&held, &second), Waiting::Ahead { job: first.id });
+}
+
+#[test]
 fn a_job_the_snapshot_did_not_read_gets_the_reason_the_same_pass_implies() {
     let gpu0 = busy("gpu0", Some(0), executing(Medium, Yield, 60));
     let head = job(Medium, 1);
@@ -824,6 +850,7 @@ fn a_job_the_snapshot_did_not_read_gets_the_reason_the_same_pass_implies() {
         now: NOW,
         resources: vec![gpu0.clone()],
         jobs: vec![head.clone()],
+        storage_unavailable_since: None,
     };
     let d = decide(&snapshot);
     let unread = job(Low, 7);

@@ -12,14 +12,19 @@ pub(super) struct Pass<'a> {
     /// In resource order, so blockers are listed in it.
     pub resources: &'a [&'a ResourceSlot],
     pub decisions: &'a Decisions,
+    /// Launches are held back for storage since then (the snapshot's).
+    pub storage_unavailable_since: Option<Millis>,
 }
 
 /// The reason `job` waits after `pass`, or `None` when the pass gave it a lane (a launch
-/// that was decided but not committed yet: it is about to start, not waiting).
+/// that was decided but not committed yet: it is about to start, not waiting), unless
+/// launches are held back for storage: then that lane waits for a run directory.
 pub(super) fn reason(job: &WaitingJob, pass: &Pass<'_>) -> Option<Waiting> {
     let decisions = pass.decisions;
     if decisions.launches.iter().any(|l| l.job == job.id) {
-        return None;
+        return pass
+            .storage_unavailable_since
+            .map(|since| Waiting::StorageUnavailable { since });
     }
     if job.blocked_by_own_run {
         let own = pass.resources.iter().find_map(|r| {

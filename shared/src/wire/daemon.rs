@@ -22,6 +22,9 @@ pub struct DaemonStatus {
     /// daemon's own answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub daemon: Option<DaemonDown>,
+    /// Whether launches can make their run directories (`None`: the daemon is down).
+    #[serde(default)]
+    pub storage: Option<StorageStatus>,
 }
 
 /// What the CLI finds when the socket does not answer (SPEC 2).
@@ -34,6 +37,29 @@ pub enum DaemonDown {
     Unresponsive,
     /// The holder of `daemon.lock` runs, but its socket is gone (deleted by hand).
     SocketMissing,
+}
+
+/// Storage as launches last found it (SPEC section 5): a launch that cannot make its run
+/// directory holds every launch back, with its error, until one can.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StorageStatus {
+    pub available: bool,
+    /// Since when it is unavailable (ms since the epoch).
+    #[serde(default)]
+    pub since: Option<crate::time::Millis>,
+    /// The failed launch's error, the path included.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+impl Default for StorageStatus {
+    fn default() -> Self {
+        StorageStatus {
+            available: true,
+            since: None,
+            error: None,
+        }
+    }
 }
 
 /// What `<home>/tasks` and `<home>/jobs` hold, measured by a walk at most every few minutes.

@@ -79,6 +79,13 @@ pub enum Waiting {
     Ahead { job: JobId },
     /// The machine has no resource it may use.
     NoResources,
+    /// A lane is free for it, but launches are held back: the last one could not make its
+    /// run directory (a full disk, a read-only or failing filesystem) `since` then. It
+    /// starts once a launch can again (SPEC section 5).
+    StorageUnavailable {
+        #[serde(with = "serde_rfc3339")]
+        since: Millis,
+    },
 }
 
 /// A run in front of a job waiting for `resources`.

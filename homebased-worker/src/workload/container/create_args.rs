@@ -144,6 +144,7 @@ mod tests {
             poke_socket: "/h/poke.sock".into(),
             protected_pids: vec![],
             cleanup: CleanupConfig::default(),
+            output_limit: homebased_shared::output_cap::DEFAULT_LIMIT,
             stamps: None,
         }
     }
