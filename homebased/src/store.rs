@@ -13,11 +13,13 @@
 //! - [`routes`]: Fleet's remote submits on the origin (job to authority, settled or pending)
 //!   and the pull cursor per authority (`schema_v7.sql`).
 //! - [`history`]: retention's reads and removals of finished jobs (`schema_v8.sql`).
+//! - [`integrity`]: the check at start, read-only, before [`Store::open`] writes anything.
 
 pub mod attentions;
 pub mod durability;
 pub mod events;
 pub mod history;
+pub mod integrity;
 pub mod jobs;
 pub mod machine;
 pub mod notices;
