@@ -329,3 +329,90 @@ fn a_store_with_a_damaged_header_is_refused_at_start_and_left_as_it_was() {
     overwrite(&h.database(), 0, b"not a database!\0");
     assert_refused_as_damaged(&h);
 }
+
+/// A consistent copy of the live store, as a backup tool would take it.
+fn copy_store(h: &TestHome, to: &std::path::Path) {
+    let conn = rusqlite::Connection::open(h.database()).unwrap();
+    conn.execute("VACUUM INTO ?1", [to.to_str().unwrap()])
+        .unwrap();
+}
+
+/// Puts `copy` in place of the store and its WAL, as a person restoring yesterday's copy.
+fn restore_store(h: &TestHome, copy: &std::path::Path) {
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(h.home().join(format!("homebased.sqlite{suffix}")));
+    }
+    std::fs::copy(copy, h.database()).unwrap();
+}
+
+fn worker_pid(h: &TestHome, task: &str) -> u64 {
+    let worker: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(run_dir(h, task).join("worker.json")).unwrap(),
+    )
+    .unwrap();
+    worker["worker"]["pid"].as_u64().unwrap()
+}
+
+#[test]
+fn a_live_run_the_restored_store_does_not_know_holds_its_lane_until_released() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    h.spawn_serve();
+    let older = h.tmp().join("older.sqlite");
+    copy_store(&h, &older);
+    let gate = h.tmp().join("gate");
+    let job = h.submit(&gated_spec(&h, "forgotten", "", &gate, ""));
+    let running = wait_phase(&h, &job, "executing");
+    let task = running["run"]["task"].as_str().unwrap().to_string();
+    let pid = worker_pid(&h, &task);
+
+    // The daemon dies and the home gets a store from before the submit.
+    h.kill_serve(Signal::SIGKILL);
+    restore_store(&h, &older);
+    h.spawn_serve();
+
+    let lane = resource(&h, "gpu0");
+    let phase = &lane["run"]["phase"];
+    assert_eq!(phase["phase"], "attention", "{lane:#}");
+    let failure = &phase["failure"];
+    assert_eq!(failure["result"], "unknown_live_run", "{lane:#}");
+    assert_eq!(failure["task"], task.as_str(), "{lane:#}");
+    assert_eq!(failure["pid"], pid, "{lane:#}");
+    assert_eq!(lane["run"]["task"], task.as_str(), "{lane:#}");
+    let attention = phase["id"].as_str().unwrap().to_string();
+
+    // Nothing starts beside the forgotten run.
+    let next = h.submit(&sh_spec(&h, "after the restore", "echo next", &[]));
+    h.settle();
+    assert_eq!(state_of(&show(&h, &next)), "queued");
+    assert!(
+        std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the forgotten run's worker still lives"
+    );
+
+    // A restart finds the same hold, not a second one.
+    h.kill_serve(Signal::SIGTERM);
+    h.spawn_serve();
+    assert_eq!(
+        resource(&h, "gpu0")["run"]["phase"]["id"],
+        attention.as_str()
+    );
+
+    // A person releases it: the lane serves again, and a later restart keeps that decision
+    // while the forgotten run still lives.
+    let released = h.json(&[
+        "resource",
+        "release",
+        "--attention",
+        &attention,
+        "--operation-id",
+        &common::new_uuid(),
+    ]);
+    assert_eq!(released["attention"], attention.as_str(), "{released}");
+    wait_job(&h, &next, "succeeded");
+    h.kill_serve(Signal::SIGTERM);
+    h.spawn_serve();
+    h.settle();
+    let lane = resource(&h, "gpu0");
+    assert!(lane["run"].is_null(), "{lane:#}");
+    open_gate(&gate);
+}
