@@ -27,9 +27,12 @@ Python 3.11 standard library only. Settings (environment):
   BENCH_HISTORY          comma list of finished-job history sizes for the history workload,
                          seeded through /v1/internal/seed (1,000,000 takes long) [0,100000 / 0,5000]
   BENCH_HISTORY_SAMPLE   timed submits, listings and shows per history size       [30 / 10]
+  BENCH_INTEGRITY        comma list of history sizes for the integrity workload (the store's
+                         check at start), seeded like BENCH_HISTORY     [0,100000 / 0,2000]
+  BENCH_INTEGRITY_STARTS timed `daemon serve` starts per integrity size            [7 / 3]
   BENCH_ONLY             comma list of workloads to run (default all): floor,start,handover,
                          queue,preempt,sweep,kill9,sampler,fleet,dashboard,history,metrics,
-                         startpath,peers (peers needs task-spooler's `tsp`)
+                         startpath,peers,integrity (peers needs task-spooler's `tsp`)
   BENCH_STARTPATH        starts per path (CLI, API) taken apart by the startpath workload [50 / 20]
   BENCH_COMPARE          comma list of other builds' binary folders: the peers workload
                          starts a job on each in every round too (before/after a change)
@@ -50,6 +53,7 @@ import http.client
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import socket
@@ -121,6 +125,17 @@ try:
     )
 except ValueError:
     sys.exit("bench: BENCH_HISTORY must be a comma list of whole numbers")
+try:
+    INTEGRITY = sorted(
+        {
+            int(p)
+            for p in os.environ.get("BENCH_INTEGRITY", "0,2000" if QUICK else "0,100000").split(",")
+            if p.strip()
+        }
+    )
+except ValueError:
+    sys.exit("bench: BENCH_INTEGRITY must be a comma list of whole numbers")
+INTEGRITY_STARTS = max(setting("BENCH_INTEGRITY_STARTS", 7, 3), 1)
 STARTPATH = max(setting("BENCH_STARTPATH", 50, 20), 2)
 LANE_QUEUE = max(setting("BENCH_LANE_QUEUE", 2000, 200), LANES * 2)
 HISTORY_SAMPLE = max(setting("BENCH_HISTORY_SAMPLE", 30, 10), 2)
@@ -143,6 +158,7 @@ WORKLOADS = [
     "metrics",
     "startpath",
     "peers",
+    "integrity",
 ]
 ONLY = [w.strip() for w in os.environ.get("BENCH_ONLY", "").split(",") if w.strip()]
 for w in ONLY:
@@ -2462,6 +2478,90 @@ def history_workload(bins: Path, rows: list[Row], notes: dict) -> None:
             h.close()
 
 
+CHECKED = re.compile(r"store checked bytes=(\d+) elapsed_ms=([0-9.]+)")
+
+
+def integrity_workload(bins: Path, rows: list[Row], notes: dict) -> None:
+    """For each size H in BENCH_INTEGRITY: H finished jobs, the daemon stopped, then timed
+    starts of `daemon serve`: each to a working socket, and the store check inside it (the
+    daemon logs its own time), on a cleanly closed store and once after a SIGKILL."""
+    for size in INTEGRITY:
+        h = Home(bins, f"integrity-{size}", lanes=1)
+        try:
+            h.serve_foreground()
+            wait_for(lambda: h.sock.exists(), 60, 0.001, "the daemon's socket")
+            wait_for(h.idle, 60, 0.01, "the lane")
+            if size:
+                seeded = seed_history(h, size)
+                log(f"integrity {size:,}: seeded in {seeded:.0f} s")
+            h.stop(cancel=False)
+            serve_log = h.work / "serve.log"
+
+            def timed_start() -> tuple[float, float | None, int | None]:
+                """`daemon serve` to a working socket (ms), and the check's own ms and bytes."""
+                offset = serve_log.stat().st_size
+                t0 = time.perf_counter_ns()
+                h.serve_foreground()
+                probe = Api(h.sock, timeout=60)
+
+                def status_ok() -> bool:
+                    try:
+                        probe.get("/v1/status", fresh=True)
+                        return True
+                    except (OSError, ApiError, http.client.HTTPException):
+                        return False
+
+                wait_for(status_ok, 600, 0.001, "the restarted daemon's socket")
+                wall = (time.perf_counter_ns() - t0) / 1e6
+                probe.close()
+                with open(serve_log, "rb") as f:
+                    f.seek(offset)
+                    found = CHECKED.findall(f.read().decode(errors="replace"))
+                if not found:
+                    return wall, None, None
+                return wall, float(found[-1][1]), int(found[-1][0])
+
+            walls, checks, size_bytes = [], [], None
+            for _ in range(INTEGRITY_STARTS):
+                wall, check, size_bytes = timed_start()
+                walls.append(wall)
+                if check is not None:
+                    checks.append(check)
+                h.stop(cancel=False)
+            tag = f"integrity {size:,}"
+            mb = size_bytes / 1e6 if size_bytes else None
+            rows.append(Row(f"integ_store_{size}", f"{tag}: store size", "MB", p50=mb))
+            rows.append(
+                dist_row(f"integ_serve_{size}", f"{tag}: `daemon serve` to a working socket", "ms", walls)
+            )
+            rows.append(
+                dist_row(f"integ_check_{size}", f"{tag}: the store check at start", "ms", checks)
+            )
+            if mb and checks:
+                rows.append(
+                    Row(
+                        f"integ_rate_{size}",
+                        f"{tag}: the check per GB of store",
+                        "ms",
+                        p50=median(checks) / (mb / 1000),
+                    )
+                )
+            # A killed daemon leaves a WAL: the next check reads its frames too.
+            h.serve_foreground()
+            wait_for(lambda: h.sock.exists(), 600, 0.001, "the daemon's socket")
+            wait_for(h.idle, 600, 0.01, "the lane")
+            h.kill9()
+            wall, check, _ = timed_start()
+            rows.append(
+                Row(f"integ_serve_wal_{size}", f"{tag}: `daemon serve` after a SIGKILL", "ms", p50=wall)
+            )
+            rows.append(
+                Row(f"integ_check_wal_{size}", f"{tag}: its store check, WAL included", "ms", p50=check)
+            )
+        finally:
+            h.close()
+
+
 def machine_facts() -> dict[str, str]:
     facts = {"nproc": str(os.cpu_count())}
     try:
@@ -2608,6 +2708,11 @@ samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in 
   its start time), `resource jobs --json` and `job show` of that job (CLI wall times); the
   daemon's RSS; SIGTERM and `daemon serve` to a working socket, and the restarted daemon's
   RSS; last `history prune --before 0s` of the whole history, per 100-job batch.
+- **integrity**: for each size H in BENCH_INTEGRITY, H finished jobs seeded as in
+  **history**, then the daemon stopped by SIGTERM (the store closed cleanly, no WAL) and
+  BENCH_INTEGRITY_STARTS times `daemon serve` to a working socket, each with the time of its
+  store check (`PRAGMA quick_check` of the whole file, read from the daemon's `store checked`
+  log line) and the store's size; then one start after a SIGKILL, whose check reads the WAL.
 - **settle**: `POST /v1/internal/settle` with the queue full: the timers and one scheduling
   pass.
 """
@@ -2737,6 +2842,7 @@ def main() -> int:
         ("metrics", metrics_workload),
         ("startpath", startpath_workload),
         ("peers", peers_workload),
+        ("integrity", integrity_workload),
     ]
     failed = []
     for name, fn in plan:

@@ -21,6 +21,7 @@ pub mod register;
 pub mod release;
 pub mod stop;
 pub mod submit;
+pub mod unknown_runs;
 pub mod views;
 pub use views::JobListing;
 

@@ -1,7 +1,7 @@
 //! `homebased daemon serve`: one daemon per state home. It takes `daemon.lock` before it
-//! touches anything, opens the store, detects GPUs, starts the core, and serves the API on
-//! the Unix socket (and, when asked, the TCP listener) until SIGTERM, SIGINT or
-//! `daemon stop`. Running work never depends on it.
+//! touches anything, checks the store read-only (a damaged one is refused), opens it,
+//! detects GPUs, starts the core, and serves the API on the Unix socket (and, when asked, the
+//! TCP listener) until SIGTERM, SIGINT or `daemon stop`. Running work never depends on it.
 
 pub mod detect;
 pub mod disk_usage;
@@ -62,7 +62,16 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
         ApiError::internal(format!("cannot create {}: {e}", opts.home.root().display()))
     })?;
     // First the lock: a second daemon leaves everything exactly as it found it.
-    let _lock = lock::DaemonLock::acquire(&opts.home)?;
+    let mut daemon_lock = lock::DaemonLock::acquire(&opts.home)?;
+    // Then the check, before anything writes: a damaged store is refused as it was found.
+    if let Some(checked) = crate::store::integrity::check(&opts.home.database())? {
+        tracing::info!(
+            bytes = checked.bytes,
+            elapsed_ms = checked.elapsed.as_secs_f64() * 1000.0,
+            "store checked"
+        );
+    }
+    daemon_lock.record_pid();
     let mut store = Store::open(&opts.home.database())?;
     detect::detect(&mut store)?;
     let facts = DaemonFacts {

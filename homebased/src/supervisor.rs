@@ -187,6 +187,23 @@ pub fn worker_alive(dir: &RunDir) -> bool {
     flock(&file, libc::LOCK_SH | libc::LOCK_NB).is_err()
 }
 
+/// [`worker_alive`] for a run directory the store does not know: `runner.lock` is opened
+/// without following a symlink (the workload can write its run directory, and a link to
+/// some other locked file must not pass for a live worker), and only a regular file counts.
+pub fn lock_held_untrusted(dir: &RunDir) -> bool {
+    let Ok(file) = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(dir.runner_lock())
+    else {
+        return false;
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    flock(&file, libc::LOCK_SH | libc::LOCK_NB).is_err()
+}
+
 /// Watches a worker: a thread blocks on `runner.lock` and, once granted (the worker is gone),
 /// reaps it if it is our child and tells the core.
 pub fn watch(core: CoreHandle, dir: RunDir, task: TaskId, child: Option<Child>) {

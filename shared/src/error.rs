@@ -38,6 +38,8 @@ pub enum ErrorCode {
     /// The database is locked by another process, full, or failing to write: nothing was
     /// changed, and the same request may succeed in a moment.
     StorageUnavailable,
+    /// The store failed its check at start: the daemon refused to serve and changed nothing.
+    StorageDamaged,
     Internal,
 }
 
@@ -60,7 +62,8 @@ impl ErrorCode {
             | JobsInFlight
             | MachineIdentityMismatch
             | DuplicateMachineName => 5,
-            DaemonUnavailable | MachineUnavailable | StorageUnavailable | Internal => 1,
+            DaemonUnavailable | MachineUnavailable | StorageUnavailable | StorageDamaged
+            | Internal => 1,
         }
     }
 
@@ -118,6 +121,7 @@ impl ErrorCode {
             ErrorCode::DaemonUnavailable => "daemon_unavailable",
             ErrorCode::MachineUnavailable => "machine_unavailable",
             ErrorCode::StorageUnavailable => "storage_unavailable",
+            ErrorCode::StorageDamaged => "storage_damaged",
             ErrorCode::Internal => "internal",
         }
     }
@@ -191,6 +195,8 @@ mod tests {
         assert_eq!(ErrorCode::StorageUnavailable.exit_code(), 1);
         assert_eq!(ErrorCode::StorageUnavailable.http_status(), 503);
         assert!(ErrorCode::StorageUnavailable.retryable());
+        assert_eq!(ErrorCode::StorageDamaged.exit_code(), 1);
+        assert!(!ErrorCode::StorageDamaged.retryable());
     }
 
     #[test]
@@ -200,6 +206,7 @@ mod tests {
             ErrorCode::JobsInFlight,
             ErrorCode::StaleRun,
             ErrorCode::StorageUnavailable,
+            ErrorCode::StorageDamaged,
             ErrorCode::MachineIdentityMismatch,
             ErrorCode::DuplicateMachineName,
         ] {

@@ -443,6 +443,52 @@ pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> io::Result<T> {
     })
 }
 
+/// The most a record of the run directory may hold when read as hostile input: `run.json`
+/// carries the job's environment, well under this.
+pub const RECORD_LIMIT: u64 = 16 << 20;
+
+/// Reads a record the workload may have replaced (it can write its run directory): opened
+/// without following a symlink, read only when it is a regular file of at most
+/// [`RECORD_LIMIT`] bytes, parsed strictly. `Ok(None)` when there is no such file.
+pub fn read_json_untrusted<T: for<'de> Deserialize<'de>>(path: &Path) -> io::Result<Option<T>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        // O_NONBLOCK: a FIFO put where the record should be does not hang the open.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is a symlink, not a record", path.display()),
+            ))
+        }
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() || meta.len() > RECORD_LIMIT {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} is not a regular file of at most {RECORD_LIMIT} bytes",
+                path.display()
+            ),
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(RECORD_LIMIT + 1).read_to_end(&mut bytes)?;
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {e}", path.display()),
+        )
+    })
+}
+
 pub fn read_json_if_exists<T: for<'de> Deserialize<'de>>(path: &Path) -> io::Result<Option<T>> {
     match read_json(path) {
         Ok(v) => Ok(Some(v)),

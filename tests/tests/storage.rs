@@ -275,3 +275,211 @@ fn a_launch_whose_run_directory_cannot_be_made_waits_visibly_and_starts_once_spa
         .contains("homebased_storage_unavailable 0"));
     h.stop_daemon();
 }
+
+/// Every entry under the home: its mode, and its bytes when it is a regular file, so a test
+/// sees whether anything at all was written, created or removed.
+fn home_entries(h: &TestHome) -> std::collections::BTreeMap<std::path::PathBuf, (u32, Vec<u8>)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut entries = std::collections::BTreeMap::new();
+    let mut dirs = vec![h.home()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let bytes = if meta.is_file() {
+                std::fs::read(&path).unwrap()
+            } else {
+                Vec::new()
+            };
+            if meta.is_dir() {
+                dirs.push(path.clone());
+            }
+            entries.insert(path, (meta.mode(), bytes));
+        }
+    }
+    entries
+}
+
+/// The page size of the database and the root page of `table`, read without writing.
+fn root_page(db: &std::path::Path, table: &str) -> (u64, u64) {
+    let uri = format!("file:{}?immutable=1", db.display());
+    let conn = rusqlite::Connection::open_with_flags(
+        uri,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+    )
+    .unwrap();
+    let size: u64 = conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .unwrap();
+    let root: u64 = conn
+        .query_row(
+            "SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [table],
+            |r| r.get(0),
+        )
+        .unwrap();
+    (size, root)
+}
+
+fn overwrite(path: &std::path::Path, offset: u64, bytes: &[u8]) {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.seek(SeekFrom::Start(offset)).unwrap();
+    file.write_all(bytes).unwrap();
+    file.sync_all().unwrap();
+}
+
+/// A home whose daemon served one job and stopped cleanly (its WAL checkpointed away).
+fn stopped_home_with_history() -> TestHome {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    h.start_daemon();
+    let job = h.submit(&sh_spec(&h, "history", "echo done", &[]));
+    wait_job(&h, &job, "succeeded");
+    h.stop_daemon();
+    h
+}
+
+/// `daemon serve` on a damaged store: exit 1, `storage_damaged` naming the file and what to
+/// do, and not a byte of the home changed.
+fn assert_refused_as_damaged(h: &TestHome) {
+    let before = home_entries(h);
+    let out = h.cli(&["--json", "daemon", "serve"]);
+    assert_eq!(out.code(), 1, "a damaged store is refused: {out:?}");
+    let envelope: serde_json::Value =
+        serde_json::from_str(out.stderr.lines().last().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("the refusal is the JSON envelope ({e}): {out:?}"));
+    let err = &envelope["error"];
+    assert_eq!(err["code"], "storage_damaged", "{envelope}");
+    assert_eq!(err["retryable"], false, "{envelope}");
+    let message = err["message"].as_str().unwrap();
+    let db = h.database();
+    for part in [
+        db.to_str().unwrap(),
+        "-wal",
+        "evidence",
+        "restore",
+        "never edit",
+    ] {
+        assert!(
+            message.contains(part),
+            "the message says {part:?}: {message}"
+        );
+    }
+    let after = home_entries(h);
+    assert!(
+        after == before,
+        "nothing in the home changed: {:?}",
+        after
+            .keys()
+            .filter(|k| before.get(*k) != after.get(*k))
+            .chain(before.keys().filter(|k| !after.contains_key(*k)))
+            .collect::<Vec<_>>()
+    );
+    assert!(!h.socket_answers(), "no daemon came up");
+}
+
+#[test]
+fn a_store_with_a_damaged_jobs_page_is_refused_at_start_and_left_as_it_was() {
+    let h = stopped_home_with_history();
+    let (page_size, root) = root_page(&h.database(), "jobs");
+    overwrite(
+        &h.database(),
+        (root - 1) * page_size,
+        &vec![0xA5; page_size as usize],
+    );
+    assert_refused_as_damaged(&h);
+}
+
+#[test]
+fn a_store_with_a_damaged_header_is_refused_at_start_and_left_as_it_was() {
+    let h = stopped_home_with_history();
+    overwrite(&h.database(), 0, b"not a database!\0");
+    assert_refused_as_damaged(&h);
+}
+
+/// A consistent copy of the live store, as a backup tool would take it.
+fn copy_store(h: &TestHome, to: &std::path::Path) {
+    let conn = rusqlite::Connection::open(h.database()).unwrap();
+    conn.execute("VACUUM INTO ?1", [to.to_str().unwrap()])
+        .unwrap();
+}
+
+/// Puts `copy` in place of the store and its WAL, as a person restoring yesterday's copy.
+fn restore_store(h: &TestHome, copy: &std::path::Path) {
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(h.home().join(format!("homebased.sqlite{suffix}")));
+    }
+    std::fs::copy(copy, h.database()).unwrap();
+}
+
+fn worker_pid(h: &TestHome, task: &str) -> u64 {
+    let worker: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(run_dir(h, task).join("worker.json")).unwrap(),
+    )
+    .unwrap();
+    worker["worker"]["pid"].as_u64().unwrap()
+}
+
+#[test]
+fn a_live_run_the_restored_store_does_not_know_holds_its_lane_until_released() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    h.spawn_serve();
+    let older = h.tmp().join("older.sqlite");
+    copy_store(&h, &older);
+    let gate = h.tmp().join("gate");
+    let job = h.submit(&gated_spec(&h, "forgotten", "", &gate, ""));
+    let running = wait_phase(&h, &job, "executing");
+    let task = running["run"]["task"].as_str().unwrap().to_string();
+    let pid = worker_pid(&h, &task);
+
+    // The daemon dies and the home gets a store from before the submit.
+    h.kill_serve(Signal::SIGKILL);
+    restore_store(&h, &older);
+    h.spawn_serve();
+
+    let lane = resource(&h, "gpu0");
+    let phase = &lane["run"]["phase"];
+    assert_eq!(phase["phase"], "attention", "{lane:#}");
+    let failure = &phase["failure"];
+    assert_eq!(failure["result"], "unknown_live_run", "{lane:#}");
+    assert_eq!(failure["task"], task.as_str(), "{lane:#}");
+    assert_eq!(failure["pid"], pid, "{lane:#}");
+    assert_eq!(lane["run"]["task"], task.as_str(), "{lane:#}");
+    let attention = phase["id"].as_str().unwrap().to_string();
+
+    // Nothing starts beside the forgotten run.
+    let next = h.submit(&sh_spec(&h, "after the restore", "echo next", &[]));
+    h.settle();
+    assert_eq!(state_of(&show(&h, &next)), "queued");
+    assert!(
+        std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the forgotten run's worker still lives"
+    );
+
+    // A restart finds the same hold, not a second one.
+    h.kill_serve(Signal::SIGTERM);
+    h.spawn_serve();
+    assert_eq!(
+        resource(&h, "gpu0")["run"]["phase"]["id"],
+        attention.as_str()
+    );
+
+    // A person releases it: the lane serves again, and a later restart keeps that decision
+    // while the forgotten run still lives.
+    let released = h.json(&[
+        "resource",
+        "release",
+        "--attention",
+        &attention,
+        "--operation-id",
+        &common::new_uuid(),
+    ]);
+    assert_eq!(released["attention"], attention.as_str(), "{released}");
+    wait_job(&h, &next, "succeeded");
+    h.kill_serve(Signal::SIGTERM);
+    h.spawn_serve();
+    h.settle();
+    let lane = resource(&h, "gpu0");
+    assert!(lane["run"].is_null(), "{lane:#}");
+    open_gate(&gate);
+}

@@ -7,7 +7,7 @@ use crate::scheduler::{
     self, Decisions, ResourceSlot, RunSlot, SlotPhase, Snapshot, Target, WaitingJob,
 };
 use crate::store::jobs::{self, Job};
-use crate::store::{resources, runs, Db};
+use crate::store::{attentions, resources, runs, Db};
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::ids::JobId;
 use homebased_shared::queue::PreemptMode;
@@ -125,6 +125,24 @@ impl Core {
                 run,
             });
         }
+        // A lane held for a live run the store does not know is a run in Attention to the
+        // scheduler, and its job (queued again by the store) is blocked by its own run.
+        let holds = attentions::lane_holds(db)?;
+        for hold in &holds {
+            if let Some(slot) = slots
+                .iter_mut()
+                .find(|s| s.id == hold.resource && s.run.is_none())
+            {
+                slot.run = Some(RunSlot {
+                    job: hold.job,
+                    task: hold.task,
+                    priority: homebased_shared::queue::Priority::Low,
+                    mode: PreemptMode::Wait,
+                    restart_within: None,
+                    phase: SlotPhase::Attention { attention: hold.id },
+                });
+            }
+        }
         let free = slots.iter().filter(|s| s.run.is_none()).count();
         let lowest_executing = slots
             .iter()
@@ -135,7 +153,8 @@ impl Core {
         let mut waiting = Vec::new();
         let mut head_found = false;
         jobs::visit_waiting(db, |job| {
-            let blocked_by_own_run = holding.iter().any(|run| run.job == job.id);
+            let blocked_by_own_run = holding.iter().any(|run| run.job == job.id)
+                || holds.iter().any(|hold| hold.job == job.id);
             let may_preempt = lowest_executing.is_some_and(|low| job.priority > low);
             if free == 0 && head_found && !may_preempt {
                 return false;

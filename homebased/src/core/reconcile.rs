@@ -1,7 +1,8 @@
 //! Start-up reconciliation and the safety tick. At start the daemon finds every run again:
 //! a held `runner.lock` means re-attach a watcher (and re-enact a committed stop); a free
 //! lock means apply what the worker left (`exit.json`, `cleanup.json`) or, without it, treat
-//! the worker as lost. Attention is untouched.
+//! the worker as lost. Attention is untouched. Then every other run directory whose lock a
+//! live worker holds is a run the store does not know: its lane is held (`unknown_runs`).
 
 use super::launch::LAUNCH_CONFIRM_BOUND_MS;
 use super::Core;
@@ -18,6 +19,7 @@ impl Core {
                 return;
             }
         };
+        let known: std::collections::HashSet<_> = holding.iter().map(|r| r.task).collect();
         for run in holding {
             let Some(phase) = &run.phase else { continue };
             if matches!(phase, RunPhase::Attention { .. }) {
@@ -36,6 +38,8 @@ impl Core {
                 self.observe(run.task, true);
             }
         }
+        // Before the first pass: a lane a live unknown run occupies is never handed on.
+        self.hold_unknown_live_runs(&known);
         self.mark_dirty();
     }
 

@@ -1,6 +1,7 @@
 //! `resource release`: a person checked the machine and clears that exact Attention. Any
 //! other UUID, an older one included, is `attention_not_found`. Nothing else ever leaves
-//! Attention.
+//! Attention. The hold of a live run the store does not know (`unknown_runs`) is released
+//! the same way; the lane serves again, whether or not that run still lives.
 
 use super::observe::Moved;
 use super::Core;
@@ -27,6 +28,18 @@ impl Core {
                     .as_ref()
                     .and_then(|r| Moved::plan(r, [Observation::Released]));
                 let (Some(run), Some(mut moved)) = (run, moved) else {
+                    // The hold of a live run the store does not know: closing it frees the
+                    // lane; the run itself is the person's to deal with.
+                    let hold = attentions::lane_holds(db)?
+                        .into_iter()
+                        .find(|hold| hold.id == req.attention);
+                    if let Some(hold) = hold {
+                        attentions::close(db, hold.id, homebased_shared::time::now_ms())?;
+                        return Ok(ReleaseResult {
+                            resource: hold.resource,
+                            attention: req.attention,
+                        });
+                    }
                     return Err(ApiError::new(
                         ErrorCode::AttentionNotFound,
                         format!(

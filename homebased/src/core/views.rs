@@ -60,11 +60,16 @@ impl Core {
         );
         let db = self.store.db();
         let holding = runs::list_holding(db)?;
+        let holds = crate::store::attentions::lane_holds(db)?;
         let resources = resources::list(db)?
             .into_iter()
             .map(|r| {
                 let run = holding.iter().find(|run| run.resource == r.id);
+                let hold = holds.iter().find(|hold| hold.resource == r.id);
                 let mut view = resource_view(r, run);
+                if let (None, Some(hold)) = (&view.run, hold) {
+                    view.run = Some(super::unknown_runs::hold_view(hold));
+                }
                 if let (Some(gpu), Some(sample)) = (view.gpu.as_mut(), &self.gpu_sample) {
                     gpu.sampled_at = Some(sample.at);
                     match &sample.processes {

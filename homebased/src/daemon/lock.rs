@@ -9,14 +9,15 @@ use std::io::{Read, Seek, Write};
 
 pub struct DaemonLock {
     /// Holding the open file holds the lock; dropping it releases.
-    _file: File,
+    file: File,
 }
 
 impl DaemonLock {
     /// Takes the lock without waiting; `daemon_already_running` if another daemon holds it.
+    /// The file keeps what it held (the last daemon's pid) until [`DaemonLock::record_pid`].
     pub fn acquire(home: &Home) -> ApiResult<DaemonLock> {
         let path = home.daemon_lock();
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
@@ -26,12 +27,17 @@ impl DaemonLock {
         if file.try_lock_exclusive().is_err() {
             return Err(super::already_running(home));
         }
-        // Only the holder writes the pid, so a refused second daemon changes nothing.
-        let _ = file.set_len(0);
-        let _ = file.rewind();
-        let _ = writeln!(file, "{}", std::process::id());
-        let _ = file.sync_all();
-        Ok(DaemonLock { _file: file })
+        Ok(DaemonLock { file })
+    }
+
+    /// Writes this daemon's pid into the lock. Only the holder writes it, and only once it
+    /// will serve: a refused second daemon, or a daemon that refuses a damaged store, leaves
+    /// the file as it found it.
+    pub fn record_pid(&mut self) {
+        let _ = self.file.set_len(0);
+        let _ = self.file.rewind();
+        let _ = writeln!(self.file, "{}", std::process::id());
+        let _ = self.file.sync_all();
     }
 }
 

@@ -208,6 +208,10 @@ pub fn reserve(db: Db, job: JobId, resource: ResourceId) -> ApiResult<Option<Res
     {
         return Ok(None);
     }
+    // A lane held for a live run the store does not know has no holding run.
+    if super::attentions::is_held(db, resource)? {
+        return Ok(None);
+    }
     let Some(resource) = resources::get(db, resource)? else {
         return Ok(None);
     };

@@ -1,0 +1,350 @@
+//! Live runs the store does not know (SPEC section 1): at start, a run directory whose
+//! `runner.lock` a live worker holds, but whose run the store does not know, or knows as
+//! ended (a store restored from an older copy, a WAL whose tail was lost), holds its lane in
+//! Attention with failure `unknown_live_run`, so that no second run starts beside it.
+//!
+//! - [`scan`] (I/O): the run directories with a held lock, skipping the runs the store holds
+//!   lanes for (reconcile re-attaches those). `run.json` and `worker.json` are the
+//!   workload's to write: read without following symlinks, strictly, bounded.
+//! - [`plan`] (pure): what one such directory does given what the store knows.
+//! - [`Core::hold_unknown_live_runs`]: one durable commit per hold.
+//!
+//! A hold is a [`LaneHold`]: an Attention row that no run of the store is in. The scheduler
+//! sees it as a run in Attention on that lane (and its job, when it is queued again, as
+//! blocked by its own run), `resource list` shows it, and `resource release --attention A`
+//! closes it like any other. Once a person released it, the task is never held again, even
+//! after a restart that finds its worker still alive: the release was a decision about that
+//! very run. No `JOB_ATTENTION` is written: the store has no run for the event, and a thread
+//! named only by the workload's own files is not one to write to; the daemon logs the hold.
+
+use super::Core;
+use crate::store::attentions::{self, LaneHold};
+use crate::store::{resources, runs, Db};
+use homebased_shared::error::ApiResult;
+use homebased_shared::home::Home;
+use homebased_shared::ids::{AttentionId, JobId, ResourceId, TaskId};
+use homebased_shared::rundir::{read_json_untrusted, RunDir, RunSpec, WorkerRecord};
+use serde_json::{json, Value};
+use std::collections::HashSet;
+
+/// A run directory whose lock a live worker holds, with what its records say.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveRun {
+    pub task: TaskId,
+    pub job: JobId,
+    pub run_number: u32,
+    pub step: u32,
+    pub resume: bool,
+    /// The lane `run.json` names.
+    pub resource_name: String,
+    /// The worker's pid from `worker.json`, when it wrote one.
+    pub pid: Option<u32>,
+}
+
+/// What the store knows that decides a [`LiveRun`]'s fate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Known {
+    /// An Attention (open or released) named the task before.
+    pub named_before: bool,
+    /// The store has a row for the run (ended: a holding run is never scanned).
+    pub run_known: bool,
+    /// The lane `run.json` names, if the store has it.
+    pub lane: Option<ResourceId>,
+    /// Whether another hold (an open Attention) or a known run holds that lane already.
+    pub lane_taken: bool,
+}
+
+/// What to do with one live run directory.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    /// Hold the lane with this failure record.
+    Hold { lane: ResourceId, failure: Value },
+    /// Nothing to hold; the reason is logged.
+    Leave { reason: &'static str },
+}
+
+pub fn plan(run: &LiveRun, known: &Known) -> Plan {
+    if known.named_before {
+        return Plan::Leave {
+            reason: "an Attention named this run before (a person released it, or it is held)",
+        };
+    }
+    let Some(lane) = known.lane else {
+        return Plan::Leave {
+            reason: "its run.json names a lane this machine does not have",
+        };
+    };
+    if known.lane_taken {
+        return Plan::Leave {
+            reason: "its lane is held already (an Attention, or a run the store knows)",
+        };
+    }
+    Plan::Hold {
+        lane,
+        failure: failure_record(run, known.run_known),
+    }
+}
+
+/// The Attention's failure record (SPEC section 6's record, result `unknown_live_run`).
+pub fn failure_record(run: &LiveRun, run_known: bool) -> Value {
+    let pid = run
+        .pid
+        .map_or_else(|| "no recorded pid".to_string(), |p| format!("pid {p}"));
+    let store = if run_known {
+        "knows it as ended"
+    } else {
+        "does not know it"
+    };
+    json!({
+        "result": "unknown_live_run",
+        "task": run.task,
+        "job": run.job,
+        "run_number": run.run_number,
+        "step": run.step,
+        "resume": run.resume,
+        "pid": run.pid,
+        "resources": [run.resource_name],
+        "message": format!(
+            "run {} of job {} is alive (its worker, {pid}, holds runner.lock) but the store {store} \
+             (restored from an older copy, or its last commits were lost): its lane is held so that \
+             nothing starts beside it. Check the machine, stop the run if it must not go on, then \
+             release this Attention",
+            run.task, run.job
+        ),
+    })
+}
+
+/// The run directories under `<home>/tasks/` whose lock a live worker holds, except
+/// `skip` (the runs the store holds lanes for). A directory whose records cannot be read is
+/// logged and left: without its `run.json` there is no lane to hold.
+pub fn scan(home: &Home, skip: &HashSet<TaskId>) -> Vec<LiveRun> {
+    let tasks = home.root().join("tasks");
+    let entries = match std::fs::read_dir(&tasks) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => {
+            tracing::error!(dir = %tasks.display(), error = %e, "cannot list run directories to find live runs the store does not know");
+            return Vec::new();
+        }
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(task) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<TaskId>().ok())
+        else {
+            continue;
+        };
+        if skip.contains(&task) {
+            continue;
+        }
+        let dir = RunDir::new(entry.path());
+        if !crate::supervisor::lock_held_untrusted(&dir) {
+            continue;
+        }
+        match read_live_run(&dir, task) {
+            Ok(run) => found.push(run),
+            Err(e) => {
+                tracing::error!(%task, error = %e, "a live worker holds this run directory's lock but its run.json cannot be used: no lane can be held for it")
+            }
+        }
+    }
+    found
+}
+
+fn read_live_run(dir: &RunDir, task: TaskId) -> Result<LiveRun, String> {
+    let spec: RunSpec = read_json_untrusted(&dir.run_json())
+        .map_err(|e| e.to_string())?
+        .ok_or("no run.json")?;
+    if spec.task != task {
+        return Err(format!(
+            "run.json names task {}, not its directory's",
+            spec.task
+        ));
+    }
+    // The pid is what the failure names; an unreadable worker.json leaves it out.
+    let pid = read_json_untrusted::<WorkerRecord>(&dir.worker_json())
+        .ok()
+        .flatten()
+        .map(|w| w.worker.pid);
+    Ok(LiveRun {
+        task,
+        job: spec.job,
+        run_number: spec.run_number,
+        step: spec.step_index,
+        resume: spec.resume,
+        resource_name: spec.resource_name,
+        pid,
+    })
+}
+
+/// What the store knows about `run`, read inside the commit that may hold its lane.
+fn known(db: Db, run: &LiveRun) -> ApiResult<Known> {
+    let lane = match resources::check_name(&run.resource_name) {
+        Ok(()) => resources::find(db, &run.resource_name)?.map(|r| r.id),
+        Err(_) => None,
+    };
+    let lane_taken = match lane {
+        Some(lane) => {
+            attentions::is_held(db, lane)?
+                || runs::list_holding(db)?.iter().any(|r| r.resource == lane)
+        }
+        None => false,
+    };
+    Ok(Known {
+        named_before: attentions::ever_named(db, run.task)?,
+        run_known: runs::get(db, run.task)?.is_some(),
+        lane,
+        lane_taken,
+    })
+}
+
+impl Core {
+    /// Holds the lane of every live run the store does not know, or knows as ended; called
+    /// at start, before the first scheduling pass, with the tasks the store holds lanes for.
+    pub(super) fn hold_unknown_live_runs(&mut self, holding: &HashSet<TaskId>) {
+        for run in scan(&self.home, holding) {
+            let held = self.store.write(|db| {
+                let plan = plan(&run, &known(db, &run)?);
+                if let Plan::Hold { lane, failure } = &plan {
+                    let id = AttentionId::new();
+                    attentions::open(
+                        db,
+                        id,
+                        *lane,
+                        run.task,
+                        failure,
+                        homebased_shared::time::now_ms(),
+                    )?;
+                    return Ok(Ok(id));
+                }
+                Ok(Err(plan))
+            });
+            match held {
+                Ok(Ok(attention)) => tracing::error!(
+                    task = %run.task, job = %run.job, pid = ?run.pid, resource = %run.resource_name,
+                    %attention, "a live run the store does not know holds its lane in Attention (unknown_live_run)"
+                ),
+                Ok(Err(Plan::Leave { reason })) => tracing::warn!(
+                    task = %run.task, pid = ?run.pid, resource = %run.resource_name, reason,
+                    "a live run the store does not know: no hold"
+                ),
+                Ok(Err(Plan::Hold { .. })) => {}
+                Err(e) => tracing::error!(
+                    task = %run.task, error = %e,
+                    "cannot hold the lane of a live run the store does not know"
+                ),
+            }
+        }
+    }
+}
+
+/// The run view of a hold, for `resource list`.
+pub fn hold_view(hold: &LaneHold) -> homebased_shared::wire::ActiveRunView {
+    let number = |key: &str| hold.failure[key].as_u64().unwrap_or(0) as u32;
+    homebased_shared::wire::ActiveRunView {
+        job: hold.job,
+        task: hold.task,
+        run_number: number("run_number"),
+        step: number("step"),
+        resume: hold.failure["resume"].as_bool().unwrap_or(false),
+        phase: homebased_shared::wire::PhaseView::Attention {
+            id: hold.id,
+            failure: hold.failure.clone(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live() -> LiveRun {
+        LiveRun {
+            task: TaskId::new(),
+            job: JobId::new(),
+            run_number: 2,
+            step: 1,
+            resume: false,
+            resource_name: "gpu0".into(),
+            pid: Some(4242),
+        }
+    }
+
+    fn known(lane: Option<ResourceId>) -> Known {
+        Known {
+            named_before: false,
+            run_known: false,
+            lane,
+            lane_taken: false,
+        }
+    }
+
+    #[test]
+    fn an_unknown_live_run_holds_its_lane_with_a_record_naming_task_and_pid() {
+        let run = live();
+        let lane = ResourceId::new();
+        let Plan::Hold {
+            lane: held,
+            failure,
+        } = plan(&run, &known(Some(lane)))
+        else {
+            panic!("held");
+        };
+        assert_eq!(held, lane);
+        assert_eq!(failure["result"], "unknown_live_run");
+        assert_eq!(failure["task"], run.task.to_string());
+        assert_eq!(failure["job"], run.job.to_string());
+        assert_eq!(failure["pid"], 4242);
+        let message = failure["message"].as_str().unwrap();
+        assert!(message.contains("pid 4242") && message.contains("does not know"));
+    }
+
+    #[test]
+    fn a_run_known_as_ended_says_so() {
+        let run = live();
+        let failure = failure_record(&run, true);
+        assert!(failure["message"]
+            .as_str()
+            .unwrap()
+            .contains("knows it as ended"));
+    }
+
+    #[test]
+    fn nothing_is_held_for_a_missing_lane_a_taken_lane_or_a_run_named_before() {
+        let run = live();
+        assert!(matches!(plan(&run, &known(None)), Plan::Leave { .. }));
+        let lane = Some(ResourceId::new());
+        let taken = Known {
+            lane_taken: true,
+            ..known(lane)
+        };
+        assert!(matches!(plan(&run, &taken), Plan::Leave { .. }));
+        let released = Known {
+            named_before: true,
+            ..known(lane)
+        };
+        assert!(matches!(plan(&run, &released), Plan::Leave { .. }));
+    }
+
+    #[test]
+    fn the_view_of_a_hold_is_a_run_in_attention() {
+        let run = live();
+        let hold = LaneHold {
+            id: AttentionId::new(),
+            resource: ResourceId::new(),
+            task: run.task,
+            job: run.job,
+            failure: failure_record(&run, false),
+        };
+        let view = hold_view(&hold);
+        assert_eq!(
+            (view.task, view.job, view.run_number, view.step),
+            (run.task, run.job, 2, 1)
+        );
+        assert!(
+            matches!(view.phase, homebased_shared::wire::PhaseView::Attention { id, .. } if id == hold.id)
+        );
+    }
+}
