@@ -27,7 +27,7 @@ use clap::Parser;
 use homebased_shared::config::ConfigSource;
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::home::{Home, HomeEnv};
-use homebased_shared::ids::{AttentionId, JobId, OperationId, TaskId};
+use homebased_shared::ids::{AttentionId, JobId, MachineId, OperationId, TaskId};
 use homebased_shared::wire::{
     CancelRequest, CancelResult, MoveRequest, Placement, RegisterRequest, ReleaseRequest,
     SubmitRequest, Submitter, Versioned,
@@ -478,17 +478,21 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
                 None => JobId::new(),
                 Some(t) => t.parse().map_err(|_| bad_input("job-id", &t))?,
             };
+            let request = submit_request(id, &spec, allow_other_thread, machine.machine)?;
+            let remote = request.machine.is_some() || request.spec.get("machine").is_some();
             let submitted = client
-                .submit(&submit_request(
-                    id,
-                    &spec,
-                    allow_other_thread,
-                    machine.machine,
-                )?)
+                .submit(&request)
                 .await
                 .map_err(|e| name_the_job(e, id))?;
+            // A submit through Fleet says where the job went, as `fleet machines` names it.
+            let place = if remote {
+                let names = machine_names(client).await;
+                format!(" on {}", render::machine_name(submitted.machine, &names))
+            } else {
+                String::new()
+            };
             let human = format!(
-                "submitted {id}: {} at {} position {}",
+                "submitted {id}{place}: {} at {} position {}",
                 submitted.state,
                 submitted.priority,
                 json!(submitted.position)
@@ -502,7 +506,11 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
             let detail = client.job_show(id, machine.machine.as_deref()).await?;
             let tasks = detail.runs.iter().map(|r| r.task.to_string());
             let ids = std::iter::once(id.to_string()).chain(tasks).collect();
-            let mut human = render::job_detail(&detail);
+            let names = match detail.origin {
+                Some(_) => machine_names(client).await,
+                None => std::collections::HashMap::new(),
+            };
+            let mut human = render::job_detail(&detail, &names);
             if !env {
                 return Printed::answer(&detail, ids, human);
             }
@@ -597,6 +605,19 @@ fn captured_environment() -> std::collections::BTreeMap<String, String> {
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .filter(|(k, _)| !homebased_shared::rundir::is_run_variable(k))
         .collect()
+}
+
+/// Machine names by UUID from `fleet machines`, for human lines; empty where Fleet is off or
+/// the directory cannot be read (a line then names the UUID alone).
+async fn machine_names(client: &Client) -> std::collections::HashMap<MachineId, String> {
+    match client.fleet_machines().await {
+        Ok(list) => list
+            .machines
+            .into_iter()
+            .filter_map(|m| Some((m.machine?, m.name?)))
+            .collect(),
+        Err(_) => std::collections::HashMap::new(),
+    }
 }
 
 /// A retryable failure may have reached the daemon, or a slow peer, all the same: the job

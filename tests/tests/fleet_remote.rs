@@ -473,6 +473,25 @@ fn an_origin_that_crashed_after_storing_the_route_submits_once_on_retry() {
     assert_eq!(a.h.submit_json(&spec, Some(&job))["job"], job.as_str());
 }
 
+/// A person reading the confirmation of a remote submit learns where the job went, named as
+/// `fleet machines` names it.
+#[test]
+fn a_remote_submit_says_in_words_on_which_machine_the_job_went() {
+    let (a, _a_id, b, b_id) = pair();
+    let spec = for_beta(sh_spec(&a.h, "named", "true", &[]));
+    let file = a.h.spec_file(&spec);
+    let out = a.h.cli(&submit_args(file.to_str().unwrap()));
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert!(
+        out.stdout.starts_with("submitted ")
+            && out.stdout.contains(&format!(" on beta ({b_id}): ")),
+        "{}",
+        out.stdout
+    );
+    let job = out.stdout.split_whitespace().nth(1).unwrap().to_string();
+    wait_job(&b.h, &job, "succeeded");
+}
+
 /// A peer that is only slow (here stopped with SIGSTOP) takes a forwarded submit after the
 /// origin gave up on it. The CLI names the job id it made before the first attempt, so that
 /// the user's retry is that same job: it runs once, not twice.

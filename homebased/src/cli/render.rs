@@ -247,7 +247,23 @@ pub fn waiting_reason(
     }
 }
 
-pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
+/// A machine as `fleet machines` names it: its name, then its UUID; the UUID alone when no
+/// name is known here.
+pub fn machine_name(
+    machine: homebased_shared::ids::MachineId,
+    names: &HashMap<homebased_shared::ids::MachineId, String>,
+) -> String {
+    match names.get(&machine) {
+        Some(name) => format!("{name} ({machine})"),
+        None => machine.to_string(),
+    }
+}
+
+/// `names`: machine names by UUID, from `fleet machines` (empty where Fleet is off).
+pub fn job_detail(
+    d: &homebased_shared::wire::JobDetail,
+    names: &HashMap<homebased_shared::ids::MachineId, String>,
+) -> String {
     let j = d;
     let mut out = format!(
         "job {}  {}\nstate {}  priority {}  position {}  step {} of {}  target {}\nthread {}",
@@ -265,7 +281,8 @@ pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
     if let Some(origin) = d.origin {
         // A remote job (Fleet): its events are delivered on that machine.
         out.push_str(&format!(
-            "\nfrom machine {origin} (its events are delivered there)"
+            "\nfrom machine {} (its events are delivered there)",
+            machine_name(origin, names)
         ));
     }
     if let Some(waiting) = &d.waiting {
@@ -338,8 +355,35 @@ pub fn job_detail(d: &homebased_shared::wire::JobDetail) -> String {
             e["event"].as_str().unwrap_or("?"),
             e["at"].as_str().unwrap_or("")
         ));
+        if let Some(note) = event_note(e) {
+            out.push_str(": ");
+            out.push_str(&note);
+        }
     }
     out
+}
+
+/// What a notice means, in words: the two notices stop nothing, and a reader who sees only
+/// their names cannot tell what they ask of them.
+fn event_note(e: &serde_json::Value) -> Option<String> {
+    match e["event"].as_str()? {
+        "JOB_CHECK_DUE" => {
+            let since = e["check_due"]["silent_since"].as_str().unwrap_or("?");
+            let timeout = e["check_due"]["timeout"].as_str().unwrap_or("?");
+            Some(format!(
+                "no output since {since}, as long as the job's timeout ({timeout}); the run goes \
+                 on: check that it still makes progress (task log, its processes)"
+            ))
+        }
+        "JOB_BLOCKED" => {
+            let since = e["blocked"]["blocked_since"].as_str().unwrap_or("?");
+            Some(format!(
+                "first in line and unable to start since {since}; nothing was stopped for it \
+                 (see its waiting reason)"
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// `job show --env`: the stored environment, one `NAME=value` a line.
@@ -359,6 +403,30 @@ pub fn environment(env: Option<&std::collections::BTreeMap<String, String>>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn notices_say_what_they_mean_and_other_events_need_no_words() {
+        let due = serde_json::json!({
+            "event": "JOB_CHECK_DUE",
+            "check_due": {"silent_since": "2026-12-01T10:00:00.000Z", "timeout": "1h"},
+        });
+        let note = super::event_note(&due).unwrap();
+        assert!(
+            note.contains("no output since 2026-12-01T10:00:00.000Z")
+                && note.contains("(1h)")
+                && note.contains("the run goes on"),
+            "{note}"
+        );
+        let blocked = serde_json::json!({
+            "event": "JOB_BLOCKED",
+            "blocked": {"blocked_since": "2026-12-01T09:00:00.000Z"},
+        });
+        let note = super::event_note(&blocked).unwrap();
+        assert!(note.contains("since 2026-12-01T09:00:00.000Z"), "{note}");
+        assert!(note.contains("nothing was stopped"), "{note}");
+        let done = serde_json::json!({"event": "JOB_SUCCEEDED"});
+        assert_eq!(super::event_note(&done), None);
+    }
 
     #[test]
     fn attention_names_each_pid_to_check() {
