@@ -6,7 +6,7 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::{File, OpenOptions};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 /// The held lock. Dropping it unlocks, so it lives until the attempt is over.
@@ -59,6 +59,7 @@ pub fn take(path: &Path) -> Result<RunnerLock, String> {
         .write(true)
         .create(true)
         .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     lock(file, path)

@@ -3,7 +3,6 @@
 
 use homebased_shared::time::{now_ms, rfc3339};
 use std::fmt::Display;
-use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -21,10 +20,9 @@ impl WorkerLog {
     /// so that no log descriptor exists for a workload to inherit.
     pub fn note(&self, message: impl Display) {
         let line = format!("{} {message}\n", rfc3339(now_ms()));
-        let written = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
+        // Never through a link: the workload can replace worker.log with one to any file
+        // the worker's user may write.
+        let written = homebased_shared::rundir::open_append(&self.path, 0o666)
             .and_then(|mut f| f.write_all(line.as_bytes()));
         if let Err(e) = written {
             // The log is the last place to report to; stderr is all that is left, and it may

@@ -17,6 +17,7 @@ use nix::errno::Errno;
 use nix::fcntl::{fallocate, FallocateFlags};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 /// One share of the reserve, given back per failed write.
@@ -55,10 +56,13 @@ impl Reserve {
             return Ok(());
         }
         let size = CHUNK * CHUNKS;
+        // A link planted at the reserve's name is refused: truncating and filling its target
+        // would destroy another file. Non-blocking: a FIFO there fails at once.
         let made = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(&self.path)
             .and_then(|mut file| {
                 // Zeros may sit in the page cache without blocks behind them until writeback

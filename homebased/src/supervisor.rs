@@ -124,13 +124,10 @@ fn spawn_worker(
         .create(true)
         .truncate(false)
         .mode(0o600)
-        .custom_flags(libc::O_CLOEXEC)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
         .open(dir.runner_lock())?;
     flock(&lock, libc::LOCK_EX | libc::LOCK_NB)?;
-    let log = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.worker_log())?;
+    let log = homebased_shared::rundir::open_append(&dir.worker_log(), 0o666)?;
     // Both ways of starting the worker get these, then the last stamp of the daemon's side of
     // a start (`rundir::StartStamps::spawned`); a fresh worker is also told where its lock is
     // (`--lock-fd`), a standby worker names the descriptor it received itself.
@@ -181,27 +178,31 @@ fn spawn_worker(
 
 /// Whether a live worker holds the run's lock (without waiting).
 pub fn worker_alive(dir: &RunDir) -> bool {
-    let Ok(file) = File::open(dir.runner_lock()) else {
+    let Ok(file) = open_lock(dir) else {
         return false;
     };
     flock(&file, libc::LOCK_SH | libc::LOCK_NB).is_err()
 }
 
-/// [`worker_alive`] for a run directory the store does not know: `runner.lock` is opened
-/// without following a symlink (the workload can write its run directory, and a link to
-/// some other locked file must not pass for a live worker), and only a regular file counts.
+/// [`worker_alive`] for a run directory the store does not know: only a regular file counts
+/// (a link to some other locked file must not pass for a live worker).
 pub fn lock_held_untrusted(dir: &RunDir) -> bool {
-    let Ok(file) = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(dir.runner_lock())
-    else {
+    let Ok(file) = open_lock(dir) else {
         return false;
     };
     if !file.metadata().is_ok_and(|m| m.is_file()) {
         return false;
     }
     flock(&file, libc::LOCK_SH | libc::LOCK_NB).is_err()
+}
+
+/// `runner.lock` for a look at its lock: not through a link, and without waiting on a FIFO
+/// the workload put there (the core thread asks [`worker_alive`]).
+fn open_lock(dir: &RunDir) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(dir.runner_lock())
 }
 
 /// Watches a worker: a thread blocks on `runner.lock` and, once granted (the worker is gone),
@@ -214,8 +215,7 @@ pub fn watch(core: CoreHandle, dir: RunDir, task: TaskId, child: Option<Child>) 
             // the worker gone: an error (no descriptor left, say) is retried, never taken for
             // a lost worker, since that would clean up after a live run.
             loop {
-                let waited =
-                    File::open(dir.runner_lock()).and_then(|file| flock(&file, libc::LOCK_SH));
+                let waited = open_lock(&dir).and_then(|file| flock(&file, libc::LOCK_SH));
                 match waited {
                     Ok(()) => break,
                     // No lock file: nothing can hold it.

@@ -34,7 +34,10 @@ pub fn task_label(task: TaskId) -> String {
 /// The id Docker wrote to the run's cidfile, else `printed` (what `docker create` printed;
 /// empty when there is none). Only a hexadecimal id counts.
 pub fn saved_id(dir: &RunDir, printed: &str) -> Option<String> {
-    let saved = std::fs::read_to_string(dir.container_id()).unwrap_or_default();
+    // The cidfile lies in the run directory: never followed, and an id is 64 characters.
+    let mut saved = String::new();
+    let _ = crate::rundir::open_record(&dir.container_id())
+        .and_then(|f| std::io::Read::read_to_string(&mut std::io::Read::take(f, 4096), &mut saved));
     let id = [saved.trim(), printed.trim()]
         .into_iter()
         .find(|id| !id.is_empty() && id.chars().all(|c| c.is_ascii_hexdigit()))

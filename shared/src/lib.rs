@@ -10,7 +10,8 @@
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`peer_address`]: Fleet peer addresses in their one normal form, and machine names.
 //! - [`output_cap`]: the bound on a run's `output.log`: the cut's arithmetic and its marker.
-//! - [`rundir`]: the run directory, the contract between daemon and worker.
+//! - [`rundir`]: the run directory, the contract between daemon and worker; every file in it
+//!   opened without following a link, and read only when regular (`rundir::open_record`).
 //! - [`process`]: process identity `(pid, start ticks)` and group membership read from `/proc`;
 //!   ending a process group (TERM, grace, KILL).
 //! - [`container`]: the run's Docker container through the `docker` CLI: bounded commands,
@@ -19,7 +20,8 @@
 //!   the [`sweep::ProcessTable`] seam (`/proc` and pidfds, or an in-memory fake).
 //! - [`wire`]: the JSON shapes the API answers with.
 //! - [`standby`]: the standby worker's hand-over (arguments and descriptors over a socket).
-//! - [`tail`]: the end of a log, bounded in lines and bytes.
+//! - [`tail`]: the end of a log, bounded in lines and bytes; a followed log read in bounded
+//!   chunks.
 //! - [`terminal`]: a log as a terminal shows it (carriage returns applied).
 //! - [`time`]: stored milliseconds and RFC 3339 on the wire.
 

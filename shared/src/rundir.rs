@@ -1,6 +1,11 @@
 //! The run directory `<home>/tasks/<task>/` (SPEC section 5): the contract between the daemon
 //! and `homebased-worker`. Every file name lives here, every record is typed, and every
-//! record that another process reads is written atomically.
+//! record that another process reads is written atomically. Every file in it is opened
+//! through [`untrusted`]: never followed, read only when regular.
+
+mod untrusted;
+
+pub use untrusted::{open_append, open_record, refused, Refused};
 
 use crate::ids::{JobId, TaskId};
 use crate::spec::Step;
@@ -8,7 +13,8 @@ use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 pub const RUN_JSON: &str = "run.json";
@@ -27,6 +33,9 @@ pub const CONTAINER_ID: &str = "container.id";
 pub const RESERVE: &str = "worker.reserve";
 /// Written by the daemon before it starts a worker that adopts the run's container.
 pub const ADOPTION_JSON: &str = "adoption.json";
+
+/// The most of a record that is read (`run.json` with a large environment stays far below).
+pub const MAX_RECORD_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The exit code with which a workload says "checkpoint saved, resume me later".
 pub const EXIT_YIELDED: i32 = 75;
@@ -410,10 +419,13 @@ fn replace(path: &Path, bytes: &[u8], synced: Synced) -> io::Result<()> {
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     {
+        // The temporary name is predictable: a link planted there is refused, not written
+        // through. The rename then replaces whatever is at `path` itself, a link included.
         let mut f = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&tmp)?;
         f.write_all(bytes)?;
         if synced == Synced::Everything {
@@ -433,8 +445,14 @@ pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> io::Result<()>
     write_atomic(path, &bytes)
 }
 
+/// A record of a run directory, parsed. Never followed ([`open_record`]) and never larger
+/// than [`MAX_RECORD_BYTES`]: a record is a few hundred bytes, and a workload that grows one
+/// must not make its reader hold all of it.
 pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> io::Result<T> {
-    let bytes = std::fs::read(path)?;
+    let mut bytes = Vec::new();
+    open_record(path)?
+        .take(MAX_RECORD_BYTES)
+        .read_to_end(&mut bytes)?;
     serde_json::from_slice(&bytes).map_err(|e| {
         io::Error::new(
             io::ErrorKind::InvalidData,

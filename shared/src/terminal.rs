@@ -42,22 +42,60 @@ fn render_line(line: &str) -> String {
     cells.into_iter().collect()
 }
 
+/// The most of an unfinished line a [`Follower`] holds. A progress bar redrawn for days, or
+/// output that never ends a line, must not grow its reader without bound.
+pub const MAX_PARTIAL: usize = 1024 * 1024;
+
 /// Renders a growing log: bytes in, complete rendered lines out.
 #[derive(Debug, Default)]
 pub struct Follower {
-    /// The bytes of the line not yet ended by `\n`.
+    /// The bytes of the line not yet ended by `\n`, at most about [`MAX_PARTIAL`].
     partial: Vec<u8>,
 }
 
 impl Follower {
-    /// The lines that `bytes` completes, rendered, each with its `\n`.
+    /// The lines that `bytes` completes, rendered, each with its `\n`; and, of a line longer
+    /// than [`MAX_PARTIAL`] even with its redraws applied, what it shows so far.
     pub fn push(&mut self, bytes: &[u8]) -> String {
         self.partial.extend_from_slice(bytes);
-        let Some(end) = self.partial.iter().rposition(|&b| b == b'\n') else {
-            return String::new();
+        // Only the new bytes can end the line.
+        let mut out = match bytes.iter().rposition(|&b| b == b'\n') {
+            Some(i) => {
+                let end = self.partial.len() - bytes.len() + i;
+                let complete: Vec<u8> = self.partial.drain(..=end).collect();
+                render(&String::from_utf8_lossy(&complete))
+            }
+            None => String::new(),
         };
-        let complete: Vec<u8> = self.partial.drain(..=end).collect();
-        render(&String::from_utf8_lossy(&complete))
+        if self.partial.len() > MAX_PARTIAL {
+            out.push_str(&self.bound());
+        }
+        out
+    }
+
+    /// Shrinks the unfinished line: its redraws up to the last `\r` are replaced by what they
+    /// show (followed by that `\r`, so what comes after still overwrites from column 0, and
+    /// the line renders as before). A line still over the bound has no redraws to apply: it
+    /// is handed out as it is so far (up to a character cut at its end), and what follows
+    /// continues it, as on a terminal; a later `\r` can only redraw what follows.
+    fn bound(&mut self) -> String {
+        if let Some(cr) = self.partial.iter().rposition(|&b| b == b'\r') {
+            let shown = render_line(&String::from_utf8_lossy(&self.partial[..cr]));
+            let mut compact = shown.into_bytes();
+            compact.push(b'\r');
+            compact.extend_from_slice(&self.partial[cr + 1..]);
+            self.partial = compact;
+        }
+        if self.partial.len() <= MAX_PARTIAL {
+            return String::new();
+        }
+        let cut = match std::str::from_utf8(&self.partial) {
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            _ => self.partial.len(),
+        };
+        let rest = self.partial.split_off(cut);
+        let line = std::mem::replace(&mut self.partial, rest);
+        render_line(&String::from_utf8_lossy(&line))
     }
 
     /// The line still being drawn, rendered (with a `\n` so that what follows starts on a
@@ -105,5 +143,40 @@ mod tests {
         assert_eq!(f.push(b" 2 \r"), "");
         assert_eq!(f.finish(), "epoch 2 \n");
         assert_eq!(f.finish(), "");
+    }
+
+    #[test]
+    fn a_bar_redrawn_without_end_is_held_at_its_last_state_only() {
+        let mut f = Follower::default();
+        let mut shown = String::new();
+        let mut whole = String::new();
+        // 4 MiB of redraws of one line, never ended: far past the bound.
+        for i in 0..200_000 {
+            let redraw = format!("\r{:>6} steps|{}|", i, "#".repeat(i % 7));
+            whole.push_str(&redraw);
+            shown.push_str(&f.push(redraw.as_bytes()));
+            assert!(f.partial.len() <= MAX_PARTIAL + 64, "{}", f.partial.len());
+        }
+        assert_eq!(shown, "", "nothing is handed out before the line ends");
+        whole.push('\n');
+        // Exactly what the whole line shows, a longer redraw's tail included.
+        assert_eq!(f.push(b"\n"), render(&whole));
+        assert!(render(&whole).starts_with("199999 steps|##|"));
+    }
+
+    #[test]
+    fn a_line_longer_than_the_bound_is_handed_out_in_pieces_whole_characters_each() {
+        let mut f = Follower::default();
+        let mut shown = String::new();
+        // 2.4 MB of two-byte characters in reads of an odd size: some end inside one.
+        let line = "\u{e9}".repeat(1_200_000);
+        for piece in line.as_bytes().chunks(333) {
+            shown.push_str(&f.push(piece));
+            assert!(f.partial.len() <= MAX_PARTIAL + 333);
+        }
+        shown.push_str(&f.push(b"\n"));
+        assert!(!shown.contains('\u{fffd}'), "no character is cut in two");
+        assert_eq!(shown.len(), line.len() + 1);
+        assert!(shown.ends_with("\u{e9}\n"));
     }
 }

@@ -44,7 +44,7 @@ use homebased_shared::time::{now_ms, Millis};
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::sys::signal::Signal;
 use serde_json::json;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::process::Stdio;
@@ -108,7 +108,7 @@ pub fn start(run: &RunSpec, dir: &RunDir, step: &ContainerStep) -> Result<Runnin
     // The daemon writes `run.json` without an fsync; a worker that adopts this container after
     // a machine crash reads the step from it, so it is made durable before the container can
     // exist (its name already is: the first `worker.json` fsynced the folder).
-    std::fs::File::open(dir.run_json())
+    homebased_shared::rundir::open_record(&dir.run_json())
         .and_then(|f| f.sync_all())
         .map_err(|e| {
             StartError::Worker(format!("cannot sync {}: {e}", dir.run_json().display()))
@@ -313,10 +313,7 @@ fn follow_container(
     logs_to: Logs,
 ) -> Result<Followers, String> {
     let append = |path: &std::path::Path| {
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
+        homebased_shared::rundir::open_append(path, 0o666)
             .map_err(|e| format!("cannot open {}: {e}", path.display()))
     };
     // The followers' own complaints are the worker's to read, not the workload's output.

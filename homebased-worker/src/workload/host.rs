@@ -11,7 +11,7 @@ use nix::sys::prctl;
 use nix::sys::signal::Signal;
 use nix::unistd::{getppid, Pid};
 use std::ffi::OsString;
-use std::fs::{DirBuilder, OpenOptions, Permissions};
+use std::fs::{DirBuilder, Permissions};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -22,10 +22,8 @@ pub fn start(run: &RunSpec, dir: &RunDir, argv: &[String]) -> Result<Running, St
         .ok_or_else(|| StartError::Workload("the step's command is empty".into()))?;
     prepare_folders(run, dir).map_err(StartError::Worker)?;
     let output_path = dir.output_log();
-    let output = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&output_path)
+    // Never through a link planted where the log should be (SPEC section 5).
+    let output = homebased_shared::rundir::open_append(&output_path, 0o666)
         .map_err(|e| StartError::Worker(format!("cannot open {}: {e}", output_path.display())))?;
     // One open file description for both streams, so their writes interleave in order.
     let errors = output

@@ -46,8 +46,7 @@ pub fn task_log(
         } else {
             tail::read_tail_rendered
         };
-        let (text, truncated) = read(&log, tail)
-            .map_err(|e| ApiError::internal(format!("cannot read {}: {e}", log.display())))?;
+        let (text, truncated) = read(&log, tail).map_err(|e| tail::unreadable(&log, &e))?;
         let human = text.strip_suffix('\n').unwrap_or(&text).to_string();
         let log = TaskLog {
             task: id,
@@ -59,11 +58,12 @@ pub fn task_log(
     let mut out = std::io::stdout();
     let mut stream = LogStream::open(&log, tail, raw, out.is_terminal())?;
     // Print what exists, then new bytes until the worker's cleanup is recorded and the log
-    // is drained.
+    // is drained: one chunk at a time, at once again while behind, else after a pause.
     loop {
         let finished = dir.read_cleanup().ok().flatten().is_some();
-        let mut text = stream.read_new();
-        if finished {
+        let mut text = stream.read_new()?;
+        let drained = finished && !stream.behind();
+        if drained {
             text.push_str(&stream.finish());
         }
         if out
@@ -74,18 +74,25 @@ pub fn task_log(
             // The reader went away (a closed pipe): nothing more to show.
             return Ok(None);
         }
-        if finished {
+        if drained {
             return Ok(None);
         }
-        std::thread::sleep(FOLLOW_POLL);
+        if !stream.behind() {
+            std::thread::sleep(FOLLOW_POLL);
+        }
     }
 }
 
-/// One run's `output.log` followed as it grows: first its tail, then what is appended.
-/// Carriage returns are applied line by line unless the bytes are wanted `raw`, or go to a
-/// terminal, which applies them itself as the bar is redrawn.
+/// One run's `output.log` followed as it grows: first its tail, then what is appended, one
+/// [`tail::FOLLOW_CHUNK`] at a time, so a reader far behind a fast writer holds one chunk,
+/// not the distance. Carriage returns are applied line by line unless the bytes are wanted
+/// `raw`, or go to a terminal, which applies them itself as the bar is redrawn. The log is
+/// opened once, without following it ([`homebased_shared::rundir::open_record`]): a link put
+/// in its place later is never read either.
 pub(super) struct LogStream {
     path: std::path::PathBuf,
+    /// `None` until the log exists (a worker that has not created it yet).
+    file: Option<std::fs::File>,
     offset: u64,
     /// `None`: bytes pass as they are.
     lines: Option<terminal::Follower>,
@@ -98,6 +105,10 @@ pub(super) struct LogStream {
     /// cuts the middle of the log in place, and a reader's place moves down with the rest.
     limit: Option<u64>,
     shift: u64,
+    /// The one buffer every read goes through.
+    chunk: Box<[u8]>,
+    /// The last read filled the buffer: more may be there already.
+    behind: bool,
 }
 
 impl LogStream {
@@ -107,15 +118,26 @@ impl LogStream {
         raw: bool,
         to_terminal: bool,
     ) -> ApiResult<LogStream> {
-        let unreadable =
-            |e: std::io::Error| ApiError::internal(format!("cannot read {}: {e}", path.display()));
+        let file = tail::open_if_written(path).map_err(|e| tail::unreadable(path, &e))?;
+        // The run's `output_limit`, from its `run.json`: the worker cuts the middle of the log
+        // in place past it, and a reader's place moves down with the rest (SPEC section 5).
         let limit = path
             .parent()
             .and_then(|dir| RunDir::new(dir).read_run().ok())
             .map(|run| run.output_limit);
-        let shift = limit.map_or(0, |limit| current_shift(path, limit));
-        let (text, _) = read_tail(path, None).map_err(unreadable)?;
-        let offset = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let shift = match (&file, limit) {
+            (Some(file), Some(limit)) => output_cap::read_shift(file, limit).unwrap_or(0),
+            _ => 0,
+        };
+        let read = match &file {
+            Some(file) => tail::tail_of(file, None).map_err(|e| tail::unreadable(path, &e))?,
+            None => tail::Tail {
+                text: String::new(),
+                truncated: false,
+                end: 0,
+            },
+        };
+        let text = read.text;
         // The tail is shown up to its last complete line; the line being drawn follows.
         let (complete, partial) = match text.rfind('\n') {
             Some(i) => text.split_at(i + 1),
@@ -134,49 +156,70 @@ impl LogStream {
         }
         Ok(LogStream {
             path: path.to_path_buf(),
-            offset,
+            file,
+            offset: read.end,
             lines,
             pending,
             carry: Vec::new(),
             limit,
             shift,
+            chunk: vec![0; tail::FOLLOW_CHUNK].into_boxed_slice(),
+            behind: false,
         })
     }
 
-    /// What is new to print since the last call.
-    pub(super) fn read_new(&mut self) -> String {
+    /// What is new to print since the last call: at most one chunk of the log.
+    pub(super) fn read_new(&mut self) -> ApiResult<String> {
         let mut text = std::mem::take(&mut self.pending);
-        if let Ok(new) = self.read_past_cuts() {
-            self.offset += new.len() as u64;
-            match &mut self.lines {
-                Some(follower) => text.push_str(&follower.push(&new)),
-                None => {
-                    self.carry.extend_from_slice(&new);
-                    text.push_str(&whole_characters(&mut self.carry));
-                }
+        if self.file.is_none() {
+            self.file =
+                tail::open_if_written(&self.path).map_err(|e| tail::unreadable(&self.path, &e))?;
+        }
+        if self.file.is_none() {
+            return Ok(text);
+        }
+        let n = self
+            .read_past_cuts()
+            .map_err(|e| tail::unreadable(&self.path, &e))?;
+        self.behind = n == self.chunk.len();
+        self.offset += n as u64;
+        let new = &self.chunk[..n];
+        match &mut self.lines {
+            Some(follower) => text.push_str(&follower.push(new)),
+            None => {
+                self.carry.extend_from_slice(new);
+                text.push_str(&whole_characters(&mut self.carry));
             }
         }
-        text
+        Ok(text)
     }
 
-    /// The bytes after the reader's place, that place first moved past any cut made since
-    /// the last read; read again if a cut came in between (a cut is one in `limit / 4` of
-    /// output, so a second try settles it).
-    fn read_past_cuts(&mut self) -> std::io::Result<Vec<u8>> {
+    /// The last [`LogStream::read_new`] filled its chunk: read again before pausing.
+    pub(super) fn behind(&self) -> bool {
+        self.behind
+    }
+
+    /// Reads one chunk after the reader's place into `chunk`, that place first moved past any
+    /// cut made since the last read; read again if a cut came in between (a cut is one in
+    /// `limit / 4` of output, so a second try settles it). Answers the bytes read.
+    fn read_past_cuts(&mut self) -> std::io::Result<usize> {
+        let Some(file) = &self.file else {
+            return Ok(0);
+        };
         let Some(limit) = self.limit else {
-            return tail::read_from(&self.path, self.offset);
+            return tail::read_chunk(file, self.offset, &mut self.chunk);
         };
         for _ in 0..3 {
-            let shift = current_shift(&self.path, limit);
+            let shift = output_cap::read_shift(file, limit).unwrap_or(0);
             self.offset = output_cap::offset_after_cuts(self.offset, self.shift, shift, limit);
             self.shift = self.shift.max(shift);
-            let new = tail::read_from(&self.path, self.offset)?;
-            if current_shift(&self.path, limit) <= self.shift {
-                return Ok(new);
+            let n = tail::read_chunk(file, self.offset, &mut self.chunk)?;
+            if output_cap::read_shift(file, limit).unwrap_or(0) <= self.shift {
+                return Ok(n);
             }
         }
         // Cut after cut while reading: nothing now, the next poll tries again.
-        Ok(Vec::new())
+        Ok(0)
     }
 
     /// The log ended: the line still being drawn, if any.
@@ -186,13 +229,6 @@ impl LogStream {
             None => String::new(),
         }
     }
-}
-
-/// What cuts have removed from the log at `path` so far; 0 for one never cut or unreadable.
-fn current_shift(path: &std::path::Path, limit: u64) -> u64 {
-    std::fs::File::open(path)
-        .and_then(|file| output_cap::read_shift(&file, limit))
-        .unwrap_or(0)
 }
 
 /// The text of `bytes` up to a character cut at their end, which stays in `bytes` for the
@@ -319,18 +355,22 @@ mod tests {
         std::fs::write(&path, "old 1\nold 2\n 10%").unwrap();
         let mut lines = LogStream::open(&path, Some(1), false, false).unwrap();
         let mut raw = LogStream::open(&path, Some(1), true, false).unwrap();
-        assert_eq!(lines.read_new(), "old 2\n");
-        assert_eq!(raw.read_new(), "old 2\n 10%");
+        assert_eq!(lines.read_new().unwrap(), "old 2\n");
+        assert_eq!(raw.read_new().unwrap(), "old 2\n 10%");
         let mut log = std::fs::OpenOptions::new()
             .append(true)
             .open(&path)
             .unwrap();
         std::io::Write::write_all(&mut log, b"\r 90%\r100% \xc3").unwrap();
-        assert_eq!(lines.read_new(), "");
-        assert_eq!(raw.read_new(), "\r 90%\r100% ", "a cut character waits");
+        assert_eq!(lines.read_new().unwrap(), "");
+        assert_eq!(
+            raw.read_new().unwrap(),
+            "\r 90%\r100% ",
+            "a cut character waits"
+        );
         std::io::Write::write_all(&mut log, &[0xa9, b'\n']).unwrap();
-        assert_eq!(lines.read_new(), "100% \u{e9}\n");
-        assert_eq!(raw.read_new(), "\u{e9}\n");
+        assert_eq!(lines.read_new().unwrap(), "100% \u{e9}\n");
+        assert_eq!(raw.read_new().unwrap(), "\u{e9}\n");
         assert_eq!(lines.finish(), "");
     }
 

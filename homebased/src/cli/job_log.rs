@@ -7,7 +7,7 @@
 use super::files::LogStream;
 use super::Printed;
 use crate::client::Client;
-use homebased_shared::error::{ApiError, ApiResult};
+use homebased_shared::error::ApiResult;
 use homebased_shared::home::Home;
 use homebased_shared::ids::JobId;
 use homebased_shared::rundir::RunDir;
@@ -41,19 +41,26 @@ pub async fn run(
     }
     let mut out = std::io::stdout();
     let to_terminal = out.is_terminal();
+    // What reaches stdout; false once the reader went away (a closed pipe).
+    let mut print = |text: &str| {
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .is_ok()
+    };
     // Runs whose log was printed to its end, and the stream of the one being followed.
     let mut done = 0;
     let mut current: Option<LogStream> = None;
     loop {
         let detail = client.job_show(id, None).await?;
         let ended = job_ended(&detail.state);
-        let mut text = String::new();
         while let Some(run) = detail.runs.get(done) {
             let dir = RunDir::new(home.task_dir(run.task));
             let stream = match &mut current {
                 Some(stream) => stream,
                 None => {
-                    text.push_str(&header(run));
+                    if !print(&header(run)) {
+                        return Ok(None);
+                    }
                     current.insert(LogStream::open(
                         &dir.output_log(),
                         tail,
@@ -65,23 +72,25 @@ pub async fn run(
             // The log is complete once cleanup is recorded (nothing of the run is left to
             // write), or once the run has ended and a later attempt or the job's end follows.
             let complete = run.cleanup.is_some()
-                || dir.cleanup_json().exists()
+                || dir.read_cleanup().ok().flatten().is_some()
                 || run.ended_at.is_some() && (ended || done + 1 < detail.runs.len());
-            text.push_str(&stream.read_new());
+            // What is there now, one chunk at a time: printed before the next is read.
+            loop {
+                if !print(&stream.read_new()?) {
+                    return Ok(None);
+                }
+                if !stream.behind() {
+                    break;
+                }
+            }
             if !complete {
                 break;
             }
-            text.push_str(&stream.finish());
+            if !print(&stream.finish()) {
+                return Ok(None);
+            }
             current = None;
             done += 1;
-        }
-        if out
-            .write_all(text.as_bytes())
-            .and_then(|()| out.flush())
-            .is_err()
-        {
-            // The reader went away (a closed pipe): nothing more to show.
-            return Ok(None);
         }
         if ended && done == detail.runs.len() {
             return Ok(None);
@@ -103,8 +112,8 @@ fn once(home: &Home, detail: &JobDetail, lines: Option<usize>) -> ApiResult<Prin
     let mut runs = Vec::new();
     for run in &detail.runs {
         let path = RunDir::new(home.task_dir(run.task)).output_log();
-        let (log, truncated) = tail::read_tail_rendered(&path, lines)
-            .map_err(|e| ApiError::internal(format!("cannot read {}: {e}", path.display())))?;
+        let (log, truncated) =
+            tail::read_tail_rendered(&path, lines).map_err(|e| tail::unreadable(&path, &e))?;
         human.push_str(&header(run));
         human.push_str(&log);
         if !log.is_empty() && !log.ends_with('\n') {

@@ -290,7 +290,8 @@ fn timeout_of(job: &jobs::Job) -> ApiResult<std::time::Duration> {
 
 /// The modification time of a file, `None` when it does not exist (yet).
 fn modified_ms(path: &Path) -> Option<Millis> {
-    std::fs::metadata(path)
+    // The log itself, never what a link in its place names.
+    std::fs::symlink_metadata(path)
         .and_then(|m| m.modified())
         .ok()
         .map(to_ms)

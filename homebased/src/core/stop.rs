@@ -10,6 +10,7 @@ use crate::store::runs;
 use homebased_shared::ids::TaskId;
 use homebased_shared::queue::StopCause;
 use homebased_shared::rundir::{write_json_atomic, StopRequest};
+use std::os::unix::fs::OpenOptionsExt;
 
 impl Core {
     /// Performs the committed stop of `task`: files first, then the signal.
@@ -30,10 +31,12 @@ impl Core {
         };
         let dir = self.run_dir(task);
         let written = match stop.cause {
+            // Not through a link or into a FIFO the workload put there.
             StopCause::Yield => std::fs::OpenOptions::new()
                 .create(true)
                 .truncate(false)
                 .write(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
                 .open(dir.yield_file())
                 .map(drop),
             StopCause::Restart | StopCause::UserCancel => {

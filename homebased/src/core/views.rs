@@ -201,8 +201,10 @@ impl Core {
         } else {
             homebased_shared::tail::read_tail_rendered
         };
-        let (log, truncated) = read(&path, tail)
-            .map_err(|e| ApiError::internal(format!("cannot read {}: {e}", path.display())))?;
+        // A refused log (a link or a FIFO the workload put there) is this request's error
+        // only: nothing is followed, and the daemon and its other runs go on.
+        let (log, truncated) =
+            read(&path, tail).map_err(|e| homebased_shared::tail::unreadable(&path, &e))?;
         Ok(homebased_shared::wire::TaskLog {
             task,
             log,
