@@ -50,6 +50,9 @@ pub struct Printed {
     pub human: String,
     /// The daemon's own bytes, printed instead of `json` under `--json` (long listings).
     pub raw: Option<hyper::body::Bytes>,
+    /// A line for the person, on stderr after human output only (a log shown in part says
+    /// so there, and a pipe of the log itself gets only the log).
+    pub note: Option<String>,
 }
 
 impl Printed {
@@ -59,7 +62,14 @@ impl Printed {
             ids,
             human: human.into(),
             raw: None,
+            note: None,
         }
+    }
+
+    /// [`Printed`] with a note for the person (see `note`).
+    pub fn with_note(mut self, note: Option<String>) -> Printed {
+        self.note = note;
+        self
     }
 
     /// An answer in its versioned envelope. Under `--json` it prints as today's CLI always
@@ -81,6 +91,7 @@ impl Printed {
             ids: vec![],
             human: String::new(),
             raw: Some(bytes),
+            note: None,
         }
     }
 }
@@ -130,6 +141,9 @@ pub fn main() -> i32 {
                 Output::Human => {
                     if !printed.human.is_empty() {
                         emit(printed.human.as_bytes())
+                    }
+                    if let Some(note) = &printed.note {
+                        emit_err(&format!("homebased: {note}"));
                     }
                 }
             }
@@ -245,18 +259,31 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
         Command::Task(TaskCommand::Log {
             task,
             tail,
+            raw,
             machine: Some(machine),
             ..
         }) => {
             let client = Client::socket(home.socket());
             runtime()?
-                .block_on(fleet::task_log(&client, &task, tail, &machine))
+                .block_on(fleet::task_log(&client, &task, tail, raw, &machine))
                 .map(Some)
         }
         Command::Events(args) => files::events(&home, &args, cli.json),
-        Command::Resource(ResourceCommand::Job(JobCommand::Log { job, tail, follow })) => {
+        Command::Resource(ResourceCommand::Job(JobCommand::Log {
+            job,
+            tail,
+            follow,
+            raw,
+            machine,
+        })) => {
             let client = Client::socket(home.socket());
-            runtime()?.block_on(job_log::run(&client, &home, &job, tail, follow))
+            let asked = job_log::Asked {
+                tail,
+                follow,
+                raw,
+                machine: machine.machine,
+            };
+            runtime()?.block_on(job_log::run(&client, &home, &job, asked))
         }
         Command::Resource(cmd) => {
             let client = Client::socket(home.socket());

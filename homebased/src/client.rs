@@ -16,7 +16,7 @@ use homebased_shared::wire::{
     FleetEvents, FleetSubmitRequest, Identity, JobDetail, JobEnvironment, JobList, MachineList,
     MachineView, MoveRequest, MoveResult, PeerRequest, RegisterRequest, ReleaseRequest,
     ReleaseResult, RemovedPeer, ResourceList, ResourceView, Settled, ShutdownResult, SubmitRequest,
-    SubmitResult, TaskLog, Versioned, MAX_BODY_BYTES,
+    SubmitResult, TaskLog, TaskLogChunk, Versioned, MAX_BODY_BYTES,
 };
 use hyper::body::Bytes;
 use hyper::Method;
@@ -199,11 +199,35 @@ impl Client {
         &self,
         task: TaskId,
         tail: Option<usize>,
+        raw: bool,
         machine: Option<&str>,
     ) -> ApiResult<Answered<TaskLog>> {
         let tail = tail.map(|n| n.to_string());
-        let query = [("tail", tail.as_deref()), ("machine", machine)];
+        let query = [
+            ("tail", tail.as_deref()),
+            ("raw", raw.then_some("true")),
+            ("machine", machine),
+        ];
         self.get(&path(&format!("/v1/tasks/{task}/log"), &query))
+            .await
+    }
+
+    /// One chunk of a run's log after a follower's place (`resource job log --follow` of a
+    /// job on another machine).
+    pub async fn task_log_chunk(
+        &self,
+        task: TaskId,
+        offset: u64,
+        shift: u64,
+        machine: Option<&str>,
+    ) -> ApiResult<Answered<TaskLogChunk>> {
+        let (offset, shift) = (offset.to_string(), shift.to_string());
+        let query = [
+            ("offset", Some(offset.as_str())),
+            ("shift", Some(shift.as_str())),
+            ("machine", machine),
+        ];
+        self.get(&path(&format!("/v1/tasks/{task}/log/chunk"), &query))
             .await
     }
 

@@ -141,6 +141,41 @@ pub fn offset_after_cuts(offset: u64, was: u64, now: u64, limit: u64) -> u64 {
     }
 }
 
+/// Where a follower of a log reads next, and what cuts it has seen (SPEC section 5).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Place {
+    pub offset: u64,
+    pub shift: u64,
+}
+
+/// Reads one chunk after `place` into `buf`, that place first moved past any cut made since
+/// it was taken; read again if a cut came in between (a cut is one in `limit / 4` of output,
+/// so a second try settles it). `limit`: the run's `output_limit`, `None` when unknown (cuts
+/// are not followed). Answers the bytes read and the place they were read from; the caller's
+/// next place is that offset plus what it consumed.
+pub fn read_after(
+    file: &File,
+    limit: Option<u64>,
+    place: Place,
+    buf: &mut [u8],
+) -> io::Result<(usize, Place)> {
+    let Some(limit) = limit else {
+        return Ok((crate::tail::read_chunk(file, place.offset, buf)?, place));
+    };
+    let mut place = place;
+    for _ in 0..3 {
+        let shift = read_shift(file, limit).unwrap_or(0);
+        place.offset = offset_after_cuts(place.offset, place.shift, shift, limit);
+        place.shift = place.shift.max(shift);
+        let n = crate::tail::read_chunk(file, place.offset, buf)?;
+        if read_shift(file, limit).unwrap_or(0) <= place.shift {
+            return Ok((n, place));
+        }
+    }
+    // Cut after cut while reading: nothing now, the next poll tries again.
+    Ok((0, place))
+}
+
 /// The shift a marker block's opening stands for, if `bytes` begin with one.
 fn parse_opening(bytes: &[u8]) -> Option<u64> {
     let (newline, rest) = match bytes.strip_prefix(b"\n") {

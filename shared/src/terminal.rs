@@ -51,12 +51,27 @@ pub const MAX_PARTIAL: usize = 1024 * 1024;
 pub struct Follower {
     /// The bytes of the line not yet ended by `\n`, at most about [`MAX_PARTIAL`].
     partial: Vec<u8>,
+    /// Each redraw is handed out as a line of its own, as it comes: a reader that is not a
+    /// terminal (a pipe, `tee`, an agent) sees a progress bar move instead of nothing until
+    /// its line ends.
+    each_redraw: bool,
 }
 
 impl Follower {
+    /// A follower that hands out every redraw of a line as a line (see `each_redraw`).
+    pub fn each_redraw_a_line() -> Follower {
+        Follower {
+            partial: Vec::new(),
+            each_redraw: true,
+        }
+    }
+
     /// The lines that `bytes` completes, rendered, each with its `\n`; and, of a line longer
     /// than [`MAX_PARTIAL`] even with its redraws applied, what it shows so far.
     pub fn push(&mut self, bytes: &[u8]) -> String {
+        if self.each_redraw {
+            return self.push_redraws(bytes);
+        }
         self.partial.extend_from_slice(bytes);
         // Only the new bytes can end the line.
         let mut out = match bytes.iter().rposition(|&b| b == b'\n') {
@@ -67,6 +82,35 @@ impl Follower {
             }
             None => String::new(),
         };
+        if self.partial.len() > MAX_PARTIAL {
+            out.push_str(&self.bound());
+        }
+        out
+    }
+
+    /// [`Follower::push`] with each redraw a line: at every `\r` that does not end the line
+    /// (`\r\n` is a line end), the line's state on a terminal is handed out, and kept as the
+    /// start of the next redraw, which overwrites it from column 0 as a terminal would.
+    fn push_redraws(&mut self, bytes: &[u8]) -> String {
+        let mut out = String::new();
+        for &b in bytes {
+            // A `\r` held back at the end of the last bytes: a redraw unless `\n` follows.
+            if self.partial.last() == Some(&b'\r') && b != b'\n' {
+                let cr = self.partial.len() - 1;
+                let shown = render_line(&String::from_utf8_lossy(&self.partial[..cr]));
+                if !shown.is_empty() {
+                    out.push_str(&shown);
+                    out.push('\n');
+                }
+                self.partial = shown.into_bytes();
+                self.partial.push(b'\r');
+            }
+            self.partial.push(b);
+            if b == b'\n' {
+                let line = std::mem::take(&mut self.partial);
+                out.push_str(&render(&String::from_utf8_lossy(&line)));
+            }
+        }
         if self.partial.len() > MAX_PARTIAL {
             out.push_str(&self.bound());
         }
@@ -132,6 +176,21 @@ mod tests {
         for (raw, shown) in cases {
             assert_eq!(render(raw), shown, "{raw:?}");
         }
+    }
+
+    #[test]
+    fn into_a_pipe_each_redraw_is_a_line_as_it_comes() {
+        let mut f = Follower::each_redraw_a_line();
+        assert_eq!(f.push(b"epoch 1\n 10%|#  |\r"), "epoch 1\n");
+        // The `\r` is a redraw once the next byte is not a line end.
+        assert_eq!(f.push(b" 50%|## |\r"), " 10%|#  |\n");
+        assert_eq!(f.push(b"100%|###|\n"), " 50%|## |\n100%|###|\n");
+        // A shorter redraw overwrites from column 0 and leaves the rest, as on a terminal.
+        assert_eq!(f.push(b"abcdef\rXY\rZ"), "abcdef\nXYcdef\n");
+        assert_eq!(f.finish(), "ZYcdef\n");
+        // Windows line ends are line ends, not redraws.
+        assert_eq!(f.push(b"one\r\ntwo\r"), "one\n");
+        assert_eq!(f.push(b"\n"), "two\n");
     }
 
     #[test]

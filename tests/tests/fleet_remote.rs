@@ -473,6 +473,62 @@ fn an_origin_that_crashed_after_storing_the_route_submits_once_on_retry() {
     assert_eq!(a.h.submit_json(&spec, Some(&job))["job"], job.as_str());
 }
 
+/// A remote job's log lives on its authority; on its origin `resource job log` reads it from
+/// there through the saved route (as `job show` does), or through `--machine`, and
+/// `--follow` follows it there until the job ends.
+#[test]
+fn a_remote_jobs_log_is_read_and_followed_from_its_origin() {
+    let (a, _a_id, b, _b_id) = pair();
+    let gate = a.h.tmp().join("remote-log-gate");
+    let spec = for_beta(gated_spec(
+        &a.h,
+        "remote log",
+        "echo 'remote line 1'; echo 'remote line 2'",
+        &gate,
+        "echo 'after the gate'",
+    ));
+    let job = a.h.submit(&spec);
+    wait_until("the first lines on beta", || {
+        let out = b.h.cli(&["resource", "job", "log", &job]);
+        out.stdout.contains("remote line 2")
+    });
+    let mut follower =
+        a.h.homebased()
+            .args(["resource", "job", "log", &job, "--follow"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+    let now = a.h.cli(&["resource", "job", "log", &job]);
+    assert_eq!(now.code(), 0, "{now:?}");
+    assert!(now.stdout.starts_with("==> task "), "{}", now.stdout);
+    assert!(
+        now.stdout.contains("remote line 1\nremote line 2"),
+        "the run's lines, not only its header: {}",
+        now.stdout
+    );
+    let named =
+        a.h.cli(&["resource", "job", "log", &job, "--machine", "beta"]);
+    assert_eq!(named.stdout, now.stdout, "{named:?}");
+    open_gate(&gate);
+    wait_job(&a.h, &job, "succeeded");
+    let mut exited = None;
+    wait_until("job log --follow to end with the job", || {
+        exited = follower.try_wait().unwrap();
+        exited.is_some()
+    });
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut follower.stdout.take().unwrap(), &mut out).unwrap();
+    assert!(exited.unwrap().success(), "{out}");
+    assert!(
+        out.starts_with("==> task ")
+            && out.ends_with("remote line 1\nremote line 2\nafter the gate\n"),
+        "{out}"
+    );
+    let done = a.h.json(&["resource", "job", "log", &job, "--tail", "1"]);
+    assert_eq!(done["runs"][0]["log"], "after the gate\n", "{done}");
+}
+
 /// A person reading the confirmation of a remote submit learns where the job went, named as
 /// `fleet machines` names it.
 #[test]

@@ -114,8 +114,10 @@ fn wait_until_attempt(h: &common::TestHome, job: &str, n: usize) -> String {
     task
 }
 
+/// Into a pipe (an agent, `tee`), a follower sees a progress bar move: the line as it stands
+/// when it attaches, then each redraw as a line of its own, not nothing until the line ends.
 #[test]
-fn following_a_task_log_prints_each_redrawn_line_once_in_its_last_state() {
+fn following_a_task_log_into_a_pipe_prints_each_redraw_as_a_line() {
     let h = home_with_gpus(1);
     let gate = h.tmp().join("finish-the-bar");
     let script = format!(
@@ -153,7 +155,70 @@ fn following_a_task_log_prints_each_redrawn_line_once_in_its_last_state() {
         .unwrap()
         .read_to_string(&mut out)
         .unwrap();
-    assert_eq!(out, "start\n100%\nend\n");
+    assert_eq!(out, "start\n 50%\n100%\nend\n");
+}
+
+/// A log shown in part says so, once, on stderr (the log itself stays clean for a pipe):
+/// how much of how much, why, and where the whole `output.log` is.
+#[test]
+fn a_long_log_tailed_says_it_is_the_tail_and_where_the_whole_log_is() {
+    let h = home_with_gpus(1);
+    // 50 MB of numbered lines.
+    let script = "seq -f 'line %010.0f' 1 3200000";
+    let job = h.submit(&sh_spec(&h, "long", script, &[]));
+    let done = wait_job(&h, &job, "succeeded");
+    let task = runs(&done)[0]["task"].as_str().unwrap().to_string();
+    let path = h.home().join("tasks").join(&task).join("output.log");
+
+    let out = h.cli(&["task", "log", &task]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert!(
+        out.stdout.ends_with("line 0003200000\n"),
+        "the newest lines"
+    );
+    let lines = out.stdout.lines().count();
+    let size = std::fs::metadata(&path).unwrap().len() as f64 / (1024.0 * 1024.0);
+    assert!(
+        out.stderr
+            .contains(&format!("showing the last {lines} lines of {size:.1} MiB"))
+            && out.stderr.contains("at most the last 1.0 MiB is read")
+            && out.stderr.contains(&path.display().to_string()),
+        "{}",
+        out.stderr
+    );
+    let capped = h.cli(&["task", "log", &task, "--tail", "9000"]);
+    assert_eq!(capped.stdout.lines().count(), 5000);
+    assert!(
+        capped.stderr.contains("--tail is capped at 5000 lines"),
+        "{}",
+        capped.stderr
+    );
+    // A short tail that shows everything asked says nothing more than what was asked.
+    let job_log = h.cli(&["resource", "job", "log", &job, "--tail", "3"]);
+    assert!(
+        job_log.stdout.ends_with("line 0003200000\n"),
+        "{}",
+        job_log.stdout
+    );
+    assert!(job_log.stderr.contains("(--tail 3)"), "{}", job_log.stderr);
+    // Scripts get the JSON alone.
+    let json = h.cli(&["--json", "task", "log", &task]);
+    assert!(json.stderr.is_empty(), "{}", json.stderr);
+}
+
+/// `resource job log --raw` keeps the redraws, as `task log --raw` does.
+#[test]
+fn a_job_log_raw_keeps_the_redraws() {
+    let h = home_with_gpus(1);
+    let job = h.submit(&sh_spec(&h, "progress", PROGRESS, &[]));
+    wait_job(&h, &job, "succeeded");
+    let rendered = h.cli(&["resource", "job", "log", &job]).stdout;
+    assert!(
+        !rendered.contains('\r') && rendered.contains("100%|##########\n"),
+        "{rendered:?}"
+    );
+    let raw = h.cli(&["resource", "job", "log", &job, "--raw"]).stdout;
+    assert_eq!(raw.matches('\r').count(), 21, "{raw:?}");
 }
 
 /// Writes lines `line 00000001` to `line 00400000` (14 bytes each) in four bursts, a moment

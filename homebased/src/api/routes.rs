@@ -62,6 +62,7 @@ pub fn router(
         .route("/v1/jobs/{job}/cancel", post(job_cancel))
         .route("/v1/release", post(release))
         .route("/v1/tasks/{task}/log", get(task_log))
+        .route("/v1/tasks/{task}/log/chunk", get(task_log_chunk))
         .route("/metrics", get(metrics))
         .merge(super::fleet::routes(listener));
     let all = match listener {
@@ -383,7 +384,46 @@ async fn task_log(
         }
         Route::Peer(c, m) => json(from_peer(
             &m,
-            s.via(&m, c.task_log(task, q.tail, Some(&m))).await?,
+            s.via(&m, c.task_log(task, q.tail, q.raw, Some(&m))).await?,
+        )?),
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChunkQuery {
+    machine: Option<String>,
+    #[serde(default)]
+    offset: u64,
+    #[serde(default)]
+    shift: u64,
+}
+
+async fn task_log_chunk(
+    State(s): State<AppState>,
+    Path(task): Path<String>,
+    q: Result<Query<ChunkQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResponse {
+    let Query(q) = q.map_err(|e| ErrorResponse(ApiError::new(ErrorCode::Usage, e.body_text())))?;
+    let task: TaskId = task.parse().map_err(|_| {
+        ErrorResponse(
+            ApiError::new(
+                ErrorCode::InvalidQueueInput,
+                format!("{task:?} is not a full task UUID"),
+            )
+            .with_input(serde_json::json!({ "task": task })),
+        )
+    })?;
+    let (offset, shift) = (q.offset, q.shift);
+    match s.route(q.machine).await? {
+        Route::Local => {
+            s.local(move |core| core.task_log_chunk(task, offset, shift))
+                .await
+        }
+        Route::Peer(c, m) => json(from_peer(
+            &m,
+            s.via(&m, c.task_log_chunk(task, offset, shift, Some(&m)))
+                .await?,
         )?),
     }
 }

@@ -183,6 +183,11 @@ pub enum JobCommand {
         /// Keep following across preemptions and steps until the job has ended.
         #[arg(long)]
         follow: bool,
+        /// The bytes as written: carriage returns (progress-bar redraws) are not applied.
+        #[arg(long)]
+        raw: bool,
+        #[command(flatten)]
+        machine: MachineArg,
     },
     /// Change a job's level or position.
     Move {

@@ -48,12 +48,16 @@ pub fn task_log(
         };
         let (text, truncated) = read(&log, tail).map_err(|e| tail::unreadable(&log, &e))?;
         let human = text.strip_suffix('\n').unwrap_or(&text).to_string();
+        let note = truncated.then(|| {
+            let size = std::fs::symlink_metadata(&log).ok().map(|m| m.len());
+            super::render::tail_note(&text, size, tail, &log.display().to_string())
+        });
         let log = TaskLog {
             task: id,
             log: text,
             truncated,
         };
-        return Printed::answer(&log, vec![id.to_string()], human).map(Some);
+        return Printed::answer(&log, vec![id.to_string()], human).map(|p| Some(p.with_note(note)));
     }
     let mut out = std::io::stdout();
     let mut stream = LogStream::open(&log, tail, raw, out.is_terminal())?;
@@ -149,9 +153,13 @@ impl LogStream {
             terminal::render(complete)
         };
         let (mut pending, _) = tail::last_lines(&shown, tail);
-        let mut lines = (!raw && !to_terminal).then(terminal::Follower::default);
+        // Into a pipe, each redraw is a line as it comes; a terminal applies them itself.
+        let mut lines = (!raw && !to_terminal).then(terminal::Follower::each_redraw_a_line);
         match &mut lines {
-            Some(follower) => pending.push_str(&follower.push(partial.as_bytes())),
+            // The line being drawn as it stands now; its earlier redraws are history.
+            Some(follower) => {
+                pending.push_str(&follower.push(terminal::render(partial).as_bytes()))
+            }
             None => pending.push_str(partial),
         }
         Ok(LogStream {
@@ -199,27 +207,19 @@ impl LogStream {
         self.behind
     }
 
-    /// Reads one chunk after the reader's place into `chunk`, that place first moved past any
-    /// cut made since the last read; read again if a cut came in between (a cut is one in
-    /// `limit / 4` of output, so a second try settles it). Answers the bytes read.
+    /// One chunk after the reader's place into `chunk`, past any cut made since.
     fn read_past_cuts(&mut self) -> std::io::Result<usize> {
         let Some(file) = &self.file else {
             return Ok(0);
         };
-        let Some(limit) = self.limit else {
-            return tail::read_chunk(file, self.offset, &mut self.chunk);
+        let place = output_cap::Place {
+            offset: self.offset,
+            shift: self.shift,
         };
-        for _ in 0..3 {
-            let shift = output_cap::read_shift(file, limit).unwrap_or(0);
-            self.offset = output_cap::offset_after_cuts(self.offset, self.shift, shift, limit);
-            self.shift = self.shift.max(shift);
-            let n = tail::read_chunk(file, self.offset, &mut self.chunk)?;
-            if output_cap::read_shift(file, limit).unwrap_or(0) <= self.shift {
-                return Ok(n);
-            }
-        }
-        // Cut after cut while reading: nothing now, the next poll tries again.
-        Ok(0)
+        let (n, read_at) = output_cap::read_after(file, self.limit, place, &mut self.chunk)?;
+        self.offset = read_at.offset;
+        self.shift = read_at.shift;
+        Ok(n)
     }
 
     /// The log ended: the line still being drawn, if any.

@@ -81,6 +81,7 @@ pub async fn task_log(
     client: &Client,
     task: &str,
     tail: Option<usize>,
+    raw: bool,
     machine: &str,
 ) -> ApiResult<Printed> {
     let id: homebased_shared::ids::TaskId = task.parse().map_err(|_| {
@@ -90,7 +91,7 @@ pub async fn task_log(
         )
         .with_input(serde_json::json!({ "task": task }))
     })?;
-    let log = client.task_log(id, tail, Some(machine)).await?;
+    let log = client.task_log(id, tail, raw, Some(machine)).await?;
     let human = log
         .answer
         .log

@@ -12,6 +12,7 @@ use homebased_shared::home::Home;
 use homebased_shared::ids::JobId;
 use homebased_shared::rundir::RunDir;
 use homebased_shared::tail;
+use homebased_shared::terminal;
 use homebased_shared::wire::{JobDetail, JobStateView, RunView};
 use serde_json::json;
 use std::io::{IsTerminal, Write};
@@ -27,31 +28,71 @@ pub fn header(run: &RunView) -> String {
     )
 }
 
+/// What `resource job log` was asked for.
+pub struct Asked {
+    pub tail: Option<usize>,
+    pub follow: bool,
+    pub raw: bool,
+    /// `--machine`; without it the job's saved authority, else this machine.
+    pub machine: Option<String>,
+}
+
 pub async fn run(
     client: &Client,
     home: &Home,
     job: &str,
-    tail: Option<usize>,
-    follow: bool,
+    asked: Asked,
 ) -> ApiResult<Option<Printed>> {
     let id: JobId = super::parse_job(job)?;
-    if !follow {
-        let detail = client.job_show(id, None).await?;
-        return once(home, &detail, tail).map(Some);
-    }
-    let mut out = std::io::stdout();
-    let to_terminal = out.is_terminal();
-    // What reaches stdout; false once the reader went away (a closed pipe).
-    let mut print = |text: &str| {
-        out.write_all(text.as_bytes())
-            .and_then(|()| out.flush())
-            .is_ok()
+    let first = client.job_show(id, asked.machine.as_deref()).await?;
+    // The runs' files live on the job's authority: a job that answered from another machine
+    // (`--machine`, or the route of its remote submit) is read through this daemon from there.
+    let here = client.status().await?.machine;
+    let remote = (Some(first.machine) != here).then(|| first.machine.to_string());
+    let Some(authority) = remote else {
+        if !asked.follow {
+            return once(home, &first, asked.tail, asked.raw).map(Some);
+        }
+        return follow_local(client, home, id, &asked).await;
     };
+    if !asked.follow {
+        return once_remote(client, &first, &asked, &authority)
+            .await
+            .map(Some);
+    }
+    follow_remote(client, id, &asked, &authority).await
+}
+
+/// What reaches stdout; false once the reader went away (a closed pipe).
+fn print(text: &str) -> bool {
+    let mut out = std::io::stdout();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .is_ok()
+}
+
+/// Whether a run's log is complete: its cleanup is recorded (nothing of the run is left to
+/// write), or it has ended and a later attempt or the job's end follows.
+fn run_complete(detail: &JobDetail, done: usize, cleaned: bool) -> bool {
+    let ended = job_ended(&detail.state);
+    let run = &detail.runs[done];
+    cleaned
+        || run.cleanup.is_some()
+        || run.ended_at.is_some() && (ended || done + 1 < detail.runs.len())
+}
+
+async fn follow_local(
+    client: &Client,
+    home: &Home,
+    id: JobId,
+    asked: &Asked,
+) -> ApiResult<Option<Printed>> {
+    let to_terminal = std::io::stdout().is_terminal();
     // Runs whose log was printed to its end, and the stream of the one being followed.
     let mut done = 0;
     let mut current: Option<LogStream> = None;
     loop {
-        let detail = client.job_show(id, None).await?;
+        let detail = client.job_show(id, asked.machine.as_deref()).await?;
         let ended = job_ended(&detail.state);
         while let Some(run) = detail.runs.get(done) {
             let dir = RunDir::new(home.task_dir(run.task));
@@ -63,17 +104,14 @@ pub async fn run(
                     }
                     current.insert(LogStream::open(
                         &dir.output_log(),
-                        tail,
-                        false,
+                        asked.tail,
+                        asked.raw,
                         to_terminal,
                     )?)
                 }
             };
-            // The log is complete once cleanup is recorded (nothing of the run is left to
-            // write), or once the run has ended and a later attempt or the job's end follows.
-            let complete = run.cleanup.is_some()
-                || dir.read_cleanup().ok().flatten().is_some()
-                || run.ended_at.is_some() && (ended || done + 1 < detail.runs.len());
+            let cleaned = dir.read_cleanup().ok().flatten().is_some();
+            let complete = run_complete(&detail, done, cleaned);
             // What is there now, one chunk at a time: printed before the next is read.
             loop {
                 if !print(&stream.read_new()?) {
@@ -99,6 +137,166 @@ pub async fn run(
     }
 }
 
+/// A run's log on another machine, followed one chunk at a time through this daemon (SPEC
+/// 13: run directories live on the authority), rendered as [`LogStream`] renders a local one.
+struct RemoteStream {
+    task: homebased_shared::ids::TaskId,
+    place: (u64, u64),
+    lines: Option<terminal::Follower>,
+    /// The last chunk came back full: more may be there already.
+    behind: bool,
+}
+
+impl RemoteStream {
+    fn new(task: homebased_shared::ids::TaskId, raw: bool, to_terminal: bool) -> RemoteStream {
+        RemoteStream {
+            task,
+            place: (0, 0),
+            lines: (!raw && !to_terminal).then(terminal::Follower::each_redraw_a_line),
+            behind: false,
+        }
+    }
+
+    async fn read_new(&mut self, client: &Client, authority: &str) -> ApiResult<String> {
+        let (offset, shift) = self.place;
+        let chunk = client
+            .task_log_chunk(self.task, offset, shift, Some(authority))
+            .await?
+            .answer;
+        self.behind = chunk.end.saturating_sub(offset) + 4 >= tail::FOLLOW_CHUNK as u64;
+        self.place = (chunk.end, chunk.shift);
+        Ok(match &mut self.lines {
+            Some(follower) => follower.push(chunk.log.as_bytes()),
+            None => chunk.log,
+        })
+    }
+
+    fn finish(&mut self) -> String {
+        self.lines
+            .as_mut()
+            .map(terminal::Follower::finish)
+            .unwrap_or_default()
+    }
+}
+
+/// The last `n` lines of what a stream printed while catching up, kept as they come (a
+/// `--tail` of a followed remote log: the bytes before it are read, not held).
+struct LastLines {
+    n: Option<usize>,
+    lines: std::collections::VecDeque<String>,
+}
+
+impl LastLines {
+    fn keep(&mut self, text: &str) {
+        for line in text.split_inclusive('\n') {
+            match self.lines.back_mut() {
+                Some(last) if !last.ends_with('\n') => last.push_str(line),
+                _ => self.lines.push_back(line.to_string()),
+            }
+            while self.n.is_some_and(|n| self.lines.len() > n.max(1)) {
+                self.lines.pop_front();
+            }
+        }
+    }
+
+    fn take(&mut self) -> String {
+        let text: String = self.lines.drain(..).collect();
+        match self.n {
+            Some(0) => String::new(),
+            _ => text,
+        }
+    }
+}
+
+async fn follow_remote(
+    client: &Client,
+    id: JobId,
+    asked: &Asked,
+    authority: &str,
+) -> ApiResult<Option<Printed>> {
+    let to_terminal = std::io::stdout().is_terminal();
+    let mut done = 0;
+    let mut current: Option<RemoteStream> = None;
+    loop {
+        let detail = client.job_show(id, Some(authority)).await?;
+        let ended = job_ended(&detail.state);
+        while let Some(run) = detail.runs.get(done) {
+            let stream = match &mut current {
+                Some(stream) => stream,
+                None => {
+                    if !print(&header(run)) {
+                        return Ok(None);
+                    }
+                    let mut stream = RemoteStream::new(run.task, asked.raw, to_terminal);
+                    if asked.tail.is_some() {
+                        // Caught up first, only the last lines printed.
+                        let mut last = LastLines {
+                            n: asked.tail.map(|n| n.min(tail::MAX_TAIL_LINES)),
+                            lines: Default::default(),
+                        };
+                        loop {
+                            last.keep(&stream.read_new(client, authority).await?);
+                            if !stream.behind {
+                                break;
+                            }
+                        }
+                        if !print(&last.take()) {
+                            return Ok(None);
+                        }
+                    }
+                    current.insert(stream)
+                }
+            };
+            let complete = run_complete(&detail, done, false);
+            loop {
+                if !print(&stream.read_new(client, authority).await?) {
+                    return Ok(None);
+                }
+                if !stream.behind {
+                    break;
+                }
+            }
+            if !complete {
+                break;
+            }
+            if !print(&stream.finish()) {
+                return Ok(None);
+            }
+            current = None;
+            done += 1;
+        }
+        if ended && done == detail.runs.len() {
+            return Ok(None);
+        }
+        tokio::time::sleep(FOLLOW_POLL).await;
+    }
+}
+
+/// Every run's log on the job's authority as it is now, `tail` lines of each.
+async fn once_remote(
+    client: &Client,
+    detail: &JobDetail,
+    asked: &Asked,
+    authority: &str,
+) -> ApiResult<Printed> {
+    let mut logs = Vec::new();
+    for run in &detail.runs {
+        let read = client
+            .task_log(run.task, asked.tail, asked.raw, Some(authority))
+            .await?
+            .answer;
+        logs.push((read.log, read.truncated));
+    }
+    let notes = detail.runs.iter().map(|run| {
+        let whole = format!(
+            "tasks/{}/output.log in the home of machine {authority}",
+            run.task
+        );
+        (None, whole)
+    });
+    Ok(printed(detail, logs, notes.collect(), asked.tail))
+}
+
 fn job_ended(state: &JobStateView) -> bool {
     matches!(
         state,
@@ -106,14 +304,46 @@ fn job_ended(state: &JobStateView) -> bool {
     )
 }
 
-/// Every run's log as it is now, carriage returns applied, `tail` lines of each.
-fn once(home: &Home, detail: &JobDetail, lines: Option<usize>) -> ApiResult<Printed> {
-    let mut human = String::new();
-    let mut runs = Vec::new();
+/// Every run's log as it is now, carriage returns applied (unless `raw`), `tail` lines of
+/// each.
+fn once(home: &Home, detail: &JobDetail, lines: Option<usize>, raw: bool) -> ApiResult<Printed> {
+    let read = if raw {
+        tail::read_tail
+    } else {
+        tail::read_tail_rendered
+    };
+    let mut logs = Vec::new();
     for run in &detail.runs {
         let path = RunDir::new(home.task_dir(run.task)).output_log();
-        let (log, truncated) =
-            tail::read_tail_rendered(&path, lines).map_err(|e| tail::unreadable(&path, &e))?;
+        logs.push(read(&path, lines).map_err(|e| tail::unreadable(&path, &e))?);
+    }
+    let notes = detail.runs.iter().map(|run| {
+        let path = RunDir::new(home.task_dir(run.task)).output_log();
+        let size = std::fs::symlink_metadata(&path).ok().map(|m| m.len());
+        (size, path.display().to_string())
+    });
+    Ok(printed(detail, logs, notes.collect(), lines))
+}
+
+/// The runs' logs, each headed by its run, as JSON and as text; a note for each log shown in
+/// part (`wholes`: each run's log size when known, and where the whole log is).
+fn printed(
+    detail: &JobDetail,
+    logs: Vec<(String, bool)>,
+    wholes: Vec<(Option<u64>, String)>,
+    asked: Option<usize>,
+) -> Printed {
+    let mut human = String::new();
+    let mut runs = Vec::new();
+    let mut notes = Vec::new();
+    for ((run, (log, truncated)), (size, whole)) in detail.runs.iter().zip(logs).zip(wholes) {
+        if truncated {
+            let note = super::render::tail_note(&log, size, asked, &whole);
+            notes.push(format!(
+                "run {} (task {}): {note}",
+                run.run_number, run.task
+            ));
+        }
         human.push_str(&header(run));
         human.push_str(&log);
         if !log.is_empty() && !log.ends_with('\n') {
@@ -131,5 +361,6 @@ fn once(home: &Home, detail: &JobDetail, lines: Option<usize>) -> ApiResult<Prin
     let ids = detail.runs.iter().map(|r| r.task.to_string()).collect();
     let v = super::versioned(json!({ "job": detail.id, "runs": runs }));
     let human = human.strip_suffix('\n').unwrap_or(&human).to_string();
-    Ok(Printed::new(v, ids, human))
+    let note = (!notes.is_empty()).then(|| notes.join("\nhomebased: "));
+    Printed::new(v, ids, human).with_note(note)
 }

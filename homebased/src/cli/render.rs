@@ -247,6 +247,25 @@ pub fn waiting_reason(
     }
 }
 
+/// The line that says a log was shown in part (SPEC 9: `--tail` keeps at most 5000 lines
+/// and reads at most the last 1 MiB): how much was shown, of how much, why, and where the
+/// whole `output.log` is. `size`: the log's size when known here; `asked`: `--tail`.
+pub fn tail_note(shown: &str, size: Option<u64>, asked: Option<usize>, whole: &str) -> String {
+    use homebased_shared::tail::{MAX_TAIL_BYTES, MAX_TAIL_LINES};
+    let lines = shown.lines().count();
+    let of = size.map_or_else(String::new, |b| format!(" of {}", mebibytes(b)));
+    let why = match asked {
+        Some(n) if n > MAX_TAIL_LINES => format!("--tail is capped at {MAX_TAIL_LINES} lines"),
+        Some(n) if lines >= n => format!("--tail {n}"),
+        _ => format!("at most the last {} is read", mebibytes(MAX_TAIL_BYTES)),
+    };
+    format!("showing the last {lines} lines{of} ({why}); the whole log is {whole}")
+}
+
+fn mebibytes(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
 /// A machine as `fleet machines` names it: its name, then its UUID; the UUID alone when no
 /// name is known here.
 pub fn machine_name(
@@ -403,6 +422,24 @@ pub fn environment(env: Option<&std::collections::BTreeMap<String, String>>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_shown_in_part_says_how_much_why_and_where_the_rest_is() {
+        let shown = "a\nb\nc\n";
+        let note = super::tail_note(shown, Some(50 * 1024 * 1024), None, "/h/tasks/t/output.log");
+        assert_eq!(
+            note,
+            "showing the last 3 lines of 50.0 MiB (at most the last 1.0 MiB is read); the \
+             whole log is /h/tasks/t/output.log"
+        );
+        let capped = super::tail_note(shown, None, Some(9000), "x");
+        assert!(
+            capped.contains("--tail is capped at 5000 lines"),
+            "{capped}"
+        );
+        let asked = super::tail_note(shown, Some(10), Some(3), "x");
+        assert!(asked.contains("(--tail 3)"), "{asked}");
+    }
 
     #[test]
     fn notices_say_what_they_mean_and_other_events_need_no_words() {

@@ -212,6 +212,51 @@ impl Core {
         })
     }
 
+    /// One chunk of a run's `output.log` after a follower's place (`TaskLogChunk`).
+    pub fn task_log_chunk(
+        &self,
+        task: homebased_shared::ids::TaskId,
+        offset: u64,
+        shift: u64,
+    ) -> ApiResult<homebased_shared::wire::TaskLogChunk> {
+        use homebased_shared::{output_cap, tail};
+        if runs::get(self.store.db(), task)?.is_none() {
+            return Err(ApiError::new(
+                homebased_shared::error::ErrorCode::TaskNotFound,
+                format!("no run {task} on this machine"),
+            )
+            .with_input(serde_json::json!({ "task": task })));
+        }
+        let dir = homebased_shared::rundir::RunDir::new(self.home.task_dir(task));
+        let path = dir.output_log();
+        let unreadable = |e: std::io::Error| tail::unreadable(&path, &e);
+        let Some(file) = tail::open_if_written(&path).map_err(unreadable)? else {
+            return Ok(homebased_shared::wire::TaskLogChunk {
+                task,
+                log: String::new(),
+                end: offset,
+                shift,
+            });
+        };
+        let limit = dir.read_run().ok().map(|run| run.output_limit);
+        let mut buf = vec![0; tail::FOLLOW_CHUNK];
+        let (n, place) =
+            output_cap::read_after(&file, limit, output_cap::Place { offset, shift }, &mut buf)
+                .map_err(unreadable)?;
+        // A whole character at the end: one cut by the chunk is read again next time.
+        let whole = match std::str::from_utf8(&buf[..n]) {
+            Ok(_) => n,
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => n,
+        };
+        Ok(homebased_shared::wire::TaskLogChunk {
+            task,
+            log: String::from_utf8_lossy(&buf[..whole]).into_owned(),
+            end: place.offset + whole as u64,
+            shift: place.shift,
+        })
+    }
+
     pub fn status(&self) -> ApiResult<DaemonStatus> {
         Ok(DaemonStatus {
             socket: "up".into(),

@@ -141,3 +141,18 @@ pub struct TaskLog {
     pub log: String,
     pub truncated: bool,
 }
+
+/// `GET /v1/tasks/{task}/log/chunk?offset=&shift=`: the bytes of a run's `output.log` after a
+/// follower's place, at most one chunk (256 KiB), for following a log on another machine
+/// (`resource job log --follow` of a remote job). `log` ends on a whole character; the next
+/// request passes `end` and `shift` back. The bytes are as written (no carriage returns
+/// applied): the follower renders them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskLogChunk {
+    pub task: TaskId,
+    pub log: String,
+    /// The offset after `log`, to read from next.
+    pub end: u64,
+    /// What cuts of the log (SPEC section 5) the follower has seen, to pass back.
+    pub shift: u64,
+}
