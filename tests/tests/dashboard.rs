@@ -487,3 +487,266 @@ fn with_fleet_the_page_switches_machines_and_acts_on_the_one_it_shows() {
     alpha.settle();
     assert_eq!(show(&alpha, &here)["state"]["state"], "queued");
 }
+
+/// A Fleet section for `listen`'s `more`: Fleet on with the tests' token, and `peers`.
+fn fleet_with_token(name: &str, peers: &[&str]) -> String {
+    let mut text =
+        format!("[fleet]\nenabled = true\nmachine_name = \"{name}\"\ntoken = \"{FLEET_TOKEN}\"\n");
+    for p in peers {
+        text.push_str(&format!("[[fleet.machines]]\naddress = \"{p}\"\n"));
+    }
+    text
+}
+
+/// The Fleet token of these tests (at least 32 characters).
+const FLEET_TOKEN: &str = "dashboard-fleet-token-0123456789abcdef";
+
+#[test]
+fn on_a_fleet_machine_with_only_its_token_the_page_shows_lanes_and_queue_and_asks_for_it_at_a_write(
+) {
+    let mut beta = TestHome::without_resources();
+    let beta_url = listen(&mut beta, "", &fleet_with_token("beta", &[]));
+    let beta_id = beta.start_daemon()["machine"].as_str().unwrap().to_string();
+    let mut alpha = TestHome::new(Probe::Gpus(1));
+    set_cards(&alpha, &[0]);
+    let url = listen(&mut alpha, "", &fleet_with_token("alpha", &[&beta_url]));
+    alpha.start_daemon();
+    wait_until("beta up in alpha's directory", || {
+        alpha.json(&["fleet", "machines"])["machines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == "beta" && m["state"] == "up")
+    });
+    let running = alpha.submit(&alpha.spec("runs-on-alpha"));
+    wait_phase(&alpha, &running, "executing");
+    let waiting = alpha.submit(&alpha.spec("waits-on-alpha"));
+
+    let b = Browser::start(1280, 900);
+    b.goto(&format!("{url}/"));
+    // The lane with its run, and the queue, without any token: reads are open here.
+    wait_for("gpu0 running its job", || {
+        b.text("article[data-name=gpu0]")
+            .contains("runs-on-alpha")
+            .then_some(())
+    });
+    wait_for("both jobs in the queue", || {
+        let jobs = page_jobs(&b);
+        (jobs.contains(&running) && jobs.contains(&waiting)).then_some(())
+    });
+    wait_for("the machine named", || {
+        (b.text("#machine-name") == "alpha").then_some(())
+    });
+    wait_for("the page up to date", || {
+        b.text("#live").contains("updated").then_some(())
+    });
+    // Nothing asked at load, and no switch: the directory is behind the Fleet token.
+    assert!(
+        b.find("#token-form:not([hidden])").is_none(),
+        "the page asked for a token before any write"
+    );
+    assert!(
+        b.find("#machine-switch:not([hidden])").is_none(),
+        "a switch without the directory"
+    );
+    let facts = b.text("#machine-facts");
+    assert!(facts.contains("[fleet] token"), "{facts}");
+    b.screenshot(&screenshot_dir().join("dashboard-fleet-token.png"), 1280);
+
+    // A write asks for the Fleet token, by its key, and is not done without it.
+    let cancel = format!("{} [data-action=cancel]", row(&waiting));
+    b.click(&cancel);
+    b.click(&cancel);
+    let refused = wait_notice(&b, "Fleet token");
+    assert!(refused.contains("permission"), "{refused}");
+    wait_for("the token prompt", || b.find("#token-form:not([hidden])"));
+    let prompt = b.text("#token-form label");
+    assert!(prompt.contains("[fleet] token"), "{prompt}");
+    alpha.settle();
+    assert_eq!(show(&alpha, &waiting)["state"]["state"], "queued");
+
+    // With the token: the directory is readable, so the switch shows, and the write is done.
+    b.type_into("#token-input", FLEET_TOKEN);
+    b.click("#token-form button");
+    wait_for("the machine switch", || {
+        b.find(&format!(
+            "#machine-switch:not([hidden]) option[value=\"{beta_id}\"]"
+        ))
+    });
+    wait_for("the peers counted", || {
+        b.text("#machine-facts")
+            .contains("1 of 1 peers up")
+            .then_some(())
+    });
+    b.click(&cancel);
+    b.click(&cancel);
+    wait_job(&alpha, &waiting, "cancelled");
+    assert!(
+        b.text("article[data-name=gpu0]").contains("runs-on-alpha"),
+        "the lane still shown"
+    );
+}
+
+#[test]
+fn the_page_numbers_steps_as_the_cli_does() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    set_cards(&h, &[0]);
+    let url = listen(&mut h, "", "");
+    h.start_daemon();
+    let steps = json!([
+        {"type": "task", "command": ["/bin/sh", "-c", "exit 0"]},
+        {"type": "task", "command": ["/bin/sh", "-c", "sleep 600"]},
+    ]);
+    let job = h.submit(
+        &h.spec("two-steps")
+            .set("workload", Value::Null)
+            .set("steps", steps),
+    );
+    let mut lane = Value::Null;
+    wait_until("the second step running", || {
+        lane = common::jobs::resource(&h, "gpu0");
+        lane["run"]["step"] == 1 && lane["run"]["phase"]["phase"] == "executing"
+    });
+    let run_number = lane["run"]["run_number"].as_u64().unwrap();
+
+    let b = Browser::start(1280, 900);
+    b.goto(&format!("{url}/"));
+    // The card says what `job log` heads the run with: its run number and its step index.
+    let card = wait_for("the run on gpu0", || {
+        let card = b.text("article[data-name=gpu0]");
+        card.contains("two-steps").then_some(card)
+    });
+    assert!(
+        card.contains(&format!("run {run_number}, step 1")),
+        "the step from 0, as HOMEBASED_STEP_INDEX: {card}"
+    );
+
+    // The detail: each run's step as `job show`'s STEP column, the job's as its header.
+    b.click("article[data-name=gpu0] a");
+    wait_for("both runs in the detail", || {
+        (b.find_all("#detail tr[data-task]").len() == 2).then_some(())
+    });
+    let page_steps = b.script(
+        "return [...document.querySelectorAll('#detail tr[data-task] td:nth-child(3)')].map(c => c.textContent);",
+        json!([]),
+    );
+    let cli_steps: Vec<String> = common::jobs::runs(&show(&h, &job))
+        .iter()
+        .map(|r| r["step"].to_string())
+        .collect();
+    assert_eq!(cli_steps, ["0", "1"]);
+    assert_eq!(page_steps, json!(cli_steps));
+    let out = h.cli(&["resource", "job", "show", &job]);
+    let human = out.stdout.clone();
+    let header = human
+        .split("  ")
+        .find(|part| part.starts_with("step ") && part.contains(" of "))
+        .unwrap_or_else(|| panic!("no 'step N of M' in {human}"))
+        .to_string();
+    let facts = b.text("#detail dl.facts");
+    assert!(
+        facts.contains(&header),
+        "the page says {header:?} as job show does: {facts}"
+    );
+}
+
+#[test]
+fn a_pinned_job_shows_its_lanes_name_even_when_it_was_listed_before_the_lanes() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    set_cards(&h, &[0]);
+    let url = listen(&mut h, "", "");
+    h.start_daemon();
+    // A run that may not be stopped holds gpu0; a job pinned there waits behind it.
+    let holder = h.submit(&h.spec("holder").set("preempt", json!({"mode": "wait"})));
+    wait_phase(&h, &holder, "executing");
+    let pinned = h.submit(
+        &h.spec("pinned-to-gpu0")
+            .priority("high")
+            .set("resource", json!("gpu0")),
+    );
+    let gpu0 = common::jobs::resource(&h, "gpu0");
+    let gpu0_id = gpu0["id"].as_str().unwrap().to_string();
+    assert_eq!(show(&h, &pinned)["target"], json!(gpu0_id));
+
+    // The page's lane reads fail at first (a daemon slow to answer them, a proxy), so the
+    // queue is listed before the page knows any lane's name.
+    let b = Browser::start(1280, 900);
+    b.cdp("Network.enable", json!({}));
+    b.cdp(
+        "Network.setBlockedURLs",
+        json!({"urls": ["*/v1/resources*"]}),
+    );
+    b.goto(&format!("{url}/"));
+    wait_for("the queue without the lanes", || {
+        page_jobs(&b).contains(&pinned).then_some(())
+    });
+    b.cdp("Network.setBlockedURLs", json!({"urls": []}));
+    let target = format!("{} td[data-label=target]", row(&pinned));
+    wait_for("the pinned job's target named", || {
+        (b.text(&target) == "gpu0").then_some(())
+    });
+    let waits = b.text(&format!("{} td.waiting", row(&pinned)));
+    assert!(
+        waits.contains("gpu0") && waits.contains("holder"),
+        "{waits}"
+    );
+    // The page's short form of a UUID: its first 8 and last 4 digits.
+    let short_id = format!("{}…{}", &gpu0_id[..8], &gpu0_id[gpu0_id.len() - 4..]);
+    let queue = b.text("#queue");
+    assert!(
+        !queue.contains(&short_id),
+        "no lane UUID in the queue: {queue}"
+    );
+    b.click(&format!("{} td.name a", row(&pinned)));
+    let facts = wait_for("the pinned job's detail", || {
+        let facts = b.text("#detail dl.facts");
+        facts.contains("target").then_some(facts)
+    });
+    assert!(
+        facts.contains("gpu0") && !facts.contains(&short_id),
+        "{facts}"
+    );
+}
+
+#[test]
+fn the_page_says_how_old_the_gpu_sample_is_and_an_old_one_is_no_evidence_of_none() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    set_cards(&h, &[0]);
+    let url = listen(&mut h, "", "");
+    h.start_daemon();
+    let b = Browser::start(1280, 900);
+    b.goto(&format!("{url}/"));
+    let fresh = wait_for("a fresh sample of gpu0", || {
+        let text = b.text("article[data-name=gpu0] .sample");
+        text.contains("no processes outside the queue")
+            .then_some(text)
+    });
+    assert!(
+        fresh.contains("sampled ") && fresh.contains("s ago"),
+        "{fresh}"
+    );
+
+    // The daemon answers a sample taken 37 minutes ago (its sampler idles while nobody
+    // reads the lanes): the page's reads of the lanes are answered so from here on.
+    b.script(
+        r#"const real = window.fetch;
+        window.fetch = async (url, init) => {
+          if (!String(url).startsWith("/v1/resources")) return real(url, init);
+          const headers = { ...init.headers };
+          delete headers["If-None-Match"];
+          const res = await real(url, { ...init, headers });
+          const data = await res.json();
+          const then = new Date(Date.parse(res.headers.get("Date")) - 37 * 60 * 1000);
+          for (const r of data.resources) if (r.gpu) r.gpu.sampled_at = then.toISOString();
+          return new Response(JSON.stringify(data), { status: res.status, headers: res.headers });
+        };
+        return 1;"#,
+        json!([]),
+    );
+    let old = wait_for("the old sample said as unknown", || {
+        let text = b.text("article[data-name=gpu0] .sample");
+        text.contains("sampled 37m").then_some(text)
+    });
+    assert!(old.contains("processes outside the queue: ?"), "{old}");
+    assert!(!old.contains("no processes"), "{old}");
+}

@@ -170,6 +170,7 @@ mod tests {
         let html = page_html(TokenMode::Writes, TokenKey("[fleet] token"));
         assert!(html.contains("<code>[fleet] token</code>"));
         assert!(html.contains(r#"<meta name="homebased-token" content="writes">"#));
+        assert!(html.contains(r#"<meta name="homebased-token-key" content="[fleet] token">"#));
         assert!(!html.contains("{{"));
         // Every file the page loads is one of ours: nothing from another host.
         for src in ["/dashboard/style.css", "/dashboard/app.js"] {

@@ -191,6 +191,7 @@ pub(super) fn offline_status(home: &Home) -> ApiResult<DaemonStatus> {
         in_flight,
         version: env!("CARGO_PKG_VERSION").into(),
         machine,
+        name: None,
         run_dirs: None,
         daemon: Some(DaemonDown::Stopped),
         storage: None,

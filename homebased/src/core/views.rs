@@ -266,6 +266,7 @@ impl Core {
             in_flight: jobs::count_in_flight(self.store.db())?,
             version: env!("CARGO_PKG_VERSION").into(),
             machine: Some(self.machine),
+            name: Some(self.machine_name().to_string()),
             run_dirs: self.run_dir_usage.lock().ok().and_then(|u| *u),
             daemon: None,
             storage: Some(match &self.storage {

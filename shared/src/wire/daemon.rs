@@ -14,6 +14,12 @@ pub struct DaemonStatus {
     pub in_flight: u64,
     pub version: String,
     pub machine: Option<MachineId>,
+    /// This machine's name (`fleet.machine_name`, else from the host name): the dashboard
+    /// names its machine from here, a read the Fleet token does not close, where
+    /// `/v1/fleet/identity` is a machine-to-machine route behind it. Absent while the daemon
+    /// is down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// Disk used by run and job directories, as last measured off the core (`None`: not
     /// measured yet, or the daemon is down).
     #[serde(default)]

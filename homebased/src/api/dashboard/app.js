@@ -9,12 +9,20 @@ const FACTS_EVERY = 10;
 const LOG_TAIL = 400;
 const TOKEN_KEY = "homebased.web.token";
 const LEVELS = ["high", "medium", "low"];
+// The GPU sampler takes a sample at most every 5 s (each query bounded to 5 s) while
+// anyone reads the lanes, and idles a minute after the last read: a sample older than this
+// is an old one, kept from before, and says nothing about what runs on the card now.
+const SAMPLE_STALE_MS = 30000;
 
 const state = {
   // The machine the page shows: null is this daemon's own.
   machine: null,
   self: null,
   machines: [],
+  // Whether the Fleet directory was refused (it is behind the Fleet token, SPEC 13).
+  directoryRefused: false,
+  lanes: "", // the lanes' UUIDs and names the queue rows were last named with
+  queue: null, // the last queue listing, for renaming its rows when the lanes arrive
   names: new Map(), // job UUID -> name, from the queue listing
   otherNames: new Map(), // job UUID -> name, for runs of jobs no longer listed
   resourceNames: new Map(), // resource UUID -> name
@@ -28,6 +36,9 @@ const state = {
 };
 
 const tokenMode = document.querySelector('meta[name="homebased-token"]').content;
+// Which token guards the writes: the web token, or the Fleet token where no web token is set.
+const tokenKey = document.querySelector('meta[name="homebased-token-key"]').content;
+const fleetKey = tokenKey === "[fleet] token";
 const $ = (id) => document.getElementById(id);
 
 // ---------------------------------------------------------------------------------------
@@ -58,8 +69,9 @@ function withMachine(path) {
 // One exchange; answers {text, data}, `data` parsed when first read (an unchanged listing of
 // thousands of jobs is compared as text and never parsed again). Reads carry the ETag of the
 // last answer, and a 304 gives that answer back. A refusal throws a Refusal with the daemon's
-// message.
-async function call(path, { method = "GET", body, machine = true } = {}) {
+// message; a 401 asks for the token, unless `ask` is false (an optional read, such as the
+// Fleet directory, which the page's token may not open).
+async function call(path, { method = "GET", body, machine = true, ask = true } = {}) {
   const headers = {};
   const url = machine ? withMachine(path) : path;
   const known = method === "GET" ? validated.get(url) : undefined;
@@ -86,7 +98,7 @@ async function call(path, { method = "GET", body, machine = true } = {}) {
     } catch {
       error = null;
     }
-    if (res.status === 401) askForToken();
+    if (res.status === 401 && ask) askForToken();
     throw new Refusal(res.status, error || { message: text || res.statusText });
   }
   let parsed;
@@ -209,10 +221,13 @@ function jobName(id) {
 // The machine header and the Fleet switch
 // ---------------------------------------------------------------------------------------
 
-function renderMachine(status, identity) {
-  state.self = identity.machine;
+// The header is read from /v1/status, not /v1/fleet/identity: that one is a
+// machine-to-machine route, behind the Fleet token where one is set (SPEC 13).
+function renderMachine(status) {
+  state.self = status.machine;
+  const here = status.name || short(status.machine);
   const shown = state.machines.find((m) => m.machine === state.machine);
-  $("machine-name").textContent = shown ? shown.name || shown.address : identity.name;
+  $("machine-name").textContent = shown ? shown.name || shown.address : here;
   document.title = `${$("machine-name").textContent} · homebased`;
   const peers = state.machines.filter((m) => m.source !== "self");
   const up = peers.filter((m) => m.state === "up").length;
@@ -222,15 +237,22 @@ function renderMachine(status, identity) {
         ["state", shown.state],
         ["address", shown.address || "-"],
         ["last seen", shown.last_seen ? age(shown.last_seen) + " ago" : "never"],
-        ["via", identity.name],
+        ["via", here],
       ]
     : [
-        ["machine", idText(identity.machine)],
-        ["version", identity.version],
+        ["machine", idText(status.machine)],
+        ["version", status.version],
         ["socket", status.socket],
         ["web", status.web || "-"],
         ["jobs in flight", String(status.in_flight)],
-        ["fleet", peers.length ? `${up} of ${peers.length} peers up` : "no peers"],
+        [
+          "fleet",
+          state.directoryRefused
+            ? "directory behind the [fleet] token"
+            : peers.length
+              ? `${up} of ${peers.length} peers up`
+              : "no peers",
+        ],
       ];
   $("machine-facts").replaceChildren(
     ...facts.map(([k, v]) => el("span", { class: "fact" }, el("span", { class: "muted", text: `${k} ` }), v)),
@@ -282,18 +304,26 @@ function phaseLine(run) {
   }
 }
 
+// What else runs on the card, with the age of the sample it is read from. Unknown is never
+// shown as none: a failed sample, or one too old to speak for now, is `?`, as the CLI's
+// FOREIGN column says for a card it could not sample.
 function processes(gpu) {
   if (!gpu) return null;
+  const taken = Date.parse(gpu.sampled_at || "");
+  const sampled = Number.isNaN(taken) ? "never sampled" : `sampled ${age(gpu.sampled_at)} ago`;
   if (gpu.processes === null) {
-    return el("p", { class: "warn" }, `GPU processes unknown: ${gpu.sample_error || "not sampled yet"}`);
+    return el("p", { class: "warn sample" }, `processes outside the queue: ? (${gpu.sample_error || "not sampled yet"}; ${sampled})`);
+  }
+  if (Number.isNaN(taken) || Date.now() + state.skew - taken > SAMPLE_STALE_MS) {
+    return el("p", { class: "warn sample" }, `processes outside the queue: ? (${sampled})`);
   }
   const foreign = gpu.processes.filter((p) => !p.queue);
-  if (!foreign.length) return el("p", { class: "muted" }, "no processes outside the queue");
+  if (!foreign.length) return el("p", { class: "muted sample" }, `no processes outside the queue · ${sampled}`);
   const mib = foreign.reduce((s, p) => s + (p.used_memory_mib || 0), 0);
   return el(
     "div",
     { class: "foreign" },
-    el("p", { class: "warn" }, `${foreign.length} outside the queue, ${(mib / 1024).toFixed(1)} GiB`),
+    el("p", { class: "warn sample" }, `${foreign.length} outside the queue, ${(mib / 1024).toFixed(1)} GiB · ${sampled}`),
     el(
       "ul",
       {},
@@ -341,6 +371,12 @@ function attention(r) {
   );
 }
 
+// Steps in the CLI's words (cli/render.rs): a run's step is its index from 0, as
+// HOMEBASED_STEP_INDEX, `job show`'s STEP column, `job log`'s heads and `job history` say
+// it; a job's place among its steps is `job show`'s "step N of M".
+const runStep = (step) => `step ${step}`;
+const jobStep = (j) => `step ${j.step + 1} of ${j.steps}`;
+
 function renderResources(list) {
   state.resourceNames = new Map(list.resources.map((r) => [r.id, r.name]));
   const cards = list.resources.map((r) => {
@@ -373,7 +409,7 @@ function renderResources(list) {
             ),
             " · task ",
             idText(r.run.task),
-            ` · run ${r.run.run_number}, step ${r.run.step + 1}`,
+            ` · run ${r.run.run_number}, ${runStep(r.run.step)}`,
           )
         : null,
       r.run ? el("p", { class: "phase-line", text: phaseLine(r.run) }) : null,
@@ -407,9 +443,18 @@ function waitingText(w) {
       return `${jobName(w.job)}, earlier in serving order, takes the free resource`;
     case "no_resources":
       return "this machine has no resource it may use";
+    case "storage_unavailable":
+      return `storage unavailable for ${age(w.since)}: run directories cannot be made`;
     default:
       return w.reason;
   }
+}
+
+// A job's target: `any`, or the lane(s) it is pinned to, by name (the UUID until the lanes
+// are known).
+function targetText(target) {
+  if (Array.isArray(target)) return target.map(resourceName).join(", ");
+  return target === "any" ? "any" : resourceName(target);
 }
 
 function stateText(j) {
@@ -466,7 +511,7 @@ function jobRow(j) {
       idText(j.id),
     ),
     el("td", { "data-label": "state", class: "state", text: stateText(j) }),
-    el("td", { "data-label": "target", text: j.target === "any" ? "any" : resourceName(j.target) }),
+    el("td", { "data-label": "target", text: targetText(j.target) }),
     el("td", { "data-label": "steps done", text: `${j.step}/${j.steps}` }),
     el("td", { class: "waiting", text: waitingText(j.waiting) }),
     el(
@@ -485,7 +530,10 @@ function jobRow(j) {
 const rows = new Map();
 
 function cachedRow(j) {
-  const key = JSON.stringify(j) + waitingText(j) + (state.detail === j.id ? "*" : "");
+  // The row's words too, not only the job's bytes: a lane's name learnt later (the lanes read
+  // after the queue, or renamed) must rename the rows that show its UUID.
+  const words = [stateText(j), targetText(j.target), waitingText(j.waiting)].join("\u0000");
+  const key = JSON.stringify(j) + words + (state.detail === j.id ? "*" : "");
   const had = rows.get(j.id);
   if (had && had.key === key && !(state.armed && state.armed.job === j.id)) return had.tr;
   const tr = jobRow(j);
@@ -540,6 +588,7 @@ function reconcile(parent, wanted) {
 }
 
 function renderQueue(list) {
+  state.queue = list;
   state.jobs = list.jobs;
   const listed = new Set(list.jobs.map((j) => j.id));
   for (const id of rows.keys()) if (!listed.has(id)) rows.delete(id);
@@ -610,7 +659,7 @@ function renderDetail(d) {
           { "data-task": r.task, class: r.task === state.logTask ? "selected" : null },
           el("td", {}, idText(r.task)),
           el("td", { text: r.run_number }),
-          el("td", { text: r.step + 1 }),
+          el("td", { text: r.step }),
           el("td", { text: resourceName(r.resource) }),
           el("td", { text: r.status }),
           el("td", { text: r.stop_cause || "-" }),
@@ -627,8 +676,8 @@ function renderDetail(d) {
     ["job", idText(d.id)],
     ["state", stateText(d)],
     ["level", `${d.priority}${d.position ? ` #${d.position}` : ""}`],
-    ["steps", `${d.step}/${d.steps}`],
-    ["target", d.target === "any" ? "any" : resourceName(d.target)],
+    ["progress", jobStep(d)],
+    ["target", targetText(d.target)],
     ["waiting because", waitingText(d.waiting) || "-"],
     ["last stop", d.last_stop_cause || "-"],
     ["created", when(d.created_at)],
@@ -709,41 +758,84 @@ function fresh(part, text) {
   return true;
 }
 
+// Each read settles on its own: a failing one (the lanes slow to answer, the Fleet directory
+// refused) leaves what the others show, and the first failure is reported after the rest
+// was rendered.
+const settled = (promise) => promise.then((answer) => ({ answer }), (error) => ({ error }));
+
+// The Fleet directory, for the switch. It is a machine-to-machine route, behind the Fleet
+// token where one is set (SPEC 13): the page reads it only with a token in hand there, never
+// asks for a token for it, and shows no switch while it is refused.
+function readDirectory() {
+  if (fleetKey && !token()) return Promise.reject(new Refusal(401, { code: "permission" }));
+  return call("/v1/fleet/machines", { machine: false, ask: false });
+}
+
+function applyDirectory(read) {
+  if (read.answer) {
+    state.machines = read.answer.data.machines;
+    state.directoryRefused = false;
+  } else if (read.error instanceof Refusal) {
+    state.machines = [];
+    state.directoryRefused = read.error.status === 401;
+    // No switch to come back by: show this machine again.
+    if (state.machine) {
+      state.machine = null;
+      state.seen = {};
+      state.detail = null;
+      $("detail").hidden = true;
+    }
+  }
+  // A read that got no answer keeps the last directory.
+}
+
 async function refresh() {
   const facts = state.tick % FACTS_EVERY === 0;
   state.tick++;
-  const reads = [call("/v1/resources"), call("/v1/jobs")];
-  if (facts) {
-    reads.push(call("/v1/status", { machine: false }), call("/v1/fleet/identity", { machine: false }), call("/v1/fleet/machines", { machine: false }));
-  }
-  const [resources, jobs, status, identity, machines] = await Promise.all(reads);
-  if (facts) {
-    state.machines = machines.data.machines;
-    renderMachine(status.data, identity.data);
-  }
+  // The directory first: a refusal of it may bring the page back to this machine.
+  const directory = facts ? await settled(readDirectory()) : null;
+  if (directory) applyDirectory(directory);
+  const [resources, jobs, status] = await Promise.all([
+    settled(call("/v1/resources")),
+    settled(call("/v1/jobs")),
+    facts ? settled(call("/v1/status", { machine: false })) : null,
+  ]);
+  if (status && status.answer) renderMachine(status.answer.data);
   // Names first: the resource cards show the names of the jobs they run.
-  const queueChanged = fresh("jobs", jobs.text);
-  if (queueChanged || !state.names.size) state.names = new Map(jobs.data.jobs.map((j) => [j.id, j.name]));
-  state.resourceNames = new Map(resources.data.resources.map((r) => [r.id, r.name]));
-  // A lane may hold the run of a job that left the queue listing (it ended, and its run is
-  // cleaning or in Attention): its name is asked for once.
-  for (const r of resources.data.resources) {
-    const job = r.run && r.run.job;
-    if (job && !state.names.has(job) && !state.otherNames.has(job)) {
-      state.otherNames.set(job, short(job));
-      call(`/v1/jobs/${job}`).then(
-        (d) => state.otherNames.set(job, d.data.name),
-        () => state.otherNames.delete(job),
-      );
-    }
+  const queueChanged = jobs.answer ? fresh("jobs", jobs.answer.text) : false;
+  if (jobs.answer && (queueChanged || !state.names.size)) {
+    state.names = new Map(jobs.answer.data.jobs.map((j) => [j.id, j.name]));
   }
-  renderResources(resources.data); // every tick: the ages move on
-  if (queueChanged || (state.queueAges && state.tick % 5 === 0)) renderQueue(jobs.data);
+  let lanesChanged = false;
+  if (resources.answer) {
+    const list = resources.answer.data;
+    state.resourceNames = new Map(list.resources.map((r) => [r.id, r.name]));
+    const lanes = JSON.stringify([...state.resourceNames]);
+    lanesChanged = lanes !== state.lanes;
+    state.lanes = lanes;
+    // A lane may hold the run of a job that left the queue listing (it ended, and its run
+    // is cleaning or in Attention): its name is asked for once.
+    for (const r of list.resources) {
+      const job = r.run && r.run.job;
+      if (job && !state.names.has(job) && !state.otherNames.has(job)) {
+        state.otherNames.set(job, short(job));
+        call(`/v1/jobs/${job}`).then(
+          (d) => state.otherNames.set(job, d.data.name),
+          () => state.otherNames.delete(job),
+        );
+      }
+    }
+    renderResources(list); // every tick: the ages move on
+  }
+  const queue = jobs.answer ? jobs.answer.data : state.queue;
+  if (queue && (queueChanged || lanesChanged || (state.queueAges && state.tick % 5 === 0))) renderQueue(queue);
+  const failed = [resources, jobs, status].find((read) => read && read.error);
+  if (failed) throw failed.error;
   if (state.detail) {
     const job = state.detail;
     const d = await call(`/v1/jobs/${job}`);
     if (state.detail !== job) return;
-    if (fresh("detail", d.text)) renderDetail(d.data);
+    if (fresh("detail", d.text) || lanesChanged) renderDetail(d.data);
     const task = state.logTask;
     const run = d.data.runs.find((r) => r.task === task);
     const live = run && !run.ended_at;
@@ -791,5 +883,8 @@ async function loop() {
   }
 }
 
-if (tokenMode !== "none" && !token()) askForToken();
+// The web token is the operator's own key to this page: asked for at once. The Fleet token
+// guards only the writes here (reads stay open) and is a machine secret a viewer may not
+// hold: asked for when a write needs it.
+if ((tokenMode === "reads" || (tokenMode === "writes" && !fleetKey)) && !token()) askForToken();
 loop();
