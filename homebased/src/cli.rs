@@ -355,9 +355,8 @@ fn config_validate(source: Option<ConfigSource>) -> ApiResult<Printed> {
         "valid": true,
         "settings": settings,
     }));
-    let n = &config.resource.notify_blocked_after;
-    let human = format!(
-        "config {} ({}): valid\nblocked notice after yield {}, after wait {}\noutput.log at most {}",
+    let mut human = format!(
+        "config {} ({}): valid",
         path.as_ref()
             .map_or_else(|| "-".into(), |p| p.display().to_string()),
         if exists {
@@ -365,11 +364,42 @@ fn config_validate(source: Option<ConfigSource>) -> ApiResult<Printed> {
         } else {
             "missing, defaults apply"
         },
-        humantime::format_duration(n.r#yield),
-        humantime::format_duration(n.wait),
-        homebased_shared::config::format_size(config.resource.output_limit),
     );
+    // Every effective setting, one `key = value` a line; the tokens only as set or not.
+    let mut lines = Vec::new();
+    setting_lines("", &settings, &mut lines);
+    for (key, set) in [
+        ("web.token", config.web.token.is_some()),
+        ("fleet.token", config.fleet.token.is_some()),
+    ] {
+        lines.push(format!(
+            "{key} = {}",
+            if set { "(set)" } else { "(not set)" }
+        ));
+    }
+    lines.sort();
+    for line in lines {
+        human.push('\n');
+        human.push_str(&line);
+    }
     Ok(Printed::new(v, vec![], human))
+}
+
+/// The settings as `a.b = value` lines: tables walked, every other value as JSON.
+fn setting_lines(prefix: &str, value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(table) => {
+            for (key, value) in table {
+                let key = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
+                setting_lines(&key, value, out);
+            }
+        }
+        other => out.push(format!("{prefix} = {other}")),
+    }
 }
 
 /// The job of `show`, `move`, `cancel` and `log`: a positional argument, not a flag.
