@@ -7,6 +7,7 @@ use crate::log::WorkerLog;
 use crate::process_group::ProcessGroup;
 use crate::reap::Reaper;
 use crate::signals::Signals;
+use crate::stop::StopSignal;
 use homebased_shared::config::CleanupConfig;
 use homebased_shared::process::{self, Teardown};
 use homebased_shared::rundir::CleanupOutcome;
@@ -29,7 +30,7 @@ pub fn empty_group(
         group.id()
     ));
     let empty = |_: &Reaper| group.is_empty();
-    if let Teardown::Ended { .. } =
+    if let (Teardown::Ended { .. }, _) =
         terminate(group, reaper, signals, config, log, config.rescan, empty)
     {
         return CleanupOutcome::Clean;
@@ -56,7 +57,9 @@ pub fn empty_group(
 
 /// The worker's TERM, grace, KILL of the workload's group ([`process::terminate_group`]):
 /// each signal noted in `worker.log` (a failed one too), the reaper kept up while it waits,
-/// looking every `poll` (and at once on a signal) whether the group counts as `ended`.
+/// looking every `poll` (and at once on a signal) whether the group counts as `ended`. Also
+/// answers whether any signal was delivered: what the worker sent decides how a stopped
+/// workload's end is recorded ([`crate::stop::stopped`]).
 pub fn terminate(
     group: ProcessGroup,
     reaper: &mut Reaper,
@@ -65,7 +68,8 @@ pub fn terminate(
     log: &WorkerLog,
     poll: Duration,
     mut ended: impl FnMut(&Reaper) -> bool,
-) -> Teardown {
+) -> (Teardown, StopSignal) {
+    let mut sent = StopSignal::NotSent;
     let teardown = process::terminate_group(
         config,
         |signal, grace| {
@@ -73,13 +77,16 @@ pub fn terminate(
                 "sending {signal} to process group {}, waiting up to {grace:?}",
                 group.id()
             ));
-            if let Err(e) = group.signal(signal) {
-                log.note(format!("cannot signal process group {}: {e}", group.id()));
+            match group.signal(signal) {
+                Ok(true) => sent = StopSignal::Sent,
+                // No process left in the group to receive it.
+                Ok(false) => {}
+                Err(e) => log.note(format!("cannot signal process group {}: {e}", group.id())),
             }
             Ok::<_, Infallible>(())
         },
         |deadline| Ok(reaper.wait_until(signals, deadline, poll, &mut ended)),
     );
     let Ok(teardown) = teardown;
-    teardown
+    (teardown, sent)
 }

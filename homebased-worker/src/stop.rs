@@ -55,9 +55,9 @@ pub fn pending(signals: &Signals, dir: &RunDir) -> Option<StopSource> {
 }
 
 /// Follows the workload until it ends. On a stop request it is stopped and the end is
-/// `cancelled`, unless the workload answered the stop signal by exiting 0: a genuine exit 0 is
-/// finished work and is recorded as it was (SPEC section 4), so the job is never repeated. An
-/// end seen before any request is recorded as it really was.
+/// `cancelled` ([`stopped`]), whatever the workload answered the signal with: an exit 0 on
+/// SIGTERM is a script saving on the way out, not finished work. An end seen before any stop
+/// signal went out is recorded as it really was.
 pub fn follow(
     group: ProcessGroup,
     reaper: &mut Reaper,
@@ -80,18 +80,32 @@ pub fn follow(
             if let Some(reason) = reaper.workload_ended() {
                 return reason.clone();
             }
-            stop(group, reaper, signals, config, log);
-            return stopped(reaper.workload_ended());
+            let sent = stop(group, reaper, signals, config, log);
+            return stopped(sent, reaper.workload_ended());
         }
         signals.sleep(STOP_POLL);
     }
 }
 
-/// The end of a workload that was stopped: `cancelled`, unless it exited 0 on the signal.
-fn stopped(ended: Option<&ExitReason>) -> ExitReason {
-    match ended {
-        Some(ExitReason::Exit { code: 0 }) => ExitReason::Exit { code: 0 },
-        _ => ExitReason::Cancelled,
+/// Whether the worker's stop signal went out to the workload: SIGTERM (or SIGKILL) to its
+/// process group, or `docker stop` to its container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSignal {
+    Sent,
+    /// Every attempt to signal failed; whatever ended the workload, the worker did not.
+    NotSent,
+}
+
+/// What `exit.json` says of a workload a stop request reached (SPEC section 4): once the stop
+/// signal went out, the workload was stopped, and the end is `cancelled` whatever it exited
+/// with, 0 included (a script that saves on TERM and exits cleanly has not finished its step;
+/// recording its 0 would call a cancelled job succeeded and move a restarted one on to its
+/// next step). Only an end no signal of the worker's caused keeps its real exit. A workload
+/// never seen to end was stopped all the same: the cleanup ends what is left.
+pub fn stopped(signal: StopSignal, ended: Option<&ExitReason>) -> ExitReason {
+    match (signal, ended) {
+        (StopSignal::NotSent, Some(real)) => real.clone(),
+        (StopSignal::Sent, _) | (StopSignal::NotSent, None) => ExitReason::Cancelled,
     }
 }
 
@@ -100,17 +114,18 @@ fn stopped(ended: Option<&ExitReason>) -> ExitReason {
 /// the workload being reaped is not the end while members it took down with it are still
 /// exiting (a shell's `sleep` may be scheduled after the shell itself died), or `exit.json`
 /// would call the group unconfirmed only because the worker looked too early. Whatever
-/// survives SIGKILL is left to the cleanup.
+/// survives SIGKILL is left to the cleanup. Answers whether a signal went out.
 fn stop(
     group: ProcessGroup,
     reaper: &mut Reaper,
     signals: &Signals,
     config: &CleanupConfig,
     log: &WorkerLog,
-) {
+) -> StopSignal {
     // The group test counts zombies, so it also waits for the members to be reaped.
     let ended = |r: &Reaper| r.workload_ended().is_some() && group.is_empty();
-    let teardown = group_cleanup::terminate(group, reaper, signals, config, log, STOP_POLL, ended);
+    let (teardown, sent) =
+        group_cleanup::terminate(group, reaper, signals, config, log, STOP_POLL, ended);
     if let Teardown::Ended { after } = teardown {
         if let Some(reason) = reaper.workload_ended() {
             // The workload may have died of the first signal while members of its group
@@ -120,7 +135,7 @@ fn stop(
                 after.as_str()
             ));
         }
-        return;
+        return sent;
     }
     if reaper.workload_ended().is_some() {
         log.note(format!(
@@ -130,6 +145,7 @@ fn stop(
     } else {
         log.note("workload not reaped after SIGKILL; recording the stop anyway");
     }
+    sent
 }
 
 #[cfg(test)]
@@ -137,22 +153,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_stopped_workload_is_cancelled_unless_it_exited_zero() {
-        let zero = ExitReason::Exit { code: 0 };
-        assert_eq!(stopped(Some(&zero)), zero);
-        assert_eq!(
-            stopped(Some(&ExitReason::Exit { code: 1 })),
-            ExitReason::Cancelled
-        );
-        assert_eq!(
-            stopped(Some(&ExitReason::Exit { code: 75 })),
-            ExitReason::Cancelled,
-            "75 without a yield is not a preemption the run asked for"
-        );
-        assert_eq!(
-            stopped(Some(&ExitReason::Signal { signal: 15 })),
-            ExitReason::Cancelled
-        );
-        assert_eq!(stopped(None), ExitReason::Cancelled);
+    fn a_workload_the_stop_signal_reached_is_cancelled_whatever_it_exited_with() {
+        use StopSignal::*;
+        let exit = |code| ExitReason::Exit { code };
+        let term = ExitReason::Signal { signal: 15 };
+        #[rustfmt::skip]
+        let cases = [
+            // Saved on TERM and exited cleanly: stopped, not finished.
+            (Sent, Some(exit(0)), ExitReason::Cancelled),
+            (Sent, Some(exit(1)), ExitReason::Cancelled),
+            // 75 without a yield is not a preemption the run asked for.
+            (Sent, Some(exit(75)), ExitReason::Cancelled),
+            (Sent, Some(term.clone()), ExitReason::Cancelled),
+            (Sent, None, ExitReason::Cancelled),
+            // No signal of the worker's ended it: its real exit, a genuine 0 included.
+            (NotSent, Some(exit(0)), exit(0)),
+            (NotSent, Some(exit(3)), exit(3)),
+            (NotSent, Some(term.clone()), term),
+            (NotSent, None, ExitReason::Cancelled),
+        ];
+        for (signal, ended, recorded) in cases {
+            assert_eq!(
+                stopped(signal, ended.as_ref()),
+                recorded,
+                "{signal:?} {ended:?}"
+            );
+        }
     }
 }

@@ -82,9 +82,60 @@ pub enum Step {
         command: Vec<String>,
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         env: BTreeMap<String, String>,
+        /// Left out of the canonical spec while it is the default, so a spec without one keeps
+        /// the digest it always had (and a job stored before the field existed reads back).
+        #[serde(default, skip_serializing_if = "YieldCodes::is_default")]
+        yield_codes: YieldCodes,
     },
     /// One container, run with the Docker CLI.
     Container(ContainerStep),
+}
+
+impl Step {
+    /// The exit codes that count as a yield for this step; a container step has the default.
+    pub fn yield_codes(&self) -> YieldCodes {
+        match self {
+            Step::Task { yield_codes, .. } => yield_codes.clone(),
+            Step::Container(_) => YieldCodes::default(),
+        }
+    }
+}
+
+/// The exit codes of a step that mean "checkpoint saved after a yield request" (SPEC section
+/// 3): 1 to [`MAX_YIELD_CODES`] distinct codes from 1 to 255, `[75]` unless the step says
+/// otherwise. A launcher that rewrites its workers' exit codes needs more than 75: `torchrun`
+/// reports a worker's 75 as 1. They count as a yield only when a yield was committed for the
+/// run (`core::classify` in the daemon), so an unasked 1 stays a failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct YieldCodes(Vec<u8>);
+
+pub const MAX_YIELD_CODES: usize = 8;
+
+impl YieldCodes {
+    /// `codes` as validated (`spec/task.rs`): 1 to 8 distinct codes, none 0.
+    pub(crate) fn new(codes: Vec<u8>) -> YieldCodes {
+        YieldCodes(codes)
+    }
+
+    pub fn contains(&self, code: i32) -> bool {
+        self.0.iter().any(|&c| i32::from(c) == code)
+    }
+
+    pub fn codes(&self) -> &[u8] {
+        &self.0
+    }
+
+    pub fn is_default(&self) -> bool {
+        *self == YieldCodes::default()
+    }
+}
+
+impl Default for YieldCodes {
+    fn default() -> Self {
+        // EXIT_YIELDED is 75, within u8.
+        YieldCodes(vec![crate::rundir::EXIT_YIELDED as u8])
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

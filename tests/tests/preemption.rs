@@ -311,6 +311,70 @@ fn restart_stops_the_run_and_reruns_the_step_from_the_start() {
     ran_after(&history[0], &runs(&urgent_done)[0]);
 }
 
+/// A step that saves on SIGTERM and exits 0 was stopped by the restart, not finished: its job
+/// is queued again at that step, never moved on to the next one with half its work done.
+#[test]
+fn a_step_that_exits_zero_on_term_under_a_restart_is_requeued_at_that_step() {
+    let h = home_with_gpus(1);
+    let finish = h.tmp().join("finish");
+    let first_step = format!(
+        "echo \"run=$HOMEBASED_RUN_NUMBER step=$HOMEBASED_STEP_INDEX\"; \
+         trap 'echo saved; exit 0' TERM; echo ready; {}",
+        wait_for_gate(1)
+    );
+    let steps = json!([
+        {"type": "task", "command": ["/bin/sh", "-c", first_step, "sh", finish]},
+        {"type": "task", "command": ["/bin/sh", "-c", "echo \"second step=$HOMEBASED_STEP_INDEX\""]},
+    ]);
+    let spec = h
+        .spec("saves on TERM")
+        .priority("low")
+        .set("preempt", json!({"mode": "restart"}))
+        .set("workload", Value::Null)
+        .set("steps", steps);
+    let low = h.submit(&spec);
+    wait_phase(&h, &low, "executing");
+    let first_task = show(&h, &low)["active_run"].as_str().unwrap().to_string();
+    wait_until("the TERM trap to be set", || {
+        task_log(&h, &first_task).contains("ready")
+    });
+
+    let gate = h.tmp().join("urgent-gate");
+    let urgent = h.submit(&gated_spec(&h, "urgent", "", &gate, "").priority("high"));
+    wait_phase(&h, &urgent, "executing");
+    let queued = wait_job(&h, &low, "queued");
+    assert_eq!(queued["step"], 0, "still at its first step: {queued:#}");
+    assert_eq!(
+        queued["state"],
+        json!({"state": "queued", "resume": false}),
+        "{queued:#}"
+    );
+    let first = &runs(&queued)[0];
+    assert_eq!(first["status"], "preempted", "{queued:#}");
+    assert_eq!(first["stop_cause"], "restart", "{queued:#}");
+    assert_eq!(first["process"], json!({"kind": "cancelled"}), "{queued:#}");
+    assert_eq!(event_names(&queued), ["JOB_PREEMPTED"], "{queued:#}");
+    assert!(
+        task_log(&h, &first_task).contains("saved"),
+        "it got its TERM"
+    );
+
+    open_gate(&gate);
+    wait_job(&h, &urgent, "succeeded");
+    wait_until("the first step to run again", || {
+        let s = show(&h, &low);
+        runs(&s).len() == 2 && state_of(&s) == "active"
+    });
+    let again = show(&h, &low);
+    assert_eq!(runs(&again)[1]["step"], 0, "{again:#}");
+    open_gate(&finish);
+    let done = wait_job(&h, &low, "succeeded");
+    let history = runs(&done);
+    let steps: Vec<&Value> = history.iter().map(|r| &r["step"]).collect();
+    assert_eq!(steps, [&json!(0), &json!(0), &json!(1)], "{done:#}");
+    assert_eq!(event_names(&done), ["JOB_PREEMPTED", "JOB_SUCCEEDED"]);
+}
+
 #[test]
 fn wait_mode_keeps_running_while_the_urgent_job_waits() {
     let h = home_with_gpus(1);

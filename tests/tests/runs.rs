@@ -642,6 +642,42 @@ fn cancel_of_an_active_job_stops_its_workload() {
     assert_eq!(again["state"], "cancelled", "{again}");
 }
 
+/// A workload that catches SIGTERM, saves and exits 0 (a common training-script pattern) was
+/// stopped by the cancel, not finished: automation must never take it for a success.
+#[test]
+fn cancel_of_a_workload_that_saves_and_exits_zero_on_term_cancels_the_job() {
+    let h = home_with_gpus(1);
+    let job = h.submit(&h.spec("saves on TERM").command(&[
+        "/bin/sh",
+        "-c",
+        "trap 'echo saved; exit 0' TERM; echo ready; i=0; \
+         while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done",
+    ]));
+    let entry = wait_phase(&h, &job, "executing");
+    let task = entry["run"]["task"].as_str().unwrap().to_string();
+    wait_until("the TERM trap to be set", || {
+        task_log(&h, &task).contains("ready")
+    });
+
+    h.json(&["resource", "job", "cancel", &job]);
+    let cancelled = wait_job(&h, &job, "cancelled");
+    let history = runs(&cancelled);
+    assert_eq!(history.len(), 1, "{cancelled:#}");
+    assert_eq!(history[0]["status"], "cancelled", "{cancelled:#}");
+    assert_eq!(history[0]["stop_cause"], "user_cancel", "{cancelled:#}");
+    assert_eq!(
+        history[0]["process"],
+        json!({"kind": "cancelled"}),
+        "{cancelled:#}"
+    );
+    assert_eq!(event_names(&cancelled), ["JOB_CANCELLED"], "{cancelled:#}");
+    assert!(
+        task_log(&h, &task).contains("saved"),
+        "the workload got its TERM and saved"
+    );
+    wait_all_idle(&h);
+}
+
 #[test]
 fn task_log_tail_keeps_the_last_lines_and_works_with_the_daemon_down() {
     let mut h = home_with_gpus(1);

@@ -29,7 +29,7 @@ use crate::log::WorkerLog;
 use crate::process_group::ProcessGroup;
 use crate::reap::Reaper;
 use crate::signals::Signals;
-use crate::stop::{self, STOP_POLL};
+use crate::stop::{self, StopSignal, STOP_POLL};
 use homebased_shared::config::CleanupConfig;
 use homebased_shared::container::docker::{Docker, RunError, COMMAND_BOUND};
 use homebased_shared::container::inspect::{self, ContainerState, Seen};
@@ -588,13 +588,10 @@ impl Container {
 
     fn reason(&self, end: End, state: Option<&ContainerState>) -> ExitReason {
         match end {
-            // A container whose process handled the stop signal and exited 0 finished its
-            // work: a genuine exit 0 is recorded as one (SPEC section 4), anything else as the
-            // stop it was.
-            End::Stopped => match state.filter(|s| !s.running).and_then(|s| s.exit_code) {
-                Some(0) => ExitReason::Exit { code: 0 },
-                _ => ExitReason::Cancelled,
-            },
+            // `docker stop` went out to a container still running: it was stopped, whatever its
+            // process answered the signal with, 0 included (the rule of `stop::stopped`; the
+            // exit code Docker saw stays in the container record).
+            End::Stopped => stop::stopped(StopSignal::Sent, None),
             End::Exited(code) => {
                 let inspected = state.filter(|s| !s.running).and_then(|s| s.exit_code);
                 match inspected.or(code) {

@@ -197,6 +197,7 @@ mod tests {
             step: Step::Task {
                 command: vec!["true".into()],
                 env: BTreeMap::new(),
+                yield_codes: Default::default(),
             },
             cwd: "/".into(),
             path: Some("/usr/bin:/bin".into()),
@@ -278,6 +279,7 @@ mod tests {
         r.step = Step::Task {
             command: vec!["true".into()],
             env: BTreeMap::from([("SEED".to_string(), "2".to_string())]),
+            yield_codes: Default::default(),
         };
         let dir = RunDir::new("/h/tasks/t");
         let inherited = [("DAEMON_ONLY", "x"), ("PATH", "/worker/bin")]

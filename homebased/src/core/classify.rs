@@ -1,6 +1,11 @@
 //! How a run's end moves its job (SPEC section 4, "How a run's end moves its job"): a pure
 //! function of what the worker recorded, the committed stop cause, whether the step was the
-//! last, and whether the run itself resumed from a checkpoint.
+//! last, whether the run itself resumed from a checkpoint, and the step's `yield_codes`.
+//!
+//! The worker already recorded a workload that its stop signal reached as `cancelled`,
+//! whatever it exited with (`homebased-worker`'s `stop::stopped`): an exit 0 seen here is one
+//! no stop signal caused, so it is finished work. A yield sends no signal, which is why an
+//! exit 0 after a yield request still completes the step.
 //!
 //! `resume` (SPEC section 5, `HOMEBASED_RESUME`) means "an earlier attempt of this step
 //! yielded, so a checkpoint exists". It is set by a yield and kept by a restart of the same
@@ -9,7 +14,8 @@
 
 use homebased_shared::event::EventKind;
 use homebased_shared::queue::{RunStatus, StopCause};
-use homebased_shared::rundir::{ExitReason, EXIT_YIELDED};
+use homebased_shared::rundir::ExitReason;
+use homebased_shared::spec::YieldCodes;
 
 /// What ended the run, as observed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,8 +49,15 @@ pub struct Outcome {
 }
 
 /// `resumed`: the run was started with `HOMEBASED_RESUME=1` (an earlier attempt of its step
-/// yielded).
-pub fn classify(end: &RunEnd, cause: Option<StopCause>, last_step: bool, resumed: bool) -> Outcome {
+/// yielded). `yield_codes`: the step's exit codes that mean "checkpoint saved after a yield
+/// request", a yield only when one was committed for this run.
+pub fn classify(
+    end: &RunEnd,
+    cause: Option<StopCause>,
+    last_step: bool,
+    resumed: bool,
+    yield_codes: &YieldCodes,
+) -> Outcome {
     use JobNext::*;
     let outcome = |run, job, event| Outcome { run, job, event };
     let exited_zero = matches!(end, RunEnd::Recorded(ExitReason::Exit { code: 0 }));
@@ -72,7 +85,9 @@ pub fn classify(end: &RunEnd, cause: Option<StopCause>, last_step: bool, resumed
         );
     }
     match (end, cause) {
-        (RunEnd::Recorded(ExitReason::Exit { code: EXIT_YIELDED }), Some(StopCause::Yield)) => {
+        (RunEnd::Recorded(ExitReason::Exit { code }), Some(StopCause::Yield))
+            if yield_codes.contains(*code) =>
+        {
             outcome(
                 RunStatus::Preempted,
                 Requeue { resume: true },
@@ -103,6 +118,62 @@ mod tests {
 
     fn exit(code: i32) -> RunEnd {
         RunEnd::Recorded(Exit { code })
+    }
+
+    /// A step's `yield_codes` as validated from JSON.
+    fn codes(list: serde_json::Value) -> YieldCodes {
+        serde_json::from_value(list).unwrap()
+    }
+
+    #[test]
+    fn a_yield_code_is_a_yield_only_after_a_committed_yield() {
+        let torchrun = codes(serde_json::json!([75, 1]));
+        let plain = YieldCodes::default();
+        let preempted = (RunStatus::Preempted, Requeue { resume: true });
+        let failed = (RunStatus::Failed, Failed);
+        #[rustfmt::skip]
+        type Expected = (RunStatus, JobNext);
+        let cases: Vec<(&YieldCodes, RunEnd, Option<StopCause>, Expected)> = vec![
+            // torchrun reports the worker's 75 as 1: with [75, 1] both are the yield.
+            (&torchrun, exit(1), Some(Yield), preempted),
+            (&torchrun, exit(75), Some(Yield), preempted),
+            // Without the code listed, the launcher's 1 is a failure and its checkpoint unused.
+            (&plain, exit(1), Some(Yield), failed),
+            (&plain, exit(75), Some(Yield), preempted),
+            // Unasked, a yield code is a failure like any other exit.
+            (&torchrun, exit(1), None, failed),
+            (&torchrun, exit(75), None, failed),
+            (&torchrun, exit(1), Some(Restart), failed),
+            (&torchrun, exit(2), Some(Yield), failed),
+            // A cancel still wins over a yield code, an exit 0 still finishes the step.
+            (
+                &torchrun,
+                exit(1),
+                Some(UserCancel),
+                (RunStatus::Cancelled, JobNext::Cancelled),
+            ),
+            (
+                &torchrun,
+                exit(0),
+                Some(Yield),
+                (RunStatus::Succeeded, NextStep),
+            ),
+            // The worker's stop signal reached it: what it exited with no longer matters.
+            (
+                &torchrun,
+                RunEnd::Recorded(ExitReason::Cancelled),
+                Some(Restart),
+                (RunStatus::Preempted, Requeue { resume: false }),
+            ),
+        ];
+        for (yield_codes, end, cause, expected) in cases {
+            let o = classify(&end, cause, false, false, yield_codes);
+            assert_eq!(
+                (o.run, o.job),
+                expected,
+                "{yield_codes:?} {end:?} {cause:?}"
+            );
+        }
     }
 
     #[test]
@@ -204,7 +275,7 @@ mod tests {
             (RunEnd::Lost, Some(Restart), false, RunStatus::Lost, Failed),
         ];
         for (end, cause, last, run, job) in cases {
-            let o = classify(&end, cause, last, false);
+            let o = classify(&end, cause, last, false, &YieldCodes::default());
             assert_eq!((o.run, o.job), (run, job), "{end:?} {cause:?} last={last}");
         }
     }
@@ -227,28 +298,29 @@ mod tests {
             (cancelled, Some(UserCancel), true, JobNext::Cancelled),
         ];
         for (end, cause, resumed, job) in cases {
-            let o = classify(&end, cause, false, resumed);
+            let o = classify(&end, cause, false, resumed, &YieldCodes::default());
             assert_eq!(o.job, job, "{end:?} {cause:?} resumed={resumed}");
         }
     }
 
     #[test]
     fn events_follow_the_job() {
+        let plain = YieldCodes::default();
         assert_eq!(
-            classify(&exit(0), None, true, false).event,
+            classify(&exit(0), None, true, false, &plain).event,
             Some(EventKind::JobSucceeded)
         );
-        assert_eq!(classify(&exit(0), None, false, false).event, None);
+        assert_eq!(classify(&exit(0), None, false, false, &plain).event, None);
         assert_eq!(
-            classify(&exit(75), Some(Yield), false, false).event,
+            classify(&exit(75), Some(Yield), false, false, &plain).event,
             Some(EventKind::JobPreempted)
         );
         assert_eq!(
-            classify(&RunEnd::Lost, None, false, false).event,
+            classify(&RunEnd::Lost, None, false, false, &plain).event,
             Some(EventKind::JobFailed)
         );
         assert_eq!(
-            classify(&exit(2), Some(UserCancel), false, false).event,
+            classify(&exit(2), Some(UserCancel), false, false, &plain).event,
             Some(EventKind::JobCancelled)
         );
     }

@@ -7,6 +7,7 @@
 //! there, so the run is simply observed again later ([`Core::retry_observations`]).
 
 use super::classify::{classify, JobNext};
+use super::launch::step_of;
 use super::launcher::LostCleanup;
 use super::Core;
 use crate::lifecycle::{self, Action, Context, Observation, RunEnd, RunPhase};
@@ -368,9 +369,17 @@ fn record_end(
 ) -> ApiResult<RunStatus> {
     let job = jobs::require(db, run.job)?;
     let last_step = job.step + 1 >= job.steps;
+    // The run's own step: its `yield_codes` say which exits answer a yield.
+    let yield_codes = step_of(&job, run.step)?.yield_codes();
     // The run's own `resume` is what it was started with: an earlier attempt of its step
     // yielded (SPEC section 5), which a restart of this one does not undo.
-    let outcome = classify(end, run.stop.map(|s| s.cause), last_step, run.resume);
+    let outcome = classify(
+        end,
+        run.stop.map(|s| s.cause),
+        last_step,
+        run.resume,
+        &yield_codes,
+    );
     let process = match end {
         RunEnd::Recorded(reason) => Some(reason.clone()),
         RunEnd::Lost => None,

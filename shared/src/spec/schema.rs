@@ -123,6 +123,19 @@ pub fn json_schema() -> Value {
                             "not": { "pattern": "^(HOMEBASED_|CUDA_VISIBLE_DEVICES$)" }
                         },
                         "additionalProperties": { "type": "string", "pattern": "^[^\\u0000]*$" }
+                    },
+                    "yield_codes": {
+                        "description": "Exit codes that mean \"checkpoint saved after a yield \
+                                        request\"; default [75]. They count as a yield only when \
+                                        a yield was committed for the run, otherwise as a failure. \
+                                        A launcher that rewrites its workers' exit codes needs \
+                                        more: torchrun reports a worker's 75 as 1, so a torchrun \
+                                        step sets [75, 1].",
+                        "type": ["array", "null"],
+                        "minItems": 1,
+                        "maxItems": 8,
+                        "uniqueItems": true,
+                        "items": { "type": "integer", "minimum": 1, "maximum": 255 }
                     }
                 }
             },
@@ -252,7 +265,7 @@ mod tests {
             Edit::remove("/workload"),
             Edit::set(
                 "/steps",
-                json!([{"type": "task", "command": ["tool"], "env": {"SEED": "2"}}, container]),
+                json!([{"type": "task", "command": ["tool"], "env": {"SEED": "2"}, "yield_codes": [75, 1]}, container]),
             ),
         ] {
             edit.apply(&mut full);

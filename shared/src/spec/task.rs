@@ -3,14 +3,14 @@
 
 use super::input::{argv, env_map, invalid, refuse, Fields, Ptr};
 use super::validate::SubmitContext;
-use super::Step;
+use super::{Step, YieldCodes, MAX_YIELD_CODES};
 use crate::error::{ApiError, ErrorCode};
 use serde_json::Value;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-pub(super) const TASK_FIELDS: &[&str] = &["type", "command", "env"];
+pub(super) const TASK_FIELDS: &[&str] = &["type", "command", "env", "yield_codes"];
 
 /// Programs that hand work to a server outside the run (a terminal multiplexer, a service
 /// manager, a container engine, a remote shell). Cleanup finds work by the run's marker in
@@ -41,13 +41,21 @@ pub(super) fn task_step(
     let command = argv(cmd, &cmd_at, true)?;
     let program_at = cmd_at.index(0);
     let written = &cmd[0];
+    let yield_codes = match f.optional("yield_codes") {
+        Some((v, at)) => yield_codes(v, &at)?,
+        None => YieldCodes::default(),
+    };
     if ctx.elsewhere {
         // The program is resolved by the machine that runs it, against its own PATH.
         let env = match f.optional("env") {
             Some((v, at)) => env_map(v, &at)?,
             None => Default::default(),
         };
-        return Ok(Step::Task { command, env });
+        return Ok(Step::Task {
+            command,
+            env,
+            yield_codes,
+        });
     }
 
     let program = resolve_program(&command[0], cwd, ctx.path.as_deref()).ok_or_else(|| {
@@ -81,7 +89,39 @@ pub(super) fn task_step(
         Some((v, at)) => env_map(v, &at)?,
         None => Default::default(),
     };
-    Ok(Step::Task { command, env })
+    Ok(Step::Task {
+        command,
+        env,
+        yield_codes,
+    })
+}
+
+/// `yield_codes`: 1 to 8 distinct exit codes from 1 to 255, kept in the order written. 0 is
+/// never one: a genuine exit 0 is finished work, never a preemption.
+fn yield_codes(v: &Value, at: &Ptr) -> Result<YieldCodes, ApiError> {
+    let list = v
+        .as_array()
+        .filter(|l| (1..=MAX_YIELD_CODES).contains(&l.len()))
+        .ok_or_else(|| {
+            invalid(
+                at,
+                v,
+                format!("must be a list of 1 to {MAX_YIELD_CODES} exit codes, such as [75, 1]"),
+            )
+        })?;
+    let mut codes: Vec<u8> = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let code = item
+            .as_u64()
+            .and_then(|n| u8::try_from(n).ok())
+            .filter(|&n| n != 0)
+            .ok_or_else(|| invalid(&at.index(i), item, "must be an exit code from 1 to 255"))?;
+        if codes.contains(&code) {
+            return Err(invalid(&at.index(i), item, "is listed twice"));
+        }
+        codes.push(code);
+    }
+    Ok(YieldCodes::new(codes))
 }
 
 fn task_hint(field: &str) -> Option<&'static str> {
@@ -163,6 +203,7 @@ mod tests {
             vec![Step::Task {
                 command: vec!["tool".into(), "--flag".into()],
                 env: Default::default(),
+                yield_codes: Default::default(),
             }]
         );
     }
@@ -184,6 +225,58 @@ mod tests {
         assert_eq!(env["PYTHONUNBUFFERED"], "1");
         assert_eq!(env["_X9"], "");
         assert_eq!(valid.canonical["steps"][0]["env"]["PYTHONUNBUFFERED"], "1");
+    }
+
+    #[test]
+    fn yield_codes_default_to_75_and_the_default_leaves_the_digest_alone() {
+        let fx = Fixture::new();
+        let plain = fx.validate(&fx.spec()).unwrap();
+        assert_eq!(plain.spec.steps[0].yield_codes().codes(), [75]);
+        assert!(plain.canonical["steps"][0].get("yield_codes").is_none());
+        let mut spec = fx.spec();
+        Edit::set("/workload/yield_codes", json!([75])).apply(&mut spec);
+        assert_eq!(fx.validate(&spec).unwrap().digest, plain.digest);
+
+        Edit::set("/workload/yield_codes", json!([75, 1])).apply(&mut spec);
+        let torchrun = fx.validate(&spec).unwrap();
+        assert_ne!(torchrun.digest, plain.digest);
+        let codes = torchrun.spec.steps[0].yield_codes();
+        assert_eq!(codes.codes(), [75, 1]);
+        assert!(codes.contains(1) && codes.contains(75) && !codes.contains(0));
+        assert_eq!(
+            torchrun.canonical["steps"][0]["yield_codes"],
+            json!([75, 1])
+        );
+        // The canonical spec reads back as the same step.
+        let again: crate::spec::JobSpec =
+            serde_json::from_value(torchrun.canonical.clone()).unwrap();
+        assert_eq!(again.steps, torchrun.spec.steps);
+    }
+
+    #[test]
+    fn yield_codes_refusals_name_the_offending_code() {
+        let fx = Fixture::new();
+        #[rustfmt::skip]
+        let cases = [
+            ("not a list", json!(75), "/workload/yield_codes"),
+            ("empty", json!([]), "/workload/yield_codes"),
+            ("more than 8", json!([1, 2, 3, 4, 5, 6, 7, 8, 9]), "/workload/yield_codes"),
+            ("zero", json!([75, 0]), "/workload/yield_codes/1"),
+            ("over 255", json!([256]), "/workload/yield_codes/0"),
+            ("negative", json!([-1]), "/workload/yield_codes/0"),
+            ("not an integer", json!([7.5]), "/workload/yield_codes/0"),
+            ("text", json!(["75"]), "/workload/yield_codes/0"),
+            ("twice", json!([75, 1, 75]), "/workload/yield_codes/2"),
+        ];
+        for (behaviour, codes, pointer) in cases {
+            let mut spec = fx.spec();
+            Edit::set("/workload/yield_codes", codes).apply(&mut spec);
+            fx.assert_refused(behaviour, &spec, ErrorCode::InvalidSpec, pointer);
+        }
+        // Eight is allowed.
+        let mut spec = fx.spec();
+        Edit::set("/workload/yield_codes", json!([1, 2, 3, 4, 5, 6, 7, 8])).apply(&mut spec);
+        fx.validate(&spec).unwrap();
     }
 
     #[test]

@@ -64,6 +64,7 @@ impl Fixture {
             steps: vec![Step::Task {
                 command: vec!["true".into()],
                 env: Default::default(),
+                yield_codes: Default::default(),
             }],
         })
         .unwrap();
