@@ -636,6 +636,9 @@ function exitText(p) {
   if (!p) return "-";
   if (p.kind === "exit") return `exit ${p.code}`;
   if (p.kind === "signal") return `signal ${p.signal}`;
+  // As the CLI's PROCESS column says it: the stop's cause is in its own column.
+  if (p.kind === "cancelled") return "stopped";
+  if (p.kind === "spawn_failed") return `spawn failed: ${p.message || "(no message)"}`;
   return compact(p);
 }
 

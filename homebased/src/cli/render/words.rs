@@ -19,7 +19,9 @@ pub fn process_result(process: &Value) -> String {
             },
             None => process.to_string(),
         },
-        Some("cancelled") => "cancelled".into(),
+        // The worker's stop signal ended it; STOP says why (restart, user_cancel, ...), so
+        // PROCESS says only that it was stopped, whatever the cause.
+        Some("cancelled") => "stopped".into(),
         Some("spawn_failed") => format!(
             "spawn failed: {}",
             process
@@ -77,7 +79,7 @@ mod tests {
             process_result(&json!({"kind": "signal", "signal": 200})),
             "signal 200"
         );
-        assert_eq!(process_result(&json!({"kind": "cancelled"})), "cancelled");
+        assert_eq!(process_result(&json!({"kind": "cancelled"})), "stopped");
         assert_eq!(
             process_result(&json!({"kind": "spawn_failed", "message": "no such file"})),
             "spawn failed: no such file"
