@@ -362,13 +362,9 @@ struct LogQuery {
     raw: bool,
 }
 
-async fn task_log(
-    State(s): State<AppState>,
-    Path(task): Path<String>,
-    q: Result<Query<LogQuery>, axum::extract::rejection::QueryRejection>,
-) -> ApiResponse {
-    let Query(q) = q.map_err(|e| ErrorResponse(ApiError::new(ErrorCode::Usage, e.body_text())))?;
-    let task: TaskId = task.parse().map_err(|_| {
+/// A task UUID from the path: full form only.
+fn parse_task(task: &str) -> Result<TaskId, ErrorResponse> {
+    task.parse().map_err(|_| {
         ErrorResponse(
             ApiError::new(
                 ErrorCode::InvalidQueueInput,
@@ -376,7 +372,16 @@ async fn task_log(
             )
             .with_input(serde_json::json!({ "task": task })),
         )
-    })?;
+    })
+}
+
+async fn task_log(
+    State(s): State<AppState>,
+    Path(task): Path<String>,
+    q: Result<Query<LogQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResponse {
+    let Query(q) = q.map_err(|e| ErrorResponse(ApiError::new(ErrorCode::Usage, e.body_text())))?;
+    let task = parse_task(&task)?;
     match s.route(q.machine).await? {
         Route::Local => {
             s.local(move |core| core.task_log(task, q.tail, q.raw))
@@ -405,15 +410,7 @@ async fn task_log_chunk(
     q: Result<Query<ChunkQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResponse {
     let Query(q) = q.map_err(|e| ErrorResponse(ApiError::new(ErrorCode::Usage, e.body_text())))?;
-    let task: TaskId = task.parse().map_err(|_| {
-        ErrorResponse(
-            ApiError::new(
-                ErrorCode::InvalidQueueInput,
-                format!("{task:?} is not a full task UUID"),
-            )
-            .with_input(serde_json::json!({ "task": task })),
-        )
-    })?;
+    let task = parse_task(&task)?;
     let (offset, shift) = (q.offset, q.shift);
     match s.route(q.machine).await? {
         Route::Local => {

@@ -53,14 +53,14 @@ pub async fn run(
         if !asked.follow {
             return once(home, &first, asked.tail, asked.raw).map(Some);
         }
-        return follow_local(client, home, id, &asked).await;
+        return follow(client, home, id, &asked, None).await;
     };
     if !asked.follow {
         return once_remote(client, &first, &asked, &authority)
             .await
             .map(Some);
     }
-    follow_remote(client, id, &asked, &authority).await
+    follow(client, home, id, &asked, Some(&authority)).await
 }
 
 /// What reaches stdout; false once the reader went away (a closed pipe).
@@ -79,62 +79,6 @@ fn run_complete(detail: &JobDetail, done: usize, cleaned: bool) -> bool {
     cleaned
         || run.cleanup.is_some()
         || run.ended_at.is_some() && (ended || done + 1 < detail.runs.len())
-}
-
-async fn follow_local(
-    client: &Client,
-    home: &Home,
-    id: JobId,
-    asked: &Asked,
-) -> ApiResult<Option<Printed>> {
-    let to_terminal = std::io::stdout().is_terminal();
-    // Runs whose log was printed to its end, and the stream of the one being followed.
-    let mut done = 0;
-    let mut current: Option<LogStream> = None;
-    loop {
-        let detail = client.job_show(id, asked.machine.as_deref()).await?;
-        let ended = job_ended(&detail.state);
-        while let Some(run) = detail.runs.get(done) {
-            let dir = RunDir::new(home.task_dir(run.task));
-            let stream = match &mut current {
-                Some(stream) => stream,
-                None => {
-                    if !print(&header(run)) {
-                        return Ok(None);
-                    }
-                    current.insert(LogStream::open(
-                        &dir.output_log(),
-                        asked.tail,
-                        asked.raw,
-                        to_terminal,
-                    )?)
-                }
-            };
-            let cleaned = dir.read_cleanup().ok().flatten().is_some();
-            let complete = run_complete(&detail, done, cleaned);
-            // What is there now, one chunk at a time: printed before the next is read.
-            loop {
-                if !print(&stream.read_new()?) {
-                    return Ok(None);
-                }
-                if !stream.behind() {
-                    break;
-                }
-            }
-            if !complete {
-                break;
-            }
-            if !print(&stream.finish()) {
-                return Ok(None);
-            }
-            current = None;
-            done += 1;
-        }
-        if ended && done == detail.runs.len() {
-            return Ok(None);
-        }
-        tokio::time::sleep(FOLLOW_POLL).await;
-    }
 }
 
 /// A run's log on another machine, followed one chunk at a time through this daemon (SPEC
@@ -177,6 +121,28 @@ impl RemoteStream {
             .map(terminal::Follower::finish)
             .unwrap_or_default()
     }
+    /// With `--tail N`: reads up to where the log is now and answers only its last `N`
+    /// lines (the bytes before them are read, not held); without, nothing yet.
+    async fn tail(
+        &mut self,
+        client: &Client,
+        authority: &str,
+        lines: Option<usize>,
+    ) -> ApiResult<String> {
+        let Some(n) = lines else {
+            return Ok(String::new());
+        };
+        let mut last = LastLines {
+            n: Some(n.min(tail::MAX_TAIL_LINES)),
+            lines: Default::default(),
+        };
+        loop {
+            last.keep(&self.read_new(client, authority).await?);
+            if !self.behind {
+                return Ok(last.take());
+            }
+        }
+    }
 }
 
 /// The last `n` lines of what a stream printed while catching up, kept as they come (a
@@ -208,51 +174,89 @@ impl LastLines {
     }
 }
 
-async fn follow_remote(
+/// Where a followed run's log is read: this machine's run directory, or the authority's
+/// through this daemon.
+enum Stream {
+    Local(LogStream),
+    Remote(RemoteStream),
+}
+
+impl Stream {
+    async fn read_new(&mut self, client: &Client, authority: Option<&str>) -> ApiResult<String> {
+        match (self, authority) {
+            (Stream::Local(s), _) => s.read_new(),
+            (Stream::Remote(s), Some(authority)) => s.read_new(client, authority).await,
+            (Stream::Remote(_), None) => Ok(String::new()),
+        }
+    }
+
+    fn behind(&self) -> bool {
+        match self {
+            Stream::Local(s) => s.behind(),
+            Stream::Remote(s) => s.behind,
+        }
+    }
+
+    fn finish(&mut self) -> String {
+        match self {
+            Stream::Local(s) => s.finish(),
+            Stream::Remote(s) => s.finish(),
+        }
+    }
+}
+
+/// Follows every run of the job in order until the job has ended and its last run's log is
+/// drained: through a preemption to the next attempt, through one step to the next.
+/// `authority`: the machine whose run directories hold the logs, `None` for this one.
+async fn follow(
     client: &Client,
+    home: &Home,
     id: JobId,
     asked: &Asked,
-    authority: &str,
+    authority: Option<&str>,
 ) -> ApiResult<Option<Printed>> {
     let to_terminal = std::io::stdout().is_terminal();
+    let machine = authority.or(asked.machine.as_deref());
+    // Runs whose log was printed to its end, and the stream of the one being followed.
     let mut done = 0;
-    let mut current: Option<RemoteStream> = None;
+    let mut current: Option<Stream> = None;
     loop {
-        let detail = client.job_show(id, Some(authority)).await?;
+        let detail = client.job_show(id, machine).await?;
         let ended = job_ended(&detail.state);
         while let Some(run) = detail.runs.get(done) {
+            let dir = RunDir::new(home.task_dir(run.task));
             let stream = match &mut current {
                 Some(stream) => stream,
                 None => {
                     if !print(&header(run)) {
                         return Ok(None);
                     }
-                    let mut stream = RemoteStream::new(run.task, asked.raw, to_terminal);
-                    if asked.tail.is_some() {
-                        // Caught up first, only the last lines printed.
-                        let mut last = LastLines {
-                            n: asked.tail.map(|n| n.min(tail::MAX_TAIL_LINES)),
-                            lines: Default::default(),
-                        };
-                        loop {
-                            last.keep(&stream.read_new(client, authority).await?);
-                            if !stream.behind {
-                                break;
+                    let opened = match authority {
+                        None => Stream::Local(LogStream::open(
+                            &dir.output_log(),
+                            asked.tail,
+                            asked.raw,
+                            to_terminal,
+                        )?),
+                        Some(authority) => {
+                            let mut remote = RemoteStream::new(run.task, asked.raw, to_terminal);
+                            if !print(&remote.tail(client, authority, asked.tail).await?) {
+                                return Ok(None);
                             }
+                            Stream::Remote(remote)
                         }
-                        if !print(&last.take()) {
-                            return Ok(None);
-                        }
-                    }
-                    current.insert(stream)
+                    };
+                    current.insert(opened)
                 }
             };
-            let complete = run_complete(&detail, done, false);
+            let cleaned = authority.is_none() && dir.read_cleanup().ok().flatten().is_some();
+            let complete = run_complete(&detail, done, cleaned);
+            // What is there now, one chunk at a time: printed before the next is read.
             loop {
                 if !print(&stream.read_new(client, authority).await?) {
                     return Ok(None);
                 }
-                if !stream.behind {
+                if !stream.behind() {
                     break;
                 }
             }
