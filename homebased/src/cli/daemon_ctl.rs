@@ -76,7 +76,7 @@ pub fn run(
 
 pub(super) fn printed(status: DaemonStatus, headline: &str) -> ApiResult<Printed> {
     let human = format!(
-        "{headline}\nsocket {}  pid {}  home {}  web {}  in flight {}  version {}",
+        "{headline}\nsocket {}  pid {}  home {}  web {}  jobs queued or active {}  version {}",
         status.socket,
         status.pid.map_or_else(|| "-".into(), |p| p.to_string()),
         status.home,
