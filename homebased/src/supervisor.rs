@@ -176,12 +176,25 @@ fn spawn_worker(
     child
 }
 
-/// Whether a live worker holds the run's lock (without waiting).
+/// Whether a live worker holds the run's lock (without waiting). A lock the workload replaced
+/// (a link, a FIFO) proves nothing either way: the worker's own process is asked instead.
 pub fn worker_alive(dir: &RunDir) -> bool {
-    let Ok(file) = open_lock(dir) else {
-        return false;
-    };
-    flock(&file, libc::LOCK_SH | libc::LOCK_NB).is_err()
+    match open_lock(dir) {
+        Ok(file) => flock(&file, libc::LOCK_SH | libc::LOCK_NB).is_err(),
+        Err(e) if lock_replaced(&e) => worker_process_lives(dir),
+        Err(_) => false,
+    }
+}
+
+/// Whether `runner.lock` was refused because something else stands in its place.
+fn lock_replaced(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ELOOP) || e.kind() == io::ErrorKind::InvalidData
+}
+
+/// Whether the worker named in `worker.json` still runs, by `(pid, start time)`: a reused
+/// pid is not it.
+fn worker_process_lives(dir: &RunDir) -> bool {
+    matches!(dir.read_worker(), Ok(Some(record)) if process::is_same_process(record.worker))
 }
 
 /// [`worker_alive`] for a run directory the store does not know: only a regular file counts
@@ -190,19 +203,25 @@ pub fn lock_held_untrusted(dir: &RunDir) -> bool {
     let Ok(file) = open_lock(dir) else {
         return false;
     };
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return false;
-    }
     flock(&file, libc::LOCK_SH | libc::LOCK_NB).is_err()
 }
 
 /// `runner.lock` for a look at its lock: not through a link, and without waiting on a FIFO
 /// the workload put there (the core thread asks [`worker_alive`]).
+/// Only a regular file: a FIFO or a device put there would take any lock at once, and pass
+/// a live worker for gone.
 fn open_lock(dir: &RunDir) -> io::Result<File> {
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(dir.runner_lock())
+        .open(dir.runner_lock())?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "runner.lock is not a regular file",
+        ));
+    }
+    Ok(file)
 }
 
 /// Watches a worker: a thread blocks on `runner.lock` and, once granted (the worker is gone),
@@ -220,6 +239,14 @@ pub fn watch(core: CoreHandle, dir: RunDir, task: TaskId, child: Option<Child>) 
                     Ok(()) => break,
                     // No lock file: nothing can hold it.
                     Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                    // The workload replaced the lock: wait on the worker's process instead.
+                    Err(e) if lock_replaced(&e) => {
+                        tracing::warn!(%task, "runner.lock was replaced; watching the worker's process");
+                        while worker_process_lives(&dir) {
+                            std::thread::sleep(std::time::Duration::from_secs(1));
+                        }
+                        break;
+                    }
                     Err(e) => {
                         tracing::warn!(%task, error = %e, "cannot wait on runner.lock; retrying");
                         std::thread::sleep(std::time::Duration::from_secs(1));

@@ -208,3 +208,46 @@ fn following_a_log_far_behind_its_writer_holds_a_bounded_chunk() {
     let tailed = h.json(&["task", "log", &task, "--tail", "3"]);
     assert_eq!(tailed["truncated"], true);
 }
+
+/// A workload can replace its run's `runner.lock` (here with a FIFO, which would grant any
+/// lock at once): the daemon must not take its live worker for gone, across a restart too.
+/// It watches the worker's own process instead, and the run ends as it would have.
+#[test]
+fn a_run_that_replaces_its_runner_lock_is_still_taken_for_alive_until_its_worker_ends() {
+    for replacement in [
+        "mkfifo \"$d/runner.lock\"",
+        "ln -s /etc/hostname \"$d/runner.lock\"",
+    ] {
+        let mut h = home_with_gpus(1);
+        let gate = h.tmp().join("gate");
+        let script = format!(
+            "d=$(dirname \"$(dirname \"$HOMEBASED_YIELD_FILE\")\"); rm -f \"$d/runner.lock\"; \
+             {replacement}; echo replaced; {}; echo done",
+            wait_for_gate(1)
+        );
+        let job = h.submit(&sh_spec(&h, "replaces its lock", &script, &[&gate]));
+        wait_phase(&h, &job, "executing");
+        let task = show(&h, &job)["active_run"].as_str().unwrap().to_string();
+        wait_until("the lock to be replaced", || {
+            h.cli(&["task", "log", &task]).stdout.contains("replaced")
+        });
+        // A new daemon looks at the run afresh, through the replaced file.
+        let restarted = h.json(&["daemon", "restart"]);
+        assert_eq!(restarted["socket"], "up", "{restarted}");
+        h.settle();
+        let shown = show(&h, &job);
+        assert_eq!(
+            shown["state"]["state"], "active",
+            "{replacement}: {shown:#}"
+        );
+        assert_eq!(
+            resource(&h, "gpu0")["run"]["phase"]["phase"],
+            "executing",
+            "{replacement}"
+        );
+        open_gate(&gate);
+        let done = wait_job(&h, &job, "succeeded");
+        assert_eq!(runs(&done).len(), 1, "{replacement}: {done:#}");
+        h.stop_daemon();
+    }
+}
