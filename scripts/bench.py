@@ -19,6 +19,7 @@ Python 3.11 standard library only. Settings (environment):
   BENCH_LIST_RUNS        timed `resource jobs --json` calls per queue size        [7 / 3]
   BENCH_SCRAPES          timed `GET /metrics` (and `GET /v1/jobs`) with 2,000 queued [200 / 40]
   BENCH_IDLE_SECONDS     idle window for the daemon CPU figure                    [30 / 5]
+  BENCH_QUIET_SECONDS    idle window of the quiet workload (2,000 queued, one run) [60 / 10]
   BENCH_LANES            fake indexed lanes, all held, in the queue workload      [8 / 8]
   BENCH_FILL_BUDGET      seconds the bulk API fill may take; it stops early there [240 / 40]
   BENCH_FILL_CONNECTIONS concurrent API connections for the bulk fill             [8 / 8]
@@ -32,7 +33,8 @@ Python 3.11 standard library only. Settings (environment):
   BENCH_INTEGRITY_STARTS timed `daemon serve` starts per integrity size            [7 / 3]
   BENCH_ONLY             comma list of workloads to run (default all): floor,start,handover,
                          queue,preempt,sweep,kill9,sampler,fleet,dashboard,history,metrics,
-                         startpath,peers,integrity (peers needs task-spooler's `tsp`)
+                         startpath,peers,integrity,quiet,listing (peers needs
+                         task-spooler's `tsp`)
   BENCH_STARTPATH        starts per path (CLI, API) taken apart by the startpath workload [50 / 20]
   BENCH_COMPARE          comma list of other builds' binary folders: the peers workload
                          starts a job on each in every round too (before/after a change)
@@ -96,6 +98,7 @@ SCRAPES = max(setting("BENCH_SCRAPES", 200, 40), 1)
 # Jobs cancelled at each end of the full queue (the row labels say "2nd to 6th", "last 5").
 CANCEL_SAMPLE = 5
 IDLE_SECONDS = max(setting("BENCH_IDLE_SECONDS", 30, 5), 1)
+QUIET_SECONDS = max(setting("BENCH_QUIET_SECONDS", 60, 10), 1)
 LANES = max(setting("BENCH_LANES", 8, 8), 1)
 FILL_BUDGET = max(setting("BENCH_FILL_BUDGET", 240, 40), 1)
 FILL_CONNECTIONS = max(setting("BENCH_FILL_CONNECTIONS", 8, 8), 1)
@@ -159,6 +162,8 @@ WORKLOADS = [
     "startpath",
     "peers",
     "integrity",
+    "quiet",
+    "listing",
 ]
 ONLY = [w.strip() for w in os.environ.get("BENCH_ONLY", "").split(",") if w.strip()]
 for w in ONLY:
@@ -2333,6 +2338,118 @@ def metrics_workload(bins: Path, rows: list[Row], notes: dict) -> None:
         h.close()
 
 
+def queued_behind_one_run(bins: Path, tag: str, queued: int = 2000) -> Home:
+    """One indexed lane held by one run (seen through its `worker.json`, never through a
+    read of resources, which would wake the GPU sampler for a minute), `queued` jobs behind
+    it submitted through the API."""
+    h = Home(bins, tag, lanes=1)
+    try:
+        h.start()
+        h.submit_api(h.spec("hold", h.hold_script()))
+        wait_for(
+            lambda: any(pgid for _, pgid in h.workers()), 60, 0.01, "the holder to run"
+        )
+        spec = h.spec("queued", "true")
+        for _ in range(queued):
+            h.submit_api(spec)
+    except BaseException:
+        h.close()
+        raise
+    return h
+
+
+def quiet_workload(bins: Path, rows: list[Row], notes: dict) -> None:
+    """An idle daemon (issue: the standby worker and the sampler woke it): 2,000 queued
+    behind one run, nobody asking anything. After a minute (the daemon's start counts as a
+    read of resources, and the sampler samples for a minute after a read), its CPU ticks
+    (utime + stime of every thread) over BENCH_QUIET_SECONDS, and which threads woke."""
+    h = queued_behind_one_run(bins, "quiet")
+    try:
+        h.api.close()
+        time.sleep(62)
+
+        def threads() -> dict[str, int]:
+            out: dict[str, int] = {}
+            for t in os.listdir(f"/proc/{h.pid}/task"):
+                try:
+                    raw = Path(f"/proc/{h.pid}/task/{t}/stat").read_text()
+                except FileNotFoundError:
+                    continue
+                name = raw[raw.index("(") + 1 : raw.rindex(")")]
+                f = raw[raw.rindex(")") + 2 :].split()
+                out[f"{name}/{t}"] = int(f[11]) + int(f[12])
+            return out
+
+        t0, c0 = threads(), cpu_ticks(h.pid)
+        time.sleep(QUIET_SECONDS)
+        t1, c1 = threads(), cpu_ticks(h.pid)
+        woke = {k: v - t0.get(k, 0) for k, v in t1.items() if v - t0.get(k, 0)}
+        notes["quiet_threads"] = woke
+        rows.append(
+            Row(
+                "quiet_cpu",
+                f"daemon CPU over {QUIET_SECONDS} idle s, 2,000 queued behind one run "
+                f"(ticks of {1000 / CLK_TCK:.0f} ms)",
+                "ticks",
+                p50=c1 - c0,
+                target="0",
+            )
+        )
+    finally:
+        h.close()
+
+
+def listing_workload(bins: Path, rows: list[Row], notes: dict) -> None:
+    """`resource jobs` for a person against `--json` for a script, 2,000 queued behind one
+    run, alternating, BENCH_LIST_RUNS times each, output to a file."""
+    h = queued_behind_one_run(bins, "listing")
+    try:
+        listed = h.work / "listed.out"
+
+        def timed(*flags: str) -> float:
+            with open(listed, "wb") as out:
+                t0 = time.perf_counter_ns()
+                r = subprocess.run(
+                    [h.hb_bin, "--home", str(h.home), *flags, "resource", "jobs"],
+                    cwd=h.work,
+                    env=h.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.PIPE,
+                    timeout=120,
+                )
+                took = (time.perf_counter_ns() - t0) / 1e6
+            if r.returncode != 0:
+                raise RuntimeError(f"resource jobs exited {r.returncode}: {r.stderr[:400]!r}")
+            return took
+
+        human, script = [], []
+        for _ in range(max(LIST_RUNS, 5)):
+            human.append(timed())
+            script.append(timed("--json"))
+        rows.append(
+            dist_row(
+                "list_human_2000",
+                "`resource jobs` (human table, CLI), 2,000 queued + 1 active",
+                "ms",
+                human,
+                "≤ --json",
+                tails=False,
+            )
+        )
+        rows.append(
+            dist_row(
+                "list_json_2000",
+                "`resource jobs --json` (CLI), same queue, alternating with it",
+                "ms",
+                script,
+                tails=False,
+            )
+        )
+    finally:
+        h.close()
+
+
 # ---------------------------------------------------------------------------------------
 # The report
 
@@ -2733,6 +2850,13 @@ def note_lines(notes: dict) -> list[str]:
             "The job's runs after kill -9 and restart, as `job show` gives them: "
             f"`{json.dumps(notes['kill9_detail'], separators=(',', ':'))}`."
         )
+    if notes.get("quiet_threads") is not None:
+        woke = notes["quiet_threads"]
+        out.append(
+            "Threads of the idle daemon that used CPU in the quiet window (ticks): "
+            + (", ".join(f"{k} {v}" for k, v in sorted(woke.items())) or "none")
+            + "."
+        )
     if notes.get("preempt_odd"):
         out.append(
             "Preemption rounds whose low job did not end succeeded after one preempted run: "
@@ -2843,6 +2967,8 @@ def main() -> int:
         ("startpath", startpath_workload),
         ("peers", peers_workload),
         ("integrity", integrity_workload),
+        ("quiet", quiet_workload),
+        ("listing", listing_workload),
     ]
     failed = []
     for name, fn in plan:

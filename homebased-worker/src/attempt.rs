@@ -44,6 +44,7 @@ pub fn run(args: Args, signals: io::Result<Signals>, began: i64) -> u8 {
         main: began,
         ..StartStamps::default()
     };
+    let title = args.retitle.then(|| args.argv());
     let dir = RunDir::new(args.run_dir);
     let log = WorkerLog::new(dir.worker_log());
     // Until the lock is ours nothing in the run directory is ours to write: another worker
@@ -91,6 +92,7 @@ pub fn run(args: Args, signals: io::Result<Signals>, began: i64) -> u8 {
         log,
         reaper: Reaper::new(),
         stamps,
+        title,
     };
     if args.adopt {
         attempt.adopt()
@@ -121,6 +123,8 @@ struct Attempt {
     log: WorkerLog,
     reaper: Reaper,
     stamps: StartStamps,
+    /// The arguments to show in place of `--standby` once the workload runs (`crate::title`).
+    title: Option<Vec<std::ffi::OsString>>,
 }
 
 impl Attempt {
@@ -180,6 +184,13 @@ impl Attempt {
             "workload started as pid {}",
             running.child.process.pid
         ));
+        if let Some(title) = self.title.take() {
+            if let Err(e) = crate::title::show(&title) {
+                self.log.note(format!(
+                    "cannot show the run in this worker's command line: {e}"
+                ));
+            }
+        }
         let stamps = self.stamps;
         let cap = OutputCap::start(&self.dir, self.run.output_limit, &self.log);
         self.follow_to_the_end(worker, running, Some(stamps), cap)

@@ -1,5 +1,5 @@
 //! The command line: `homebased-worker <run-dir> [--lock-fd N] [--adopt] [--spawned-at US]`,
-//! or `homebased-worker --standby` for a worker the daemon starts ahead of need.
+//! or `homebased-worker --standby [<room>]` for a worker the daemon starts ahead of need.
 
 use std::ffi::OsString;
 use std::os::fd::RawFd;
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 pub const USAGE: &str =
     "usage: homebased-worker <run-dir> [--lock-fd N] [--adopt] [--spawned-at US]
-       homebased-worker --standby
+       homebased-worker --standby [<room>]
 
 Runs one attempt of the step described by <run-dir>/run.json and records its end.
   --lock-fd N   fd N is an open, exclusively flocked description of <run-dir>/runner.lock
@@ -18,7 +18,9 @@ Runs one attempt of the step described by <run-dir>/run.json and records its end
                 in worker.json beside the worker's own start stamps for scripts/bench.
   --standby     wait on standard input, a socket from the daemon, for the arguments above
                 and the run's descriptors, then run as if started with them; exit quietly
-                when the daemon's end closes first.";
+                when the daemon's end closes first. <room>, an argument of spaces only,
+                is where the run's arguments are written once it has one, so that ps
+                shows them.";
 
 /// The exit status for a command line that cannot be understood.
 pub const EXIT_USAGE: u8 = 2;
@@ -31,6 +33,34 @@ pub struct Args {
     pub adopt: bool,
     /// `--spawned-at`: the daemon's stamp of the fork, recorded in `worker.json`.
     pub spawned_at: Option<i64>,
+    /// Set by a standby worker that took this run (never by a command line): its command line
+    /// still says `--standby`, so once the workload runs it shows [`Args::argv`] instead
+    /// (`crate::title`).
+    pub retitle: bool,
+}
+
+impl Args {
+    /// The arguments after `argv[0]` that start a fresh worker with these: what `ps` shows
+    /// for it, naming the run by its directory.
+    pub fn argv(&self) -> Vec<OsString> {
+        let mut argv = vec![self.run_dir.clone().into_os_string()];
+        if let Some(fd) = self.lock_fd {
+            argv.extend(["--lock-fd".into(), fd.to_string().into()]);
+        }
+        if self.adopt {
+            argv.push("--adopt".into());
+        }
+        if let Some(at) = self.spawned_at {
+            argv.extend(["--spawned-at".into(), at.to_string().into()]);
+        }
+        argv
+    }
+}
+
+/// Whether `arg` is the room a standby worker is started with for the command line of its
+/// future run (`homebased_shared::standby::room`): spaces only.
+fn is_room(arg: &str) -> bool {
+    !arg.is_empty() && arg.bytes().all(|b| b == b' ')
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +77,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Str
     let mut adopt = false;
     let mut spawned_at = None;
     let mut standby = false;
+    let mut room = false;
     let mut given = 0;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -55,6 +86,10 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Str
         match text {
             Some("-h" | "--help") => return Ok(Invocation::Help),
             Some(homebased_shared::standby::STANDBY_FLAG) => standby = true,
+            Some(t) if is_room(t) && !room => {
+                room = true;
+                given -= 1;
+            }
             Some("--adopt") => adopt = true,
             Some("--lock-fd") => {
                 let value = args.next().ok_or("--lock-fd needs a value")?;
@@ -84,12 +119,16 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Str
             Err("--standby takes no other arguments: they come from the daemon".into())
         };
     }
+    if room {
+        return Err("a blank argument (room for a command line) goes only with --standby".into());
+    }
     let run_dir = run_dir.ok_or("the run directory is missing")?;
     Ok(Invocation::Run(Args {
         run_dir,
         lock_fd,
         adopt,
         spawned_at,
+        retitle: false,
     }))
 }
 
@@ -118,6 +157,7 @@ mod tests {
                 lock_fd: None,
                 adopt: false,
                 spawned_at: None,
+                retitle: false,
             })
         );
         assert_eq!(
@@ -127,6 +167,7 @@ mod tests {
                 lock_fd: Some(7),
                 adopt: false,
                 spawned_at: None,
+                retitle: false,
             })
         );
         assert_eq!(
@@ -136,6 +177,7 @@ mod tests {
                 lock_fd: Some(3),
                 adopt: false,
                 spawned_at: None,
+                retitle: false,
             })
         );
         assert_eq!(
@@ -145,6 +187,7 @@ mod tests {
                 lock_fd: Some(3),
                 adopt: true,
                 spawned_at: None,
+                retitle: false,
             })
         );
     }
@@ -174,9 +217,37 @@ mod tests {
     }
 
     #[test]
-    fn standby_stands_alone() {
+    fn standby_stands_alone_or_with_room_for_its_runs_command_line() {
         assert_eq!(parse_strs(&["--standby"]).unwrap(), Invocation::Standby);
+        assert_eq!(
+            parse_strs(&["--standby", "      "]).unwrap(),
+            Invocation::Standby
+        );
         assert!(parse_strs(&["--standby", "/d"]).is_err());
+        assert!(parse_strs(&["--standby", "  ", "  "]).is_err());
         assert!(parse_strs(&["/d", "--lock-fd", "3", "--standby"]).is_err());
+        assert!(parse_strs(&["/d", "    "]).is_err());
+    }
+
+    #[test]
+    fn a_runs_arguments_read_back_as_themselves() {
+        for given in [
+            &["/h/tasks/t"][..],
+            &[
+                "/h/tasks/t",
+                "--lock-fd",
+                "5",
+                "--adopt",
+                "--spawned-at",
+                "17",
+            ],
+        ] {
+            let Invocation::Run(args) = parse_strs(given).unwrap() else {
+                panic!("not a run");
+            };
+            let argv = args.argv();
+            assert_eq!(argv, given.iter().map(OsString::from).collect::<Vec<_>>());
+            assert_eq!(parse(argv).unwrap(), Invocation::Run(args));
+        }
     }
 }

@@ -27,6 +27,7 @@
 //! - [`output_cap`]: `output.log` kept within `[resource] output_limit`, its middle cut in
 //!   place while the workload writes on.
 //! - [`log`]: `worker.log`, the worker's own notes and errors.
+//! - [`title`]: the command line `ps` shows, rewritten by a standby worker to name its run.
 
 pub mod attempt;
 pub mod cleanup;
@@ -42,4 +43,5 @@ pub mod reserve;
 pub mod signals;
 pub mod standby;
 pub mod stop;
+pub mod title;
 pub mod workload;

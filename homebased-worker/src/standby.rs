@@ -40,7 +40,13 @@ pub fn wait(signals: Option<&Signals>) -> Result<Waited, String> {
     let received = homebased_shared::time::now_us();
     let args = take_over(handed).map_err(|e| format!("standby: {e}"))?;
     match cli::parse(args).map_err(|e| format!("standby: the daemon's arguments: {e}"))? {
-        Invocation::Run(args) => Ok(Waited::Run { args, received }),
+        Invocation::Run(args) => Ok(Waited::Run {
+            args: Args {
+                retitle: true,
+                ..args
+            },
+            received,
+        }),
         other => Err(format!(
             "standby: the daemon handed over {other:?}, not a run"
         )),

@@ -21,6 +21,7 @@ pub mod register;
 pub mod release;
 pub mod stop;
 pub mod submit;
+pub mod timers;
 pub mod unknown_runs;
 pub mod views;
 pub use views::JobListing;
@@ -37,12 +38,13 @@ use homebased_shared::home::Home;
 use homebased_shared::ids::MachineId;
 use homebased_shared::ids::TaskId;
 use homebased_shared::rundir::RunDir;
+use homebased_shared::time::now_ms;
 use launcher::Launcher;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Facts about the running daemon that status reports.
 #[derive(Debug, Clone)]
@@ -91,7 +93,7 @@ pub struct Core {
     /// The GPU sampler's last result (`daemon/sampling.rs` posts it).
     gpu_sample: Option<crate::sampler::Sample>,
     /// When resources were last read: the sampler idles a minute after it.
-    resources_read_at: Arc<std::sync::atomic::AtomicI64>,
+    resources_read_at: Arc<crate::sampler::Demand>,
     /// Where retention's walk over the finished jobs goes on at the next tick.
     retention_cursor: crate::history::Cursor,
     /// The retention batch whose directories are being removed, if any.
@@ -195,9 +197,7 @@ impl Core {
             passes: 0,
             last_pass: None,
             gpu_sample: None,
-            resources_read_at: Arc::new(std::sync::atomic::AtomicI64::new(
-                homebased_shared::time::now_ms(),
-            )),
+            resources_read_at: Arc::new(crate::sampler::Demand::new(now_ms())),
             retention_cursor: None,
             retention: None,
             run_dir_usage: Arc::default(),
@@ -313,15 +313,20 @@ impl Core {
                 // umask is the process's own again): work may be prepared ahead of need.
                 self.launcher.ready();
                 self.reconcile();
-                // A slow safety tick catches anything a lost hint missed.
-                // The tick runs on a deadline, so a steady stream of calls cannot starve it.
-                // It only backs up hints (abandoned launches, notices due); events drive the
-                // rest, so an idle daemon wakes rarely.
-                let tick = Duration::from_secs(2);
-                let mut next_tick = Instant::now() + tick;
+                // The tick does what time alone makes due (core/timers.rs). It runs on a
+                // deadline, so a steady stream of calls cannot starve it, and it says when
+                // it is next due: an idle daemon sleeps here until then, or until a call.
+                let mut next_tick = Some(Instant::now() + timers::AFTER_CHANGE);
                 while !stopped.is_raised() {
-                    let wait = next_tick.saturating_duration_since(Instant::now());
-                    match inbox.recv_timeout(wait) {
+                    let received = match next_tick {
+                        Some(at) => {
+                            inbox.recv_timeout(at.saturating_duration_since(Instant::now()))
+                        }
+                        None => inbox
+                            .recv()
+                            .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+                    };
+                    match received {
                         Ok(call) => {
                             call(&mut self);
                             // Serve what queued up meanwhile before deciding: one pass then
@@ -333,14 +338,20 @@ impl Core {
                         Err(mpsc::RecvTimeoutError::Timeout) => {}
                         Err(mpsc::RecvTimeoutError::Disconnected) => break,
                     }
-                    if Instant::now() >= next_tick {
-                        self.tick();
-                        next_tick = Instant::now() + tick;
+                    if next_tick.is_some_and(|at| Instant::now() >= at) {
+                        next_tick = self.tick().instant(now_ms(), Instant::now());
                     }
+                    let changed = self.dirty;
                     if self.dirty {
                         self.dirty = false;
                         self.pass();
                     }
+                    // What the turn changed or left to retry is the tick's to see soon.
+                    next_tick = timers::after_turn(
+                        next_tick,
+                        changed || self.has_retries(),
+                        Instant::now(),
+                    );
                     // Nothing waits past the turn for its commit to reach the disk.
                     self.settle_answers();
                 }

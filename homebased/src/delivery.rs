@@ -10,7 +10,9 @@
 //! ([`evidence`]).
 //!
 //! The loop sleeps until the core wakes it (events appended), the earliest backoff ends,
-//! or a slow safety timer fires: a lost wake costs latency, never an event.
+//! or, while events are pending or in flight, a slow safety timer fires: a lost wake costs
+//! latency, never an event. With nothing pending it waits for a wake alone, so an idle
+//! daemon does not wake for delivery.
 
 pub mod evidence;
 pub mod outbox;
@@ -32,7 +34,7 @@ use tokio::sync::Notify;
 
 /// At most this many jobs have an attempt in flight at once.
 const MAX_IN_FLIGHT: usize = 16;
-/// The loop looks again at least this often, even without a wake.
+/// The loop looks again at least this often while anything is pending, even without a wake.
 const SAFETY: Duration = Duration::from_secs(5);
 
 /// Everything an attempt needs, shared by the loop and its tasks.
@@ -72,29 +74,42 @@ pub fn spawn(
 async fn run(shared: Arc<Shared>) {
     loop {
         let busy = shared.busy().clone();
+        let in_flight = !busy.is_empty();
         let room = MAX_IN_FLIGHT.saturating_sub(busy.len());
         let round = shared
             .core
             .call(move |core| outbox::take(core, &busy, now_ms(), room))
             .await;
-        let mut sleep = SAFETY;
+        // Nothing pending, nothing in flight, nothing backing off: only a wake can bring
+        // work (every commit that appends an event is followed by one, and a wake sent
+        // while this loop is busy is kept for its next wait), so it sleeps without a timer.
+        let mut sleep = None;
         match round {
             Ok(round) => {
+                if !round.due.is_empty() || in_flight {
+                    sleep = Some(SAFETY);
+                }
                 for event in round.due {
                     shared.busy().insert(event.job);
                     tokio::spawn(attempt(shared.clone(), event));
                 }
                 if let Some(at) = round.next_retry_at {
-                    let wait = u64::try_from(at - now_ms()).unwrap_or(0);
-                    sleep = sleep.min(Duration::from_millis(wait));
+                    let wait = Duration::from_millis(u64::try_from(at - now_ms()).unwrap_or(0));
+                    sleep = Some(sleep.map_or(wait, |s: Duration| s.min(wait)));
                 }
             }
             Err(e) if e.code == ErrorCode::DaemonUnavailable => return,
-            Err(e) => tracing::error!(error = %e, "cannot read pending events"),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read pending events");
+                sleep = Some(SAFETY);
+            }
         }
-        tokio::select! {
-            _ = shared.wake.notified() => {}
-            _ = tokio::time::sleep(sleep) => {}
+        match sleep {
+            Some(sleep) => tokio::select! {
+                _ = shared.wake.notified() => {}
+                _ = tokio::time::sleep(sleep) => {}
+            },
+            None => shared.wake.notified().await,
         }
     }
 }

@@ -9,6 +9,52 @@ use homebased_shared::time::Millis;
 use homebased_shared::wire::{GpuProcessView, QueueProcessOwner};
 use std::collections::HashMap;
 
+/// When resources or metrics were last read: the core marks it on each read, and the
+/// sampling thread, idle a minute after the last one, sleeps on it until the next (no
+/// polling: an idle daemon has nothing to wake for).
+#[derive(Debug)]
+pub struct Demand {
+    read_at: std::sync::Mutex<Millis>,
+    changed: std::sync::Condvar,
+}
+
+impl Demand {
+    pub fn new(read_at: Millis) -> Demand {
+        Demand {
+            read_at: std::sync::Mutex::new(read_at),
+            changed: std::sync::Condvar::new(),
+        }
+    }
+
+    /// A read at `at`.
+    pub fn mark(&self, at: Millis) {
+        *self.lock() = at;
+        self.changed.notify_all();
+    }
+
+    /// The last read.
+    pub fn last(&self) -> Millis {
+        *self.lock()
+    }
+
+    /// Blocks until a read later than `seen` is marked; returns its time.
+    pub fn wait_after(&self, seen: Millis) -> Millis {
+        let guard = self.lock();
+        let guard = self
+            .changed
+            .wait_while(guard, |at| *at <= seen)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *guard
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Millis> {
+        // A Millis cannot be left half-written: a poisoned lock's value is still good.
+        self.read_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// The query the sampler runs.
 pub const QUERY: [&str; 2] = [
     "--query-compute-apps=gpu_uuid,pid,used_memory",
@@ -135,6 +181,24 @@ pub struct Sample {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sampler_sleeps_until_a_read_after_the_one_it_saw() {
+        let demand = std::sync::Arc::new(Demand::new(1_000));
+        assert_eq!(demand.last(), 1_000);
+        let waiter = {
+            let demand = demand.clone();
+            std::thread::spawn(move || demand.wait_after(1_000))
+        };
+        // An equal read does not wake it for good; a later one does.
+        demand.mark(1_000);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(!waiter.is_finished());
+        demand.mark(2_000);
+        assert_eq!(waiter.join().unwrap(), 2_000);
+        // A read already later than the one seen returns at once.
+        assert_eq!(demand.wait_after(1_500), 2_000);
+    }
     use proptest::prelude::*;
 
     #[test]

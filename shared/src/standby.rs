@@ -31,6 +31,20 @@ pub const MAX_MESSAGE: usize = 8192;
 /// The command-line flag that starts a worker in standby.
 pub const STANDBY_FLAG: &str = "--standby";
 
+/// The blank argument a standby worker is started with after [`STANDBY_FLAG`], where it
+/// writes the arguments of the run it takes so that `ps` names that run
+/// (`homebased-worker/src/title.rs`): a command line's size is fixed when the process starts.
+/// Sized for a run directory under `tasks_dir` (`<tasks_dir>/<task UUID>`) and the flags
+/// handed with it (`--lock-fd`, `--spawned-at` with any numbers, `--adopt`).
+pub fn room(tasks_dir: &std::path::Path) -> OsString {
+    const TASK_AND_FLAGS: usize =
+        "/00000000-0000-0000-0000-000000000000 --lock-fd 2147483647 --adopt --spawned-at -9223372036854775808 "
+            .len();
+    // `--standby` and its NUL are room too, but a little slack costs nothing.
+    " ".repeat(tasks_dir.as_os_str().len() + TASK_AND_FLAGS)
+        .into()
+}
+
 /// What a standby worker is given: the arguments it runs with, as a fresh worker's command
 /// line would give them, and the two descriptors that command line would have inherited.
 #[derive(Debug)]
@@ -231,6 +245,27 @@ mod tests {
         assert!(send(daemon.as_fd(), &nul, file.as_fd(), file.as_fd()).is_err());
         let long = vec![OsString::from("x".repeat(MAX_MESSAGE))];
         assert!(send(daemon.as_fd(), &long, file.as_fd(), file.as_fd()).is_err());
+    }
+
+    #[test]
+    fn the_room_holds_a_run_directory_and_every_flag_handed_with_it() {
+        let tasks = std::path::Path::new("/home/someone/.local/state/homebased/tasks");
+        let run = tasks.join("0199a3b2-7c4d-7e8f-9a0b-1c2d3e4f5a6b");
+        // What follows `argv[0]` in the standby worker's command line, each with its NUL.
+        let available = STANDBY_FLAG.len() + 1 + room(tasks).len() + 1;
+        let needed: usize = [
+            run.as_os_str(),
+            "--lock-fd".as_ref(),
+            "2147483647".as_ref(),
+            "--adopt".as_ref(),
+            "--spawned-at".as_ref(),
+            "-9223372036854775808".as_ref(),
+        ]
+        .iter()
+        .map(|w| w.len() + 1)
+        .sum();
+        assert!(needed <= available, "{needed} > {available}");
+        assert!(room(tasks).as_bytes().iter().all(|b| *b == b' '));
     }
 
     #[test]

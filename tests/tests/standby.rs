@@ -228,3 +228,57 @@ fn a_run_gets_the_directories_staged_ahead_of_it_and_new_ones_are_staged() {
             && std::fs::metadata(staged.join("job")).is_ok_and(|m| m.ino() != job_skeleton)
     });
 }
+
+/// `/proc/<pid>/cmdline` as its arguments (a trailing run of NULs, the rest of a rewritten
+/// command line's area, holds none).
+fn arguments(pid: i32) -> Vec<String> {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let used = cmdline
+        .iter()
+        .rposition(|b| *b != 0)
+        .map_or(0, |last| last + 1);
+    cmdline[..used]
+        .split(|b| *b == 0)
+        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .collect()
+}
+
+#[test]
+fn a_worker_taken_from_standby_names_its_run_in_its_command_line() {
+    let (h, _daemon, standby) = daemon_with_a_standby();
+    let gate = h.tmp().join("gate");
+    let job = h.submit(&gated_spec(&h, "named", "", &gate, ""));
+    wait_phase(&h, &job, "executing");
+    assert_eq!(worker_of(&h, &job), standby);
+    let run_dir = h.home().join("tasks").join(first_task(&h, &job));
+    let run_dir = run_dir.to_string_lossy().into_owned();
+
+    // As a fresh worker of that run shows: `homebased-worker <run-dir> --lock-fd N ...`.
+    let mut shown = Vec::new();
+    wait_until("the worker's command line to name its run", || {
+        shown = arguments(standby);
+        shown.get(1) == Some(&run_dir)
+    });
+    assert!(shown[0].ends_with("homebased-worker"), "{shown:?}");
+    assert!(
+        !shown.iter().any(|arg| arg == "--standby"),
+        "no trace of the standby command line: {shown:?}"
+    );
+    let lock_fd = shown.iter().position(|arg| arg == "--lock-fd").unwrap();
+    let fd = &shown[lock_fd + 1];
+    assert!(
+        std::fs::read_link(format!("/proc/{standby}/fd/{fd}"))
+            .unwrap()
+            .ends_with("runner.lock"),
+        "--lock-fd {fd} names the run's lock"
+    );
+    // `ps` reads the same area.
+    let ps = std::process::Command::new("ps")
+        .args(["-o", "args=", "-p", &standby.to_string()])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&ps.stdout).contains(&run_dir));
+
+    open_gate(&gate);
+    wait_job(&h, &job, "succeeded");
+}

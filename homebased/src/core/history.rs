@@ -144,6 +144,11 @@ impl Core {
         }
     }
 
+    /// Whether retention has more to do at once: a batch in flight, or a walk not yet over.
+    pub(super) fn retention_busy(&self) -> bool {
+        self.retention.is_some() || self.retention_cursor.is_some()
+    }
+
     /// Removes the rows of the batch in flight once its directories are gone (waiting for
     /// that with `wait`). False while it is still running.
     fn land_retention(&mut self, wait: bool) -> bool {

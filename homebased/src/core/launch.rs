@@ -46,6 +46,13 @@ impl LaunchBackoff {
         self.until.is_some_and(|until| now < until)
     }
 
+    /// How long launches are still held back, if they are.
+    pub(super) fn left(&self, now: Instant) -> Option<Duration> {
+        self.until
+            .filter(|until| now < *until)
+            .map(|until| until - now)
+    }
+
     /// Launches were held back and may go now: a pass is due.
     pub(super) fn is_over(&self, now: Instant) -> bool {
         self.until.is_some_and(|until| now >= until)

@@ -12,6 +12,7 @@ pub mod episode;
 #[cfg(test)]
 mod tests;
 
+use super::timers::NextDue;
 use super::Core;
 use crate::lifecycle::RunPhase;
 use crate::scheduler::{BlockedHead, Blocker};
@@ -44,8 +45,9 @@ impl Core {
         self.wake_delivery();
     }
 
-    /// The tick hook: a blocked notice or a check-due whose time has come.
-    pub(super) fn notices_tick(&mut self) {
+    /// The tick hook: a blocked notice or a check-due whose time has come. Returns when the
+    /// next one falls due (core/timers.rs).
+    pub(super) fn notices_tick(&mut self) -> NextDue {
         let now = now_ms();
         let blocked = self.fire_due_blocked(now).unwrap_or_else(|e| {
             tracing::error!(error = %e, "cannot produce a blocked notice");
@@ -58,6 +60,48 @@ impl Core {
         if blocked || checks {
             self.wake_delivery();
         }
+        self.notices_due(now).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot tell when the next notice is due");
+            let mut soon = NextDue::default();
+            soon.after(now, super::timers::AFTER_CHANGE);
+            soon
+        })
+    }
+
+    /// When the open episode's notice and each run's check-due fall due, as things stand.
+    /// A run that writes output moves its check later; the tick then finds it not due and
+    /// asks again. A change (a new episode, a new run) brings a tick that asks again too.
+    fn notices_due(&self, now: Millis) -> ApiResult<NextDue> {
+        let db = self.store.db();
+        let mut next = NextDue::default();
+        if let Some(open) = stored::open(db)? {
+            if open.notified_seq.is_none() {
+                next.at(episode::due_at(
+                    open.started_at,
+                    open.yield_requested,
+                    &self.config.resource.notify_blocked_after,
+                ));
+            }
+        }
+        for run in stored::runs_without_check(db)? {
+            let since = check_due::silent_since(
+                modified_ms(&self.run_dir(run.task).output_log()),
+                run.workload_started_at
+                    .or(run.started_at)
+                    .unwrap_or(run.reserved_at),
+            );
+            // Nothing is due before the minimum: the job's own timeout is read only past it.
+            let earliest = check_due::due_at(since, check_due::MIN_TIMEOUT);
+            if earliest > now {
+                next.at(earliest);
+                continue;
+            }
+            // An unreadable spec is never due (fire_check_due says why once it is).
+            if let Ok(timeout) = timeout_of(&jobs::require(db, run.job)?) {
+                next.at(check_due::due_at(since, timeout));
+            }
+        }
+        Ok(next)
     }
 
     /// What the delivery loop waits on between rounds.

@@ -5,6 +5,7 @@
 //! live worker holds is a run the store does not know: its lane is held (`unknown_runs`).
 
 use super::launch::LAUNCH_CONFIRM_BOUND_MS;
+use super::timers::{self, NextDue};
 use super::Core;
 use crate::lifecycle::RunPhase;
 use crate::store::runs;
@@ -43,22 +44,45 @@ impl Core {
         self.mark_dirty();
     }
 
-    /// The safety tick: observes again what failed to commit, and abandons launches whose
-    /// worker never came up.
-    pub(super) fn tick(&mut self) {
+    /// The tick (core/timers.rs): observes again what failed to commit, enacts stops not yet
+    /// written, ends a launch backoff, abandons launches whose worker never came up, fires
+    /// notices and runs retention. Returns when it is next due; nothing due is `None`, and
+    /// then only a change brings it back.
+    pub(super) fn tick(&mut self) -> NextDue {
+        let mut next = NextDue::default();
         self.retry_observations();
         self.retry_stops();
-        if self.launch_backoff.is_over(std::time::Instant::now()) {
+        let now = now_ms();
+        if self.has_retries() {
+            next.after(now, timers::AFTER_CHANGE);
+        }
+        let instant = std::time::Instant::now();
+        if self.launch_backoff.is_over(instant) {
             self.mark_dirty();
+        } else if let Some(left) = self.launch_backoff.left(instant) {
+            next.after(now, left);
         }
         // Blocked and check-due notices whose time has come (core/notices.rs).
-        self.notices_tick();
+        next.merge(self.notices_tick());
         // Finished jobs past `[history] keep`: one bounded batch (core/history.rs).
         self.retention_tick(false);
+        if self.config.history.keep.is_some() {
+            // A batch in flight or a walk not yet over goes on soon; a finished walk rests.
+            let busy = self.retention_busy();
+            next.after(
+                now,
+                if busy {
+                    timers::AFTER_CHANGE
+                } else {
+                    timers::RETENTION_REST
+                },
+            );
+        }
         let Ok(holding) = runs::list_holding(self.store.db()) else {
-            return;
+            // The store answers again later; so does this tick.
+            next.after(now, timers::AFTER_CHANGE);
+            return next;
         };
-        let now = now_ms();
         for run in holding {
             let Some(RunPhase::Launching { reserved_at, .. }) = run.phase else {
                 continue;
@@ -66,7 +90,17 @@ impl Core {
             if now - reserved_at > LAUNCH_CONFIRM_BOUND_MS {
                 let alive = self.launcher.worker_alive(&self.run_dir(run.task));
                 self.observe(run.task, !alive);
+                // Still launching after that: its abandonment did not land; soon again.
+                next.after(now, timers::AFTER_CHANGE);
+            } else {
+                next.at(reserved_at + LAUNCH_CONFIRM_BOUND_MS + 1);
             }
         }
+        next.retried_if_past(now_ms())
+    }
+
+    /// Observations or stops that did not land and are retried by the tick.
+    pub(super) fn has_retries(&self) -> bool {
+        !self.unsettled.is_empty() || !self.unenacted.is_empty()
     }
 }

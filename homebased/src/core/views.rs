@@ -54,10 +54,8 @@ impl Reasons {
 
 impl Core {
     pub fn resource_list(&self) -> ApiResult<ResourceList> {
-        self.resources_read_at.store(
-            homebased_shared::time::now_ms(),
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        self.resources_read_at
+            .mark(homebased_shared::time::now_ms());
         let db = self.store.db();
         let holding = runs::list_holding(db)?;
         let holds = crate::store::attentions::lane_holds(db)?;
@@ -121,7 +119,7 @@ impl Core {
     }
 
     /// When resources were last read, for the sampler thread.
-    pub fn resources_read_at(&self) -> std::sync::Arc<std::sync::atomic::AtomicI64> {
+    pub fn resources_read_at(&self) -> std::sync::Arc<crate::sampler::Demand> {
         self.resources_read_at.clone()
     }
 
@@ -374,10 +372,8 @@ impl Core {
     /// two counts through partial indexes, and the sampler's last sample. Like `resource
     /// list`, it keeps the GPU sampler awake.
     pub fn metrics(&self) -> ApiResult<(crate::metrics::Counters, crate::metrics::Snapshot)> {
-        self.resources_read_at.store(
-            homebased_shared::time::now_ms(),
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        self.resources_read_at
+            .mark(homebased_shared::time::now_ms());
         let db = self.store.db();
         let holding = runs::list_holding(db)?;
         let all = resources::list(db)?;

@@ -1,16 +1,15 @@
 //! The GPU sampler thread: off the core, at most every 5 s, each query bounded to 5 s, and
-//! idle while nobody has read resources for a minute. It asks the core for the lanes, runs
+//! asleep (no wake at all) while nobody has read resources for a minute. It asks the core for the lanes, runs
 //! the query, reads `/proc` for each process, and posts the attributed sample back.
 
 use crate::core::CoreHandle;
-use crate::sampler::{self, Lane, LaneRun, ProcessFacts, Sample};
+use crate::sampler::{self, Demand, Lane, LaneRun, ProcessFacts, Sample};
 use homebased_shared::home::Home;
 use homebased_shared::process::parse_stat;
 use homebased_shared::rundir::RunDir;
 use homebased_shared::sweep::Marker;
 use homebased_shared::time::now_ms;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,18 +20,21 @@ const BOUND: Duration = Duration::from_secs(5);
 /// Sampling stops this long after the last read of resources.
 const IDLE_AFTER_MS: i64 = 60_000;
 
-/// Starts the thread. `last_read` is the time of the last `resource list` (the core bumps it).
-pub fn spawn(core: CoreHandle, home: Home, program: String, last_read: Arc<AtomicI64>) {
+/// Starts the thread. `demand` is when resources were last read (the core marks it).
+pub fn spawn(core: CoreHandle, home: Home, program: String, demand: Arc<Demand>) {
     let started = std::thread::Builder::new()
         .name("gpu-sampler".into())
         .spawn(move || {
             let mut last_sample: Option<Instant> = None;
             loop {
-                std::thread::sleep(Duration::from_millis(250));
-                if now_ms() - last_read.load(Ordering::Relaxed) > IDLE_AFTER_MS {
+                let read = demand.last();
+                if now_ms() - read > IDLE_AFTER_MS {
+                    // Nobody looks: sleep until somebody reads, with no wake before.
+                    demand.wait_after(read);
                     continue;
                 }
-                if last_sample.is_some_and(|at| at.elapsed() < EVERY) {
+                if let Some(left) = last_sample.and_then(|at| EVERY.checked_sub(at.elapsed())) {
+                    std::thread::sleep(left);
                     continue;
                 }
                 last_sample = Some(Instant::now());

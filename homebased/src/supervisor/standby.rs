@@ -31,10 +31,11 @@ pub struct Standby {
 }
 
 impl Standby {
-    fn start() -> io::Result<Standby> {
+    fn start(home: &Home) -> io::Result<Standby> {
         let (ours, theirs) = standby::pair()?;
         let mut cmd = Command::new(super::worker_binary());
         cmd.arg(standby::STANDBY_FLAG)
+            .arg(standby::room(&home.tasks_dir()))
             .stdin(Stdio::from(theirs))
             .stdout(Stdio::null())
             .stderr(Stdio::null());
@@ -118,7 +119,7 @@ impl Keeper {
                         continue;
                     }
                     // Started outside the lock, so that a launch meanwhile never waits on it.
-                    match Standby::start() {
+                    match Standby::start(&home) {
                         Ok(standby) => {
                             let mut slot = filled.lock().unwrap_or_else(PoisonError::into_inner);
                             // Only this thread fills the slot, so it is still empty.

@@ -19,10 +19,15 @@ pub fn effective_timeout(timeout: Duration) -> Duration {
     timeout.max(MIN_TIMEOUT)
 }
 
+/// When the check falls due, if the run writes nothing more.
+pub fn due_at(silent_since: Millis, timeout: Duration) -> Millis {
+    let timeout = i64::try_from(effective_timeout(timeout).as_millis()).unwrap_or(i64::MAX);
+    silent_since.saturating_add(timeout)
+}
+
 /// Whether the check is due at `now`.
 pub fn is_due(now: Millis, silent_since: Millis, timeout: Duration) -> bool {
-    let timeout = i64::try_from(effective_timeout(timeout).as_millis()).unwrap_or(i64::MAX);
-    now.saturating_sub(silent_since) >= timeout
+    now >= due_at(silent_since, timeout)
 }
 
 #[cfg(test)]
@@ -37,6 +42,13 @@ mod tests {
         assert_eq!(silent_since(None, 1_000), 1_000);
         assert_eq!(silent_since(Some(5_000), 1_000), 5_000);
         assert_eq!(silent_since(Some(500), 1_000), 1_000, "older than the run");
+    }
+
+    #[test]
+    fn the_check_falls_due_a_timeout_after_the_silence_began() {
+        assert_eq!(due_at(10 * MINUTE, HOUR), 70 * MINUTE);
+        assert_eq!(due_at(10 * MINUTE, Duration::from_secs(60)), 40 * MINUTE);
+        assert_eq!(due_at(Millis::MAX - 1, HOUR), Millis::MAX);
     }
 
     #[test]
