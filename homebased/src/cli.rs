@@ -475,14 +475,12 @@ async fn resource(
             let reply = client.job_list(m.machine.as_deref()).await?;
             let list = reply.decode()?;
             let ids = list.jobs.iter().map(|j| j.id.to_string()).collect();
-            // Resource names for the REASON column only; UUIDs if they cannot be read.
-            let names = match client.resource_list(m.machine.as_deref()).await {
-                Ok(reply) => reply.decode().map_or_else(
-                    |_| std::collections::HashMap::new(),
-                    |l| l.resources.into_iter().map(|r| (r.id, r.name)).collect(),
-                ),
-                Err(_) => std::collections::HashMap::new(),
-            };
+            // Lane names come with the listing: no second request.
+            let names: std::collections::HashMap<_, _> = list
+                .resource_names
+                .iter()
+                .map(|(id, name)| (*id, name.clone()))
+                .collect();
             let human = render::jobs(&list, &names);
             Printed::answer(&list, ids, human)?
         }
@@ -567,7 +565,14 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
                 Some(_) => machine_names(client).await,
                 None => std::collections::HashMap::new(),
             };
-            let mut human = render::job_detail(&detail, &names);
+            // Lane names for a pinned target and a waiting reason, which carry UUIDs.
+            let lanes = if detail.waiting.is_some() || detail.target != "any" {
+                // The job's authority's lanes (this machine, or the peer that answered).
+                lane_names(client, Some(&detail.machine.to_string())).await
+            } else {
+                std::collections::HashMap::new()
+            };
+            let mut human = render::job_detail(&detail, &names, &lanes);
             if !env {
                 return Printed::answer(&detail, ids, human);
             }
@@ -662,6 +667,21 @@ fn captured_environment() -> std::collections::BTreeMap<String, String> {
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .filter(|(k, _)| !homebased_shared::rundir::is_run_variable(k))
         .collect()
+}
+
+/// Lane names by UUID from `resource list`; empty when it cannot be read (a line then
+/// names the UUID).
+async fn lane_names(
+    client: &Client,
+    machine: Option<&str>,
+) -> std::collections::HashMap<homebased_shared::ids::ResourceId, String> {
+    match client.resource_list(machine).await {
+        Ok(reply) => reply.decode().map_or_else(
+            |_| std::collections::HashMap::new(),
+            |l| l.resources.into_iter().map(|r| (r.id, r.name)).collect(),
+        ),
+        Err(_) => std::collections::HashMap::new(),
+    }
 }
 
 /// Machine names by UUID from `fleet machines`, for human lines; empty where Fleet is off or

@@ -198,6 +198,17 @@ fn resource_list_resource_jobs_and_events_read_at_a_glance_in_aligned_columns() 
     assert_columns(&jobs[0], &jobs[1], &columns);
     assert_columns(&jobs[0], &jobs[2], &columns);
 
+    // A job pinned to the lane is named by the lane's name, as everywhere else.
+    let pinned =
+        h.submit(&sh_spec(&h, "pinned", "true", &[]).set("resource", serde_json::json!("gpu0")));
+    h.settle();
+    let jobs = h.cli(&["resource", "jobs"]).stdout;
+    let row = jobs.lines().find(|l| l.contains("pinned")).unwrap();
+    assert!(row.contains("gpu0 / pinned"), "{jobs}");
+    let shown = h.cli(&["resource", "job", "show", &pinned]).stdout;
+    assert!(shown.contains("target gpu0"), "{shown}");
+    assert!(shown.contains("waiting: behind gpu0: "), "{shown}");
+
     open_gate(&gate);
     wait_job(&h, &running, "succeeded");
     wait_until("the event to reach the inbox", || {

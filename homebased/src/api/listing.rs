@@ -53,6 +53,7 @@ pub(super) async fn local_job_list(core: &CoreHandle) -> Result<Response, ErrorR
         .map_err(|_| ApiError::internal("the listing turns are closed"))?;
     let JobListing {
         machine,
+        resource_names,
         heads,
         reasons,
     } = core.call(|core| core.job_listing()).await?;
@@ -66,7 +67,7 @@ pub(super) async fn local_job_list(core: &CoreHandle) -> Result<Response, ErrorR
         // stops at its next batch.
         let _turn = turn;
         write_batches(
-            machine,
+            (machine, resource_names),
             read,
             |head| reasons.summary(&head),
             |chunk| chunks.blocking_send(chunk).is_ok(),
@@ -123,16 +124,19 @@ fn read_batches<T>(
     }
 }
 
+/// Each lane's name by UUID, written at the listing's head.
+type Names = std::collections::BTreeMap<homebased_shared::ids::ResourceId, String>;
+
 /// Writes the batches as they come, each job as `summarize` makes it, and hands `send` the
 /// bytes in chunks, ending with the envelope's close, or with `Err` if the read failed;
 /// stops early when `send` answers `false` (the client went away).
 fn write_batches<T>(
-    machine: MachineId,
+    (machine, resource_names): (MachineId, Names),
     batches: std::sync::mpsc::Receiver<Batch<T>>,
     summarize: impl Fn(T) -> JobSummary,
     mut send: impl FnMut(ApiResult<Bytes>) -> bool,
 ) {
-    let mut out = match ListingWriter::new(machine) {
+    let mut out = match ListingWriter::new(machine, resource_names) {
         Ok(out) => out,
         Err(e) => {
             send(Err(e));
@@ -177,11 +181,12 @@ struct ListingWriter {
 }
 
 impl ListingWriter {
-    fn new(machine: MachineId) -> ApiResult<ListingWriter> {
+    fn new(machine: MachineId, resource_names: Names) -> ApiResult<ListingWriter> {
         // The envelope and its other fields as the typed answer writes them, up to the open
         // `jobs` array: the listing's shape is defined once, by the wire types.
         let empty = serde_json::to_vec(&Versioned::new(JobList {
             machine,
+            resource_names,
             jobs: Vec::new(),
         }))
         .map_err(ApiError::internal)?;
@@ -331,8 +336,8 @@ mod tests {
     }
 
     /// Writes `jobs` as the listing does; the chunks, and their concatenation.
-    fn written(machine: MachineId, jobs: &[JobSummary]) -> (Vec<Bytes>, Vec<u8>) {
-        let mut out = ListingWriter::new(machine).unwrap();
+    fn written(machine: MachineId, names: &Names, jobs: &[JobSummary]) -> (Vec<Bytes>, Vec<u8>) {
+        let mut out = ListingWriter::new(machine, names.clone()).unwrap();
         let mut chunks = Vec::new();
         for job in jobs {
             if let Some(chunk) = out.push(job.clone()).unwrap() {
@@ -356,7 +361,7 @@ mod tests {
         drop(batches);
         let mut sent = Vec::new();
         write_batches(
-            MachineId::new(),
+            (MachineId::new(), Names::new()),
             read,
             |job| job,
             |chunk| {
@@ -386,7 +391,7 @@ mod tests {
         drop(batches);
         let mut calls = 0;
         write_batches(
-            MachineId::new(),
+            (MachineId::new(), Names::new()),
             read,
             |job| job,
             |_| {
@@ -400,11 +405,13 @@ mod tests {
     #[test]
     fn the_streamed_listing_is_byte_for_byte_the_typed_answer() {
         let machine = MachineId::new();
+        let names: Names = [(homebased_shared::ids::ResourceId::new(), "gpu0".to_string())].into();
         for count in [0, 1, 2, 3_000] {
             let jobs: Vec<JobSummary> = (1..=count).map(job).collect();
-            let (chunks, whole) = written(machine, &jobs);
+            let (chunks, whole) = written(machine, &names, &jobs);
             let typed = serde_json::to_vec(&Versioned::new(JobList {
                 machine,
+                resource_names: names.clone(),
                 jobs: jobs.clone(),
             }))
             .unwrap();

@@ -174,7 +174,7 @@ pub fn jobs(list: &JobList, names: &HashMap<ResourceId, String>) -> String {
                 j.priority.to_string(),
                 j.position.map_or_else(|| "-".into(), |p| p.to_string()),
                 j.state.name().to_string(),
-                format!("{} / {}", j.target, j.name),
+                format!("{} / {}", target_name(&j.target, names), j.name),
                 reason,
             ]
         })
@@ -198,6 +198,16 @@ fn run_time(started: Option<Millis>, ended: Option<Millis>) -> String {
 }
 
 /// A waiting reason in a few words: "behind gpu0: train-7 (high)".
+/// A job's target as a person names it: `any`, or the pinned lane's name (its UUID when the
+/// name is not known here).
+pub fn target_name(target: &str, names: &HashMap<ResourceId, String>) -> String {
+    target
+        .parse::<ResourceId>()
+        .ok()
+        .and_then(|id| names.get(&id).cloned())
+        .unwrap_or_else(|| target.to_string())
+}
+
 pub fn waiting_reason(
     waiting: &Waiting,
     jobs: &HashMap<JobId, &str>,
@@ -285,10 +295,12 @@ pub fn machine_name(
     }
 }
 
-/// `names`: machine names by UUID, from `fleet machines` (empty where Fleet is off).
+/// `names`: machine names by UUID, from `fleet machines` (empty where Fleet is off);
+/// `lanes`: lane names by UUID (empty when not read).
 pub fn job_detail(
     d: &homebased_shared::wire::JobDetail,
     names: &HashMap<homebased_shared::ids::MachineId, String>,
+    lanes: &HashMap<ResourceId, String>,
 ) -> String {
     let j = d;
     let mut out = format!(
@@ -300,7 +312,7 @@ pub fn job_detail(
         j.position.map_or_else(|| "-".into(), |p| p.to_string()),
         j.step + 1,
         j.steps,
-        j.target,
+        target_name(&j.target, lanes),
         d.thread,
     );
     out.push_str(&format!("  submitted {} ago", since(j.created_at)));
@@ -314,7 +326,7 @@ pub fn job_detail(
     if let Some(waiting) = &d.waiting {
         out.push_str(&format!(
             "\nwaiting: {}",
-            waiting_reason(waiting, &HashMap::new(), &HashMap::new())
+            waiting_reason(waiting, &HashMap::new(), lanes)
         ));
     }
     if let Some(cause) = d.last_stop_cause {

@@ -17,6 +17,7 @@ use homebased_shared::wire::{
 /// See [`Core::job_listing`].
 pub struct JobListing {
     pub machine: homebased_shared::ids::MachineId,
+    pub resource_names: std::collections::BTreeMap<homebased_shared::ids::ResourceId, String>,
     pub heads: ListedHeads,
     pub reasons: Reasons,
 }
@@ -127,8 +128,13 @@ impl Core {
     /// of the store and the last pass's reasons, taken together so that no change falls
     /// between them. A listing of 100,000 jobs then holds up no submit or pass.
     pub fn job_listing(&self) -> ApiResult<JobListing> {
+        let resource_names = resources::list(self.store.db())?
+            .into_iter()
+            .map(|r| (r.id, r.name))
+            .collect();
         Ok(JobListing {
             machine: self.machine,
+            resource_names,
             heads: ListedHeads {
                 snapshot: self.store.snapshot()?,
             },

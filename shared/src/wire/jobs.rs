@@ -101,6 +101,11 @@ pub struct WaitingBlocker {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobList {
     pub machine: MachineId,
+    /// Each lane's name by UUID, so that a reader names the lanes a pinned target or a
+    /// waiting reason carries without a second request (`resource list`). Before `jobs`: the
+    /// listing is streamed, and `jobs` must be its last field.
+    #[serde(default)]
+    pub resource_names: std::collections::BTreeMap<crate::ids::ResourceId, String>,
     pub jobs: Vec<JobSummary>,
 }
 
