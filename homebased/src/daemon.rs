@@ -64,7 +64,10 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
     // First the lock: a second daemon leaves everything exactly as it found it.
     let mut daemon_lock = lock::DaemonLock::acquire(&opts.home)?;
     // Then the check, before anything writes: a damaged store is refused as it was found.
-    if let Some(checked) = crate::store::integrity::check(&opts.home.database())? {
+    let database = opts.home.database();
+    if crate::store::integrity::sealed_and_unchanged(&database) {
+        tracing::info!("store unchanged since its daemon closed it cleanly: full check skipped");
+    } else if let Some(checked) = crate::store::integrity::check(&database)? {
         tracing::info!(
             bytes = checked.bytes,
             elapsed_ms = checked.elapsed.as_secs_f64() * 1000.0,
@@ -72,6 +75,7 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
         );
     }
     daemon_lock.record_pid();
+    crate::store::integrity::break_seal(&database)?;
     let mut store = Store::open(&opts.home.database())?;
     detect::detect(&mut store)?;
     let facts = DaemonFacts {
@@ -110,6 +114,11 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
         run(core, listeners, signals()).await
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    // The core thread has closed the store: a clean close is sealed, so that the next start
+    // need not read every page again (store::integrity).
+    if result.is_ok() {
+        crate::store::integrity::seal(&database);
+    }
     tracing::info!("daemon stopped; running work continues on its own");
     result
 }

@@ -483,3 +483,26 @@ fn a_live_run_the_restored_store_does_not_know_holds_its_lane_until_released() {
     assert!(lane["run"].is_null(), "{lane:#}");
     open_gate(&gate);
 }
+
+/// A store its daemon closed cleanly is sealed: the next start does not read every page of
+/// a long history again. A start after a kill (or of a store changed in any way) checks it in
+/// full.
+#[test]
+fn a_store_closed_cleanly_skips_the_full_check_and_one_after_a_kill_does_not() {
+    let mut h = TestHome::without_resources();
+    h.start_daemon();
+    h.submit(&h.spec("kept"));
+    h.json(&["daemon", "restart"]);
+    let path = h.daemon_log();
+    let log = || std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(log().matches("full check skipped").count(), 1, "{}", log());
+    assert_eq!(log().matches("store checked").count(), 0, "{}", log());
+    let pid = h.json(&["daemon", "status"])["pid"].as_u64().unwrap();
+    kill(Pid::from_raw(i32::try_from(pid).unwrap()), Signal::SIGKILL).unwrap();
+    wait_until("the killed daemon's lock to be free", || {
+        h.json(&["daemon", "status"])["daemon"] == "stopped"
+    });
+    h.start_daemon();
+    assert_eq!(log().matches("store checked").count(), 1, "{}", log());
+    assert_eq!(h.queue().len(), 1, "the job is still there");
+}

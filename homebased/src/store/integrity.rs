@@ -11,6 +11,15 @@
 //!   read marks, or the index rebuilt from the WAL), derived data every reader rewrites. A
 //!   read-only connection never checkpoints, so the store and its `-wal` keep every byte.
 //!
+//! A store its daemon closed cleanly is sealed: `<store>.sealed` records the identity of its
+//! files (device, inode, size, modification and change times of the file and its `-wal`)
+//! as they were after the close. A start that finds them exactly so skips the full check
+//! ([`sealed_and_unchanged`]): nothing has written the files since a daemon that had read
+//! every page it served left them, and a `daemon restart` of a long history stays fast. Any
+//! other start checks in full: after a crash (the seal is broken before the writer opens),
+//! a store restored from a copy (another inode, another change time), a WAL cut short or
+//! garbage written into a page (another size or time).
+//!
 //! Only after the check passes does the writer open the store, recover its WAL, checkpoint
 //! and migrate it. `quick_check` reads every page once (it leaves out only the comparison of
 //! each index with its table): its cost grows with the file, measured by the bench's
@@ -58,6 +67,94 @@ pub fn check(path: &Path) -> ApiResult<Option<Checked>> {
         bytes: meta.len(),
         elapsed: started.elapsed(),
     }))
+}
+
+/// One file's identity as the kernel keeps it: a copy, a restore or any write changes it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct FileIdentity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+/// The store's files: the database and its `-wal` (`None`: absent).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Seal {
+    store: Option<FileIdentity>,
+    wal: Option<FileIdentity>,
+}
+
+fn identity(path: &Path) -> Option<FileIdentity> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+    Some(FileIdentity {
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.size(),
+        mtime_ns: ns(m.mtime(), m.mtime_nsec()),
+        ctime_ns: ns(m.ctime(), m.ctime_nsec()),
+    })
+}
+
+fn with_suffix(path: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    name.into()
+}
+
+fn seal_of(path: &Path) -> Seal {
+    Seal {
+        store: identity(path),
+        wal: identity(&with_suffix(path, "-wal")),
+    }
+}
+
+/// Whether the store's files are exactly as its daemon left them when it closed them
+/// cleanly (see the module's doc): then the full check may be skipped.
+pub fn sealed_and_unchanged(path: &Path) -> bool {
+    let Ok(text) = std::fs::read(with_suffix(path, ".sealed")) else {
+        return false;
+    };
+    let Ok(sealed) = serde_json::from_slice::<Seal>(&text) else {
+        return false;
+    };
+    sealed.store.is_some() && sealed == seal_of(path)
+}
+
+/// Removes the seal before the writer opens the store: a daemon that dies from here on leaves
+/// a store the next start checks in full.
+pub fn break_seal(path: &Path) -> ApiResult<()> {
+    match std::fs::remove_file(with_suffix(path, ".sealed")) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(ApiError::new(
+            ErrorCode::StorageUnavailable,
+            format!("cannot remove the store's seal: {e}"),
+        )),
+    }
+}
+
+/// Seals the store after its daemon closed it cleanly (every connection gone). Best effort:
+/// without a seal the next start checks in full.
+pub fn seal(path: &Path) {
+    let Ok(text) = serde_json::to_vec(&seal_of(path)) else {
+        return;
+    };
+    let sealed = with_suffix(path, ".sealed");
+    let temporary = with_suffix(path, ".sealed.tmp");
+    let written = std::fs::write(&temporary, text).and_then(|()| {
+        std::fs::set_permissions(
+            &temporary,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )?;
+        std::fs::rename(&temporary, &sealed)
+    });
+    if let Err(e) = written {
+        tracing::warn!(error = %e, "cannot seal the store; the next start checks it in full");
+    }
 }
 
 fn quick_check(conn: &Connection) -> rusqlite::Result<Vec<String>> {
@@ -131,6 +228,36 @@ fn damaged(path: &Path, problems: &[String]) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_seal_holds_only_while_the_files_are_as_they_were() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("homebased.sqlite");
+        assert!(!sealed_and_unchanged(&db), "no store, no seal");
+        std::fs::write(&db, b"pages").unwrap();
+        assert!(!sealed_and_unchanged(&db), "never sealed");
+        seal(&db);
+        assert!(sealed_and_unchanged(&db));
+        // Any write: another size or time.
+        std::fs::write(&db, b"pages, and garbage").unwrap();
+        assert!(!sealed_and_unchanged(&db));
+        seal(&db);
+        assert!(sealed_and_unchanged(&db));
+        // A WAL appearing beside it.
+        std::fs::write(with_suffix(&db, "-wal"), b"frames").unwrap();
+        assert!(!sealed_and_unchanged(&db));
+        std::fs::remove_file(with_suffix(&db, "-wal")).unwrap();
+        assert!(sealed_and_unchanged(&db));
+        // A restored copy: another inode.
+        let copy = dir.path().join("copy");
+        std::fs::copy(&db, &copy).unwrap();
+        std::fs::rename(&copy, &db).unwrap();
+        assert!(!sealed_and_unchanged(&db));
+        seal(&db);
+        break_seal(&db).unwrap();
+        assert!(!sealed_and_unchanged(&db), "a broken seal is no seal");
+        break_seal(&db).unwrap();
+    }
     use crate::store::Store;
 
     fn files_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
