@@ -156,7 +156,18 @@ fn later_detection_adopts_the_fallback_keeping_its_uuid_and_adds_the_rest() {
 fn a_later_start_without_a_working_probe_changes_no_resources() {
     let mut h = TestHome::new(Probe::Gpus(2));
     h.start_daemon();
-    let before = h.resources();
+    // What the sampler last saw (when, what failed) is a sample, not a resource.
+    let unsampled = |mut lanes: Vec<serde_json::Value>| {
+        for lane in &mut lanes {
+            if let Some(gpu) = lane["gpu"].as_object_mut() {
+                for key in ["processes", "sample_error", "sampled_at"] {
+                    gpu.remove(key);
+                }
+            }
+        }
+        lanes
+    };
+    let before = unsampled(h.resources());
     h.stop_daemon();
     for probe in [
         Probe::Missing,
@@ -167,7 +178,7 @@ fn a_later_start_without_a_working_probe_changes_no_resources() {
         h.set_probe(probe.clone());
         h.start_daemon();
         // A device no longer listed is flagged on its lane (gpu.changed), nothing more.
-        let mut now = h.resources();
+        let mut now = unsampled(h.resources());
         for lane in &mut now {
             lane["gpu"]["changed"] = false.into();
         }
