@@ -473,16 +473,13 @@ async fn resource(
                 return Ok(None);
             }
             let reply = client.job_list(m.machine.as_deref()).await?;
-            let list = reply.decode()?;
+            // Only what the table shows, each distinct waiting reason decoded once; and no
+            // JSON built back from it, since none is printed here.
+            let list: render::TableList =
+                serde_json::from_slice(reply.bytes()).map_err(ApiError::internal)?;
             let ids = list.jobs.iter().map(|j| j.id.to_string()).collect();
-            // Lane names come with the listing: no second request.
-            let names: std::collections::HashMap<_, _> = list
-                .resource_names
-                .iter()
-                .map(|(id, name)| (*id, name.clone()))
-                .collect();
-            let human = render::jobs(&list, &names);
-            Printed::answer(&list, ids, human)?
+            let human = render::jobs(&list);
+            Printed::new(Value::Null, ids, human)
         }
         ResourceCommand::Register { name, device } => {
             let view = client.register(&RegisterRequest { name, device }).await?;

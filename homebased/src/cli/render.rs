@@ -8,7 +8,7 @@ pub use words::{age, process_result};
 use homebased_shared::ids::{JobId, ResourceId};
 use homebased_shared::queue::PhaseKind;
 use homebased_shared::time::{now_ms, Millis};
-use homebased_shared::wire::{JobList, PhaseView, ResourceList, Waiting};
+use homebased_shared::wire::{PhaseView, ResourceList, Waiting};
 use std::collections::HashMap;
 
 /// Formats rows as columns separated by two spaces, the last column unpadded.
@@ -156,25 +156,64 @@ pub fn attention_summary(failure: &serde_json::Value) -> String {
 }
 
 /// `names` gives resource names for the REASON column (the UUID where unknown).
-pub fn jobs(list: &JobList, names: &HashMap<ResourceId, String>) -> String {
+/// The fields of a listed job that `resource jobs`' table shows. `waiting` is kept as its
+/// JSON: a long queue repeats one reason job after job (every busy lane as a blocker), so
+/// each distinct reason is decoded and worded once.
+#[derive(Debug, serde::Deserialize)]
+pub struct TableJob {
+    pub id: JobId,
+    pub name: String,
+    pub priority: homebased_shared::queue::Priority,
+    pub position: Option<u32>,
+    pub state: homebased_shared::wire::JobStateView,
+    pub target: String,
+    #[serde(default)]
+    pub waiting: Option<Box<serde_json::value::RawValue>>,
+}
+
+/// `resource jobs` as the table reads it (the listing's other fields are skipped).
+#[derive(Debug, serde::Deserialize)]
+pub struct TableList {
+    #[serde(default)]
+    pub resource_names: std::collections::BTreeMap<ResourceId, String>,
+    pub jobs: Vec<TableJob>,
+}
+
+pub fn jobs(list: &TableList) -> String {
+    let names: HashMap<ResourceId, String> = list
+        .resource_names
+        .iter()
+        .map(|(id, name)| (*id, name.clone()))
+        .collect();
     // Job names by id, once: a reason naming a job ("ahead") is then a lookup, not a walk of
     // the whole listing per row (2,000 queued made that 4 million comparisons).
     let job_names: HashMap<JobId, &str> =
         list.jobs.iter().map(|j| (j.id, j.name.as_str())).collect();
+    let mut last: Option<(&str, String)> = None;
     let rows: Vec<Vec<String>> = list
         .jobs
         .iter()
         .map(|j| {
-            let reason = j
-                .waiting
-                .as_ref()
-                .map_or_else(|| "-".into(), |w| waiting_reason(w, &job_names, names));
+            let reason = match &j.waiting {
+                None => "-".to_string(),
+                Some(raw) => match &last {
+                    Some((seen, text)) if *seen == raw.get() => text.clone(),
+                    _ => {
+                        let text = serde_json::from_str::<Waiting>(raw.get()).map_or_else(
+                            |_| raw.get().to_string(),
+                            |w| waiting_reason(&w, &job_names, &names),
+                        );
+                        last = Some((raw.get(), text.clone()));
+                        text
+                    }
+                },
+            };
             vec![
                 j.id.to_string(),
                 j.priority.to_string(),
                 j.position.map_or_else(|| "-".into(), |p| p.to_string()),
                 j.state.name().to_string(),
-                format!("{} / {}", target_name(&j.target, names), j.name),
+                format!("{} / {}", target_name(&j.target, &names), j.name),
                 reason,
             ]
         })
