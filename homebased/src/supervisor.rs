@@ -197,15 +197,6 @@ fn worker_process_lives(dir: &RunDir) -> bool {
     matches!(dir.read_worker(), Ok(Some(record)) if process::is_same_process(record.worker))
 }
 
-/// [`worker_alive`] for a run directory the store does not know: only a regular file counts
-/// (a link to some other locked file must not pass for a live worker).
-pub fn lock_held_untrusted(dir: &RunDir) -> bool {
-    let Ok(file) = open_lock(dir) else {
-        return false;
-    };
-    flock(&file, libc::LOCK_SH | libc::LOCK_NB).is_err()
-}
-
 /// `runner.lock` for a look at its lock: not through a link, and without waiting on a FIFO
 /// the workload put there (the core thread asks [`worker_alive`]).
 /// Only a regular file: a FIFO or a device put there would take any lock at once, and pass

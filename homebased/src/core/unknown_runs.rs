@@ -140,7 +140,9 @@ pub fn scan(home: &Home, skip: &HashSet<TaskId>) -> Vec<LiveRun> {
             continue;
         }
         let dir = RunDir::new(entry.path());
-        if !crate::supervisor::lock_held_untrusted(&dir) {
+        // The same check as for a known run: the lock, or the worker's own process where
+        // the workload replaced the lock.
+        if !crate::supervisor::worker_alive(&dir) {
             continue;
         }
         match read_live_run(&dir, task) {
