@@ -19,6 +19,7 @@ pub mod pass;
 pub mod reconcile;
 pub mod register;
 pub mod release;
+pub mod run_dir_usage;
 pub mod stop;
 pub mod submit;
 pub mod timers;
@@ -99,7 +100,7 @@ pub struct Core {
     /// The retention batch whose directories are being removed, if any.
     retention: Option<history::InFlight>,
     /// The last measure of run and job directories, for `daemon status`.
-    run_dir_usage: Arc<std::sync::Mutex<Option<homebased_shared::wire::RunDirUsage>>>,
+    run_dir_usage: run_dir_usage::RunDirUsageBoard,
     /// The counters and wait histogram of `/metrics`, since this daemon started.
     metrics: crate::metrics::Counters,
     /// A handle to this core, for the watchers it starts.
@@ -200,7 +201,7 @@ impl Core {
             resources_read_at: Arc::new(crate::sampler::Demand::new(now_ms())),
             retention_cursor: None,
             retention: None,
-            run_dir_usage: Arc::default(),
+            run_dir_usage: run_dir_usage::RunDirUsageBoard::default(),
             metrics: crate::metrics::Counters::new(),
             me: CoreHandle { calls },
             delivery_wake: Arc::new(tokio::sync::Notify::new()),

@@ -640,9 +640,13 @@ fn the_page_numbers_steps_as_the_cli_does() {
     let human = out.stdout.clone();
     let header = human
         .split("  ")
-        .find(|part| part.starts_with("step ") && part.contains(" of "))
-        .unwrap_or_else(|| panic!("no 'step N of M' in {human}"))
+        .find(|part| part.starts_with("step "))
+        .unwrap_or_else(|| panic!("no 'step N (steps 0-M)' in {human}"))
         .to_string();
+    assert_eq!(
+        header, "step 1 (steps 0-1)",
+        "counted from 0 as STEP: {human}"
+    );
     let facts = b.text("#detail dl.facts");
     assert!(
         facts.contains(&header),

@@ -171,6 +171,32 @@ fn keep_prunes_by_itself_once_a_job_is_old_enough() {
 }
 
 #[test]
+fn daemon_status_counts_a_big_runs_output_once_it_ended_not_minutes_later() {
+    let mut h = TestHome::new(common::Probe::Gpus(1));
+    h.start_daemon();
+    let mut status = Value::Null;
+    wait_until("the first disk usage walk", || {
+        status = h.json(&["daemon", "status"]);
+        !status["run_dirs"].is_null()
+    });
+    let before = status["run_dirs"]["bytes"].as_u64().unwrap();
+    // 8 MiB of output: the periodic walk is minutes away, the run's end is now.
+    let spec =
+        h.spec("big output")
+            .command(&["/bin/sh", "-c", "head -c 8388608 /dev/zero | tr '\\0' x"]);
+    let job = h.submit(&spec);
+    wait_job(&h, &job, "succeeded");
+    wait_until("daemon status to count the run's output", || {
+        status = h.json(&["daemon", "status"]);
+        status["run_dirs"]["bytes"].as_u64().unwrap() >= before + 8 * 1024 * 1024
+    });
+    assert!(
+        status["run_dirs"]["dirs"].as_u64().unwrap() >= 1,
+        "{status}"
+    );
+}
+
+#[test]
 fn keep_and_before_refuse_what_is_not_a_duration() {
     let h = TestHome::without_resources();
     for bad in ["\"0s\"", "\"soon\"", "90"] {

@@ -334,6 +334,16 @@ pub fn machine_name(
     }
 }
 
+/// Where a job is in its steps, counted from 0 as the runs' STEP column and
+/// `HOMEBASED_STEP_INDEX` count them: `step 1 (steps 0-2)`; a one-step job `step 0 (one step)`.
+pub fn job_progress(step: u32, steps: u32) -> String {
+    if steps <= 1 {
+        format!("step {step} (one step)")
+    } else {
+        format!("step {step} (steps 0-{})", steps - 1)
+    }
+}
+
 /// `names`: machine names by UUID, from `fleet machines` (empty where Fleet is off);
 /// `lanes`: lane names by UUID (empty when not read).
 pub fn job_detail(
@@ -343,14 +353,13 @@ pub fn job_detail(
 ) -> String {
     let j = d;
     let mut out = format!(
-        "job {}  {}\nstate {}  priority {}  position {}  step {} of {}  target {}\nthread {}",
+        "job {}  {}\nstate {}  priority {}  position {}  {}  target {}\nthread {}",
         j.id,
         j.name,
         j.state.name(),
         j.priority,
         j.position.map_or_else(|| "-".into(), |p| p.to_string()),
-        j.step + 1,
-        j.steps,
+        job_progress(j.step, j.steps),
         target_name(&j.target, lanes),
         d.thread,
     );
@@ -476,6 +485,12 @@ pub fn environment(env: Option<&std::collections::BTreeMap<String, String>>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_jobs_step_is_counted_from_0_as_its_runs_steps() {
+        assert_eq!(job_progress(0, 1), "step 0 (one step)");
+        assert_eq!(job_progress(1, 3), "step 1 (steps 0-2)");
+    }
 
     #[test]
     fn a_log_shown_in_part_says_how_much_why_and_where_the_rest_is() {

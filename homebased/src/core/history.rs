@@ -11,7 +11,7 @@ use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::home::Home;
 use homebased_shared::ids::{JobId, OperationId, TaskId};
 use homebased_shared::time::{now_ms, Millis};
-use homebased_shared::wire::{CancelRequest, RunDirUsage, SeedRequest, Seeded};
+use homebased_shared::wire::{CancelRequest, SeedRequest, Seeded};
 
 /// One batch as read on the core: the jobs that may go with their run directories, what
 /// stays, and where the walk goes on.
@@ -167,13 +167,17 @@ impl Core {
             }
         };
         match self.prune_rows(in_flight.cutoff, cleared) {
-            Ok(tally) if !tally.jobs.is_empty() => tracing::info!(
-                jobs = tally.jobs.len(),
-                runs = tally.runs,
-                events = tally.events,
-                run_dirs = tally.run_dirs,
-                "retention removed finished jobs"
-            ),
+            Ok(tally) if !tally.jobs.is_empty() => {
+                tracing::info!(
+                    jobs = tally.jobs.len(),
+                    runs = tally.runs,
+                    events = tally.events,
+                    run_dirs = tally.run_dirs,
+                    "retention removed finished jobs"
+                );
+                self.run_dir_usage
+                    .changed(super::run_dir_usage::Changed::All);
+            }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "retention could not remove rows; retried later"),
         }
@@ -181,7 +185,7 @@ impl Core {
     }
 
     /// The last measure of the run and job directories (`daemon/disk_usage.rs` writes it).
-    pub fn run_dir_usage(&self) -> std::sync::Arc<std::sync::Mutex<Option<RunDirUsage>>> {
+    pub fn run_dir_usage(&self) -> super::run_dir_usage::RunDirUsageBoard {
         self.run_dir_usage.clone()
     }
 

@@ -93,6 +93,13 @@ impl Core {
     /// counted here, once the move is committed, never for a transaction rolled back.
     pub(super) fn act(&mut self, moved: &Moved) {
         self.metrics.moved(&moved.actions, moved.ended);
+        if moved.ended.is_some() {
+            // Its output is final: `daemon status` counts it now, not at the next walk.
+            self.run_dir_usage
+                .changed(super::run_dir_usage::Changed::Dir(
+                    self.home.task_dir(moved.run.task),
+                ));
+        }
         for action in moved.actions.iter().filter(|a| a.is_effect()) {
             match action {
                 Action::EnactStop => self.enact_stop(moved.run.task),

@@ -271,7 +271,7 @@ impl Core {
             version: env!("CARGO_PKG_VERSION").into(),
             machine: Some(self.machine),
             name: Some(self.machine_name().to_string()),
-            run_dirs: self.run_dir_usage.lock().ok().and_then(|u| *u),
+            run_dirs: self.run_dir_usage.last(),
             daemon: None,
             storage: Some(match &self.storage {
                 None => StorageStatus::default(),

@@ -375,7 +375,9 @@ function attention(r) {
 // HOMEBASED_STEP_INDEX, `job show`'s STEP column, `job log`'s heads and `job history` say
 // it; a job's place among its steps is `job show`'s "step N of M".
 const runStep = (step) => `step ${step}`;
-const jobStep = (j) => `step ${j.step + 1} of ${j.steps}`;
+// As job show's header (render::job_progress): counted from 0, as the runs' STEP column.
+const jobStep = (j) =>
+  j.steps <= 1 ? `step ${j.step} (one step)` : `step ${j.step} (steps 0-${j.steps - 1})`;
 
 function renderResources(list) {
   state.resourceNames = new Map(list.resources.map((r) => [r.id, r.name]));
