@@ -472,9 +472,10 @@ async fn resource(
                 }
                 return Ok(None);
             }
-            let reply = client.job_list(m.machine.as_deref()).await?;
-            // Only what the table shows, each distinct waiting reason decoded once; and no
-            // JSON built back from it, since none is printed here.
+            // Only what the table shows, asked for and decoded so (borrowed from the answer),
+            // each distinct waiting reason decoded once; and no JSON built back from it,
+            // since none is printed here.
+            let reply = client.job_table(m.machine.as_deref()).await?;
             let list: render::TableList =
                 serde_json::from_slice(reply.bytes()).map_err(ApiError::internal)?;
             let ids = list.jobs.iter().map(|j| j.id.to_string()).collect();

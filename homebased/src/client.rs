@@ -174,6 +174,17 @@ impl Client {
             .await
     }
 
+    /// The listing with only the fields of the human table (`view=table`), which a person's
+    /// `resource jobs` reads (`cli::render::TableList` borrows from its bytes); a script's
+    /// `--json` gets every field.
+    pub async fn job_table(
+        &self,
+        machine: Option<&str>,
+    ) -> ApiResult<Reply<serde::de::IgnoredAny>> {
+        let query = [("machine", machine), ("view", Some("table"))];
+        self.get_reply(&path("/v1/jobs", &query)).await
+    }
+
     /// [`Client::job_list`]'s answer, exactly as the daemon sends it, handed to `sink` as it
     /// arrives (`resource jobs --json`: 50 MB at 100,000 queued need not be held).
     pub async fn job_list_streamed(

@@ -46,7 +46,35 @@ static LISTINGS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(LIST
 #[derive(Debug, Clone, Copy)]
 pub struct WholeAnswer;
 
-pub(super) async fn local_job_list(core: &CoreHandle) -> Result<Response, ErrorResponse> {
+/// Which form of the listing is asked for (`GET /v1/jobs?view=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ListingView {
+    /// Every field of SPEC section 9 (`resource jobs --json`).
+    #[default]
+    Full,
+    /// Only what the human table shows (`resource jobs`): a person's view costs the daemon
+    /// and the CLI less than a script's instead of more.
+    Table,
+}
+
+/// A listed job with only the fields of the human table, in the order of the full record,
+/// `waiting` last as there.
+#[derive(serde::Serialize)]
+struct TableRow<'a> {
+    id: &'a homebased_shared::ids::JobId,
+    name: &'a str,
+    priority: &'a homebased_shared::queue::Priority,
+    position: Option<u32>,
+    state: &'a homebased_shared::wire::JobStateView,
+    target: &'a str,
+    waiting: Option<&'a Waiting>,
+}
+
+pub(super) async fn local_job_list(
+    core: &CoreHandle,
+    view: ListingView,
+) -> Result<Response, ErrorResponse> {
     let turn = LISTINGS
         .acquire()
         .await
@@ -67,7 +95,7 @@ pub(super) async fn local_job_list(core: &CoreHandle) -> Result<Response, ErrorR
         // stops at its next batch.
         let _turn = turn;
         write_batches(
-            (machine, resource_names),
+            (machine, resource_names, view),
             read,
             |head| reasons.summary(&head),
             |chunk| chunks.blocking_send(chunk).is_ok(),
@@ -131,12 +159,12 @@ type Names = std::collections::BTreeMap<homebased_shared::ids::ResourceId, Strin
 /// bytes in chunks, ending with the envelope's close, or with `Err` if the read failed;
 /// stops early when `send` answers `false` (the client went away).
 fn write_batches<T>(
-    (machine, resource_names): (MachineId, Names),
+    (machine, resource_names, view): (MachineId, Names, ListingView),
     batches: std::sync::mpsc::Receiver<Batch<T>>,
     summarize: impl Fn(T) -> JobSummary,
     mut send: impl FnMut(ApiResult<Bytes>) -> bool,
 ) {
-    let mut out = match ListingWriter::new(machine, resource_names) {
+    let mut out = match ListingWriter::new(machine, resource_names, view) {
         Ok(out) => out,
         Err(e) => {
             send(Err(e));
@@ -173,6 +201,7 @@ fn write_batches<T>(
 /// bytes are those of `Versioned<JobList>` serialized whole.
 struct ListingWriter {
     buf: Vec<u8>,
+    view: ListingView,
     jobs: usize,
     /// The last job's `waiting` and its JSON. Along a long queue it is the same job after job
     /// (every busy lane as a blocker: 1.3 KB of a 1.8 KB job with 8 lanes), so it is written
@@ -181,7 +210,11 @@ struct ListingWriter {
 }
 
 impl ListingWriter {
-    fn new(machine: MachineId, resource_names: Names) -> ApiResult<ListingWriter> {
+    fn new(
+        machine: MachineId,
+        resource_names: Names,
+        view: ListingView,
+    ) -> ApiResult<ListingWriter> {
         // The envelope and its other fields as the typed answer writes them, up to the open
         // `jobs` array: the listing's shape is defined once, by the wire types.
         let empty = serde_json::to_vec(&Versioned::new(JobList {
@@ -200,6 +233,7 @@ impl ListingWriter {
         buf.push(b'[');
         Ok(ListingWriter {
             buf,
+            view,
             jobs: 0,
             last_waiting: None,
         })
@@ -215,7 +249,22 @@ impl ListingWriter {
         // is then replaced by the (cached) JSON of its reason.
         let waiting = job.waiting.take();
         let start = self.buf.len();
-        serde_json::to_writer(&mut self.buf, &job).map_err(ApiError::internal)?;
+        match self.view {
+            ListingView::Full => serde_json::to_writer(&mut self.buf, &job),
+            ListingView::Table => serde_json::to_writer(
+                &mut self.buf,
+                &TableRow {
+                    id: &job.id,
+                    name: &job.name,
+                    priority: &job.priority,
+                    position: job.position,
+                    state: &job.state,
+                    target: &job.target,
+                    waiting: None,
+                },
+            ),
+        }
+        .map_err(ApiError::internal)?;
         if !self.buf[start..].ends_with(WAITING_NULL) {
             return Err(ApiError::internal(
                 "a listed job's record does not end with its waiting reason",
@@ -337,7 +386,16 @@ mod tests {
 
     /// Writes `jobs` as the listing does; the chunks, and their concatenation.
     fn written(machine: MachineId, names: &Names, jobs: &[JobSummary]) -> (Vec<Bytes>, Vec<u8>) {
-        let mut out = ListingWriter::new(machine, names.clone()).unwrap();
+        written_as(ListingView::Full, machine, names, jobs)
+    }
+
+    fn written_as(
+        view: ListingView,
+        machine: MachineId,
+        names: &Names,
+        jobs: &[JobSummary],
+    ) -> (Vec<Bytes>, Vec<u8>) {
+        let mut out = ListingWriter::new(machine, names.clone(), view).unwrap();
         let mut chunks = Vec::new();
         for job in jobs {
             if let Some(chunk) = out.push(job.clone()).unwrap() {
@@ -361,7 +419,7 @@ mod tests {
         drop(batches);
         let mut sent = Vec::new();
         write_batches(
-            (MachineId::new(), Names::new()),
+            (MachineId::new(), Names::new(), ListingView::Full),
             read,
             |job| job,
             |chunk| {
@@ -391,7 +449,7 @@ mod tests {
         drop(batches);
         let mut calls = 0;
         write_batches(
-            (MachineId::new(), Names::new()),
+            (MachineId::new(), Names::new(), ListingView::Full),
             read,
             |job| job,
             |_| {
@@ -425,5 +483,24 @@ mod tests {
                 assert!(chunks.iter().all(|c| c.len() < CHUNK_BYTES + 4096));
             }
         }
+    }
+
+    #[test]
+    fn the_table_view_is_the_full_listing_less_the_fields_the_table_does_not_show() {
+        let machine = MachineId::new();
+        let names: Names = [(homebased_shared::ids::ResourceId::new(), "gpu0".to_string())].into();
+        let jobs: Vec<JobSummary> = (1..=3_000).map(job).collect();
+        let (_, full) = written(machine, &names, &jobs);
+        let (_, table) = written_as(ListingView::Table, machine, &names, &jobs);
+        assert!(table.len() < full.len());
+        let mut expected: serde_json::Value = serde_json::from_slice(&full).unwrap();
+        for job in expected["jobs"].as_array_mut().unwrap() {
+            let job = job.as_object_mut().unwrap();
+            for gone in ["step", "steps", "runs", "created_at", "updated_at"] {
+                assert!(job.remove(gone).is_some(), "{gone}");
+            }
+        }
+        let table: serde_json::Value = serde_json::from_slice(&table).unwrap();
+        assert_eq!(table, expected);
     }
 }

@@ -254,10 +254,28 @@ async fn resource_list(State(s): State<AppState>, q: MachineParam) -> ApiRespons
     }
 }
 
-async fn job_list(State(s): State<AppState>, q: MachineParam) -> ApiResponse {
-    match s.route(machine(q)?).await? {
-        Route::Local => super::listing::local_job_list(&s.core).await,
-        Route::Peer(c, m) => passed_on(s.via(&m, c.job_list(Some(&m))).await?),
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ListingQuery {
+    machine: Option<String>,
+    #[serde(default)]
+    view: super::listing::ListingView,
+}
+
+async fn job_list(
+    State(s): State<AppState>,
+    q: Result<Query<ListingQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResponse {
+    let Query(q) = q.map_err(|e| ErrorResponse(ApiError::new(ErrorCode::Usage, e.body_text())))?;
+    let view = q.view;
+    match s.route(q.machine).await? {
+        Route::Local => super::listing::local_job_list(&s.core, view).await,
+        Route::Peer(c, m) => match view {
+            super::listing::ListingView::Full => passed_on(s.via(&m, c.job_list(Some(&m))).await?),
+            super::listing::ListingView::Table => {
+                passed_on(s.via(&m, c.job_table(Some(&m))).await?)
+            }
+        },
     }
 }
 

@@ -9,14 +9,15 @@ use homebased_shared::ids::{JobId, ResourceId};
 use homebased_shared::queue::PhaseKind;
 use homebased_shared::time::{now_ms, Millis};
 use homebased_shared::wire::{PhaseView, ResourceList, Waiting};
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// Formats rows as columns separated by two spaces, the last column unpadded.
-pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub fn table<R: AsRef<[S]>, S: AsRef<str>>(header: &[&str], rows: &[R]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            widths[i] = widths[i].max(cell.chars().count());
+        for (i, cell) in row.as_ref().iter().enumerate() {
+            widths[i] = widths[i].max(cell.as_ref().chars().count());
         }
     }
     // Written into one buffer, cell by cell: no row is copied or formatted twice.
@@ -39,7 +40,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     };
     line(&mut header.iter().copied());
     for row in rows {
-        line(&mut row.iter().map(String::as_str));
+        line(&mut row.as_ref().iter().map(AsRef::as_ref));
     }
     out
 }
@@ -155,30 +156,45 @@ pub fn attention_summary(failure: &serde_json::Value) -> String {
     }
 }
 
-/// `names` gives resource names for the REASON column (the UUID where unknown).
-/// The fields of a listed job that `resource jobs`' table shows. `waiting` is kept as its
-/// JSON: a long queue repeats one reason job after job (every busy lane as a blocker), so
-/// each distinct reason is decoded and worded once.
+/// The fields of a listed job that `resource jobs`' table shows, borrowed from the answer's
+/// bytes: 2,000 queued jobs are then 2,000 records that point into one buffer instead of
+/// 10,000 strings to allocate and free. `waiting` is kept as its JSON: a long queue repeats
+/// one reason job after job (every busy lane as a blocker), so each distinct reason is
+/// decoded and worded once.
 #[derive(Debug, serde::Deserialize)]
-pub struct TableJob {
-    pub id: JobId,
-    pub name: String,
-    pub priority: homebased_shared::queue::Priority,
+pub struct TableJob<'a> {
+    #[serde(borrow)]
+    pub id: Cow<'a, str>,
+    #[serde(borrow)]
+    pub name: Cow<'a, str>,
+    #[serde(borrow)]
+    pub priority: Cow<'a, str>,
     pub position: Option<u32>,
-    pub state: homebased_shared::wire::JobStateView,
-    pub target: String,
-    #[serde(default)]
-    pub waiting: Option<Box<serde_json::value::RawValue>>,
+    #[serde(borrow)]
+    pub state: TableState<'a>,
+    #[serde(borrow)]
+    pub target: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub waiting: Option<&'a serde_json::value::RawValue>,
+}
+
+/// A listed job's state as the table shows it: its name only.
+#[derive(Debug, serde::Deserialize)]
+pub struct TableState<'a> {
+    #[serde(borrow)]
+    pub state: Cow<'a, str>,
 }
 
 /// `resource jobs` as the table reads it (the listing's other fields are skipped).
 #[derive(Debug, serde::Deserialize)]
-pub struct TableList {
+pub struct TableList<'a> {
     #[serde(default)]
     pub resource_names: std::collections::BTreeMap<ResourceId, String>,
-    pub jobs: Vec<TableJob>,
+    #[serde(borrow)]
+    pub jobs: Vec<TableJob<'a>>,
 }
 
+/// `names` gives resource names for the REASON column (the UUID where unknown).
 pub fn jobs(list: &TableList) -> String {
     let names: HashMap<ResourceId, String> = list
         .resource_names
@@ -187,34 +203,41 @@ pub fn jobs(list: &TableList) -> String {
         .collect();
     // Job names by id, once: a reason naming a job ("ahead") is then a lookup, not a walk of
     // the whole listing per row (2,000 queued made that 4 million comparisons).
-    let job_names: HashMap<JobId, &str> =
-        list.jobs.iter().map(|j| (j.id, j.name.as_str())).collect();
-    let mut last: Option<(&str, String)> = None;
-    let rows: Vec<Vec<String>> = list
+    let job_names: HashMap<JobId, &str> = list
+        .jobs
+        .iter()
+        .filter_map(|j| Some((j.id.parse().ok()?, j.name.as_ref())))
+        .collect();
+    // Each distinct reason worded once, in order; a row points at its words.
+    let mut worded: Vec<(&str, String)> = Vec::new();
+    let reason_of: Vec<Option<usize>> = list
         .jobs
         .iter()
         .map(|j| {
-            let reason = match &j.waiting {
-                None => "-".to_string(),
-                Some(raw) => match &last {
-                    Some((seen, text)) if *seen == raw.get() => text.clone(),
-                    _ => {
-                        let text = serde_json::from_str::<Waiting>(raw.get()).map_or_else(
-                            |_| raw.get().to_string(),
-                            |w| waiting_reason(&w, &job_names, &names),
-                        );
-                        last = Some((raw.get(), text.clone()));
-                        text
-                    }
-                },
-            };
-            vec![
-                j.id.to_string(),
-                j.priority.to_string(),
-                j.position.map_or_else(|| "-".into(), |p| p.to_string()),
-                j.state.name().to_string(),
-                format!("{} / {}", target_name(&j.target, &names), j.name),
-                reason,
+            let raw = j.waiting?.get();
+            if worded.last().is_none_or(|(seen, _)| *seen != raw) {
+                let text = serde_json::from_str::<Waiting>(raw).map_or_else(
+                    |_| raw.to_string(),
+                    |w| waiting_reason(&w, &job_names, &names),
+                );
+                worded.push((raw, text));
+            }
+            Some(worded.len() - 1)
+        })
+        .collect();
+    let rows: Vec<[Cow<str>; 6]> = list
+        .jobs
+        .iter()
+        .zip(reason_of)
+        .map(|(j, reason)| {
+            [
+                Cow::Borrowed(j.id.as_ref()),
+                Cow::Borrowed(j.priority.as_ref()),
+                j.position
+                    .map_or(Cow::Borrowed("-"), |p| Cow::Owned(p.to_string())),
+                Cow::Borrowed(j.state.state.as_ref()),
+                Cow::Owned(format!("{} / {}", target_name(&j.target, &names), j.name)),
+                reason.map_or(Cow::Borrowed("-"), |i| Cow::Borrowed(worded[i].1.as_str())),
             ]
         })
         .collect();
@@ -236,17 +259,17 @@ fn run_time(started: Option<Millis>, ended: Option<Millis>) -> String {
     started.map_or_else(|| "-".into(), |s| age(ended.unwrap_or_else(now_ms) - s))
 }
 
-/// A waiting reason in a few words: "behind gpu0: train-7 (high)".
 /// A job's target as a person names it: `any`, or the pinned lane's name (its UUID when the
 /// name is not known here).
-pub fn target_name(target: &str, names: &HashMap<ResourceId, String>) -> String {
+pub fn target_name<'a>(target: &'a str, names: &'a HashMap<ResourceId, String>) -> &'a str {
     target
         .parse::<ResourceId>()
         .ok()
-        .and_then(|id| names.get(&id).cloned())
-        .unwrap_or_else(|| target.to_string())
+        .and_then(|id| names.get(&id))
+        .map_or(target, String::as_str)
 }
 
+/// A waiting reason in a few words: "behind gpu0: train-7 (high)".
 pub fn waiting_reason(
     waiting: &Waiting,
     jobs: &HashMap<JobId, &str>,
@@ -549,7 +572,7 @@ mod tests {
 
     #[test]
     fn columns_align_and_last_is_unpadded() {
-        let t = table(&["A", "LONGER"], &[vec!["xyz".into(), "1".into()]]);
+        let t = table(&["A", "LONGER"], &[vec!["xyz", "1"]]);
         assert_eq!(t, "A    LONGER\nxyz  1");
     }
 }
