@@ -525,13 +525,19 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
             job_id,
             spec,
             allow_other_thread,
+            after,
             machine,
         } => {
             let id = match job_id {
                 None => JobId::new(),
                 Some(t) => t.parse().map_err(|_| bad_input("job-id", &t))?,
             };
-            let request = submit_request(id, &spec, allow_other_thread, machine.machine)?;
+            let after = after
+                .iter()
+                .map(|t| t.parse().map_err(|_| bad_input("after", t)))
+                .collect::<ApiResult<Vec<JobId>>>()?;
+            let mut request = submit_request(id, &spec, allow_other_thread, machine.machine)?;
+            merge_after(&mut request.spec, &after)?;
             let remote = request.machine.is_some() || request.spec.get("machine").is_some();
             let submitted = client
                 .submit(&request)
@@ -714,6 +720,42 @@ fn name_the_job(mut e: ApiError, id: JobId) -> ApiError {
         other => *other = json!({ "job": id }),
     }
     e
+}
+
+/// Puts the `--after` jobs into the spec: the spec's own `after`, if it has one, must name
+/// the same jobs (in any order; the spec's order is kept). A spec entry that is not a job
+/// UUID is left for the daemon to refuse with its pointer.
+fn merge_after(spec: &mut serde_json::Value, flags: &[JobId]) -> ApiResult<()> {
+    if flags.is_empty() {
+        return Ok(());
+    }
+    let Some(object) = spec.as_object_mut() else {
+        return Ok(());
+    };
+    let given = object.get("after").filter(|v| !v.is_null());
+    match given {
+        None => {
+            object.insert("after".into(), json!(flags));
+            Ok(())
+        }
+        Some(list) => {
+            let named: Option<std::collections::BTreeSet<JobId>> = list.as_array().and_then(|l| {
+                l.iter()
+                    .map(|v| v.as_str().and_then(|t| t.parse().ok()))
+                    .collect()
+            });
+            let flagged: std::collections::BTreeSet<JobId> = flags.iter().copied().collect();
+            match named {
+                Some(named) if named != flagged => Err(ApiError::new(
+                    ErrorCode::InvalidSpec,
+                    "/after: --after and the spec's after name different jobs; give the same \
+                     jobs, or only one of them",
+                )
+                .with_input(json!({ "pointer": "/after", "value": list, "flags": flags }))),
+                _ => Ok(()),
+            }
+        }
+    }
 }
 
 /// Reads the spec and captures what the submitter's side contributes.

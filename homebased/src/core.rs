@@ -8,6 +8,7 @@
 
 pub mod cancel;
 pub mod classify;
+pub mod dependencies;
 pub mod fleet;
 pub mod history;
 pub mod launch;

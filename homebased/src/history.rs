@@ -5,8 +5,9 @@
 //!
 //! A job is removed only when all of these hold: it is terminal, it ended before the cutoff,
 //! none of its runs holds a lane (a run in Attention keeps its run directory for the person
-//! who checks the machine), and every event of it was delivered or suppressed (an event not
-//! yet delivered is still owed to its thread). Jobs are never deleted otherwise.
+//! who checks the machine), every event of it was delivered or suppressed (an event not
+//! yet delivered is still owed to its thread), and no queued or active job names it in its
+//! `after` (that job waits for it, and shows it). Jobs are never deleted otherwise.
 
 use homebased_shared::ids::JobId;
 use homebased_shared::time::Millis;
@@ -23,6 +24,8 @@ pub struct Candidate {
     pub undelivered: u32,
     /// One of its runs still holds a lane (Attention, or cleaning up).
     pub holds_lane: bool,
+    /// A queued or active job names it in its `after`.
+    pub named_by_live: bool,
 }
 
 /// Whether a candidate goes, or why it stays.
@@ -33,6 +36,7 @@ pub enum Verdict {
     TooRecent,
     Undelivered,
     HoldsLane,
+    NamedByLive,
 }
 
 /// The rule of the module docs, in the order a person would ask about it.
@@ -45,6 +49,8 @@ pub fn verdict(c: &Candidate, cutoff: Millis) -> Verdict {
         Verdict::HoldsLane
     } else if c.undelivered > 0 {
         Verdict::Undelivered
+    } else if c.named_by_live {
+        Verdict::NamedByLive
     } else {
         Verdict::Remove
     }
@@ -92,7 +98,9 @@ impl Tally {
         match why {
             Verdict::Undelivered => self.kept_undelivered += 1,
             Verdict::HoldsLane => self.kept_holding += 1,
-            Verdict::Remove | Verdict::NotTerminal | Verdict::TooRecent => {}
+            // A job a live job still names goes once that job ends: like a recent one, it is
+            // only not yet due.
+            Verdict::Remove | Verdict::NotTerminal | Verdict::TooRecent | Verdict::NamedByLive => {}
         }
     }
 }
@@ -108,6 +116,7 @@ mod tests {
             terminal: true,
             undelivered: 0,
             holds_lane: false,
+            named_by_live: false,
         }
     }
 
@@ -143,6 +152,13 @@ mod tests {
                     ..old_finished()
                 },
                 Verdict::HoldsLane,
+            ),
+            (
+                Candidate {
+                    named_by_live: true,
+                    ..old_finished()
+                },
+                Verdict::NamedByLive,
             ),
             // A live job stays whatever else is true of it.
             (

@@ -25,7 +25,7 @@ pub use order::{natural_cmp, resource_order};
 pub use preemption::stop_cause_now;
 
 use homebased_shared::ids::{AttentionId, JobId, ResourceId, TaskId};
-use homebased_shared::queue::{PhaseKind, PreemptMode, Priority, StopCause};
+use homebased_shared::queue::{JobStatus, PhaseKind, PreemptMode, Priority, StopCause};
 use homebased_shared::time::Millis;
 use homebased_shared::wire::Waiting;
 use std::time::Duration;
@@ -143,6 +143,17 @@ pub struct WaitingJob {
     /// Its previous run is still cleaning or in Attention somewhere: leftovers could still
     /// write to its checkpoint directory, so it neither starts nor preempts.
     pub blocked_by_own_run: bool,
+    /// The first job of its `after` that has not succeeded, with that job's state: until
+    /// there is none it neither starts, nor preempts, nor reserves, nor heads the queue,
+    /// but it keeps its slot (SPEC section 4, dependencies).
+    pub dependency: Option<(JobId, JobStatus)>,
+}
+
+impl WaitingJob {
+    /// Whether the job takes part in the pass: only a job free to start now does.
+    fn takes_part(&self) -> bool {
+        !self.blocked_by_own_run && self.dependency.is_none()
+    }
 }
 
 /// What the core should commit and then enact.
@@ -212,12 +223,12 @@ pub enum Blocker {
 /// blocked head.
 pub fn decide(snapshot: &Snapshot) -> Decisions {
     let resources = order::sorted_resources(&snapshot.resources);
-    // Jobs whose own previous run is not done take no part at all: they neither start,
-    // nor preempt, nor count as the blocked head.
+    // Jobs whose own previous run is not done, or that wait for a dependency, take no part
+    // at all: they neither start, nor preempt, nor count as the blocked head.
     let mut jobs: Vec<&WaitingJob> = snapshot
         .jobs
         .iter()
-        .filter(|job| !job.blocked_by_own_run)
+        .filter(|job| job.takes_part())
         .collect();
     jobs.sort_by(|a, b| order::serving_order(a, b));
 
@@ -235,8 +246,9 @@ pub fn decide(snapshot: &Snapshot) -> Decisions {
         claims,
         waiting: Vec::new(),
     };
-    // Jobs held by their own previous run come last: they took no part in the pass.
-    let held_back = snapshot.jobs.iter().filter(|job| job.blocked_by_own_run);
+    // Jobs held by their own previous run or a dependency come last: they took no part in
+    // the pass.
+    let held_back = snapshot.jobs.iter().filter(|job| !job.takes_part());
     // While storage is unavailable the launches are held back by the core: their jobs wait
     // too, for storage.
     let launched: Vec<&WaitingJob> = match snapshot.storage_unavailable_since {

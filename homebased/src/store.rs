@@ -3,7 +3,7 @@
 //! queue listing) take a [`ReadSnapshot`]: a read-only connection of their own, pinned to the
 //! store as it was when the core handed it out.
 //!
-//! - `schema.sql`, `schema_v2.sql` to `schema_v11.sql` and [`MIGRATIONS`]: versioned schema
+//! - `schema.sql`, `schema_v2.sql` to `schema_v12.sql` and [`MIGRATIONS`]: versioned schema
 //!   (`PRAGMA user_version`), one file per version.
 //! - [`machine`], [`resources`], [`jobs`], [`runs`], [`attentions`], [`events`],
 //!   [`operations`], [`durability`]: one file per table, typed verbs over a [`Db`] (the connection or the
@@ -13,9 +13,11 @@
 //! - [`routes`]: Fleet's remote submits on the origin (job to authority, settled or pending)
 //!   and the pull cursor per authority (`schema_v7.sql`).
 //! - [`history`]: retention's reads and removals of finished jobs (`schema_v8.sql`).
+//! - [`dependencies`]: the jobs each job's `after` names (`schema_v12.sql`).
 //! - [`integrity`]: the check at start, read-only, before [`Store::open`] writes anything.
 
 pub mod attentions;
+pub mod dependencies;
 pub mod durability;
 pub mod events;
 pub mod history;
@@ -46,6 +48,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("store/schema_v9.sql"),
     include_str!("store/schema_v10.sql"),
     include_str!("store/schema_v11.sql"),
+    include_str!("store/schema_v12.sql"),
 ];
 
 /// The schema version this build writes.

@@ -94,6 +94,18 @@ pub struct EventDetail {
     pub blocked: Option<BlockedNotice>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check_due: Option<CheckDueNotice>,
+    /// Why the job ended this way, when the kind alone does not say (SPEC section 8:
+    /// `{"cause":"dependency_failed","job":UUID}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<EventCause>,
+}
+
+/// The `detail` of an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cause", rename_all = "snake_case")]
+pub enum EventCause {
+    /// `JOB_CANCELLED`: `job`, named in this job's `after`, failed or was cancelled.
+    DependencyFailed { job: JobId },
 }
 
 /// `JOB_BLOCKED`: the episode this notice belongs to and what blocks the job.

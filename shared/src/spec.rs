@@ -32,6 +32,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub const MAX_STEPS: usize = 32;
+/// The most jobs one `after` may name (SPEC section 3).
+pub const MAX_AFTER: usize = 32;
 pub const MAX_NAME_CHARS: usize = 120;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 pub const MIN_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -61,6 +63,12 @@ pub struct JobSpec {
     pub machine: Option<String>,
     /// A resource name or UUID the job is pinned to.
     pub resource: Option<String>,
+    /// Jobs of this machine that must succeed before this one may start (SPEC section 4,
+    /// dependencies), in the order given. Left out of the canonical spec while empty, so a
+    /// spec without one keeps the digest it always had (and a job stored before the field
+    /// existed reads back).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<crate::ids::JobId>,
     pub steps: Vec<Step>,
 }
 

@@ -59,7 +59,8 @@ pub use job_writes::{
     Submitter,
 };
 pub use jobs::{
-    JobDetail, JobEnvironment, JobList, JobStateView, JobSummary, RunView, Waiting, WaitingBlocker,
+    JobDetail, JobEnvironment, JobLink, JobList, JobStateView, JobSummary, RunView, Waiting,
+    WaitingBlocker,
 };
 pub use resources::{
     ActiveRunView, GpuProcessView, GpuView, PhaseView, QueueProcessOwner, RegisterRequest,

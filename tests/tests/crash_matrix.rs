@@ -260,6 +260,64 @@ fn a_crash_after_a_lost_worker_is_committed_and_before_the_daemon_cleans_up_stil
     );
 }
 
+#[test]
+fn a_crash_right_after_a_dependency_succeeded_starts_the_waiting_job_once_after_the_restart() {
+    row(
+        OBSERVE_COMMITTED,
+        "the step of a job another job names in its after ends (the point is armed for the second commit: the first is its confirmation)",
+        "the waiting job starts once, after the restart",
+        || {
+            let mut lab = Lab::new();
+            lab.serve_with(&format!("{}=1*off->return", OBSERVE_COMMITTED.name));
+            let gate = lab.h.tmp().join("gate");
+            let first = lab.spec("dependency", 1, Some(&gate));
+            let (t1, a) = (first.thread(), lab.h.submit(&first));
+            wait_phase(&lab.h, &a, "executing");
+            let second = lab.spec("after it", 1, None).set("after", json!([a]));
+            let (t2, b) = (second.thread(), lab.h.submit(&second));
+            open_gate(&gate);
+            lab.crashed(OBSERVE_COMMITTED.name);
+            let log = std::fs::read_to_string(lab.h.serve_log()).unwrap();
+            assert!(log.contains("run ended"), "the crash came after the end's commit: {log}");
+            lab.serve();
+            lab.check(&[(&a, &t1, "succeeded"), (&b, &t2, "succeeded")]);
+            assert_eq!(show(&lab.h, &b)["runs"].as_array().unwrap().len(), 1);
+        },
+    );
+}
+
+#[test]
+fn a_crash_right_after_a_dependency_was_cancelled_leaves_the_waiting_job_cancelled_once() {
+    row(
+        OBSERVE_COMMITTED,
+        "cancel a running job another job names in its after: its end is committed (the point is armed for the second commit)",
+        "the waiting job was cancelled in the same transaction: once, with one event, after the restart",
+        || {
+            let mut lab = Lab::new();
+            lab.serve_with(&format!("{}=1*off->return", OBSERVE_COMMITTED.name));
+            let gate = lab.h.tmp().join("never");
+            let first = lab.spec("cancelled", 1, Some(&gate));
+            let (t1, a) = (first.thread(), lab.h.submit(&first));
+            wait_phase(&lab.h, &a, "executing");
+            let second = lab.spec("after it", 1, None).set("after", json!([a]));
+            let (t2, b) = (second.thread(), lab.h.submit(&second));
+            let _ = lab.h.cli(&["--json", "resource", "job", "cancel", &a]);
+            lab.crashed(OBSERVE_COMMITTED.name);
+            lab.serve();
+            lab.check(&[(&a, &t1, "cancelled"), (&b, &t2, "cancelled")]);
+            let shown = show(&lab.h, &b);
+            let events = shown["events"].as_array().unwrap();
+            assert_eq!(events.len(), 1, "{shown:#}");
+            assert_eq!(
+                events[0]["detail"],
+                json!({"cause": "dependency_failed", "job": a}),
+                "{shown:#}"
+            );
+            assert!(shown["runs"].as_array().unwrap().is_empty(), "{shown:#}");
+        },
+    );
+}
+
 /// The first worker dies at `point`; the daemon, which never crashed, finishes the run (its
 /// own cleanup when `cleanup.json` is missing) and serves the next job.
 fn crash_of_the_first_worker(point: Point) {

@@ -161,6 +161,10 @@ pub enum JobCommand {
         /// Allow a run to submit work into another thread than its own job's.
         #[arg(long)]
         allow_other_thread: bool,
+        /// Start only after job J has succeeded (repeatable; cancelled if J fails or is
+        /// cancelled). With the spec's `after` too, both must name the same jobs.
+        #[arg(long = "after", value_name = "J")]
+        after: Vec<String>,
         /// Submit to this Fleet machine (name or UUID); must agree with the spec's machine.
         #[command(flatten)]
         machine: MachineArg,

@@ -316,6 +316,7 @@ pub fn waiting_reason(
             attention,
         } => format!("{} held: attention {attention}", resource(r)),
         Waiting::Ahead { job: j } => format!("{} goes first", job(j)),
+        Waiting::Dependency { job: j, state } => format!("after {} ({})", job(j), state.as_str()),
         Waiting::NoResources => "no resource it may use".into(),
         Waiting::StorageUnavailable { since: s } => {
             format!(
@@ -394,11 +395,30 @@ pub fn job_detail(
             machine_name(origin, names)
         ));
     }
+    // The jobs it names and those naming it, for the waiting reason too.
+    let linked: HashMap<JobId, &str> = d
+        .dependencies
+        .iter()
+        .chain(&d.dependents)
+        .filter_map(|l| Some((l.job, l.name.as_deref()?)))
+        .collect();
     if let Some(waiting) = &d.waiting {
         out.push_str(&format!(
             "\nwaiting: {}",
-            waiting_reason(waiting, &HashMap::new(), lanes)
+            waiting_reason(waiting, &linked, lanes)
         ));
+    }
+    let link = |l: &homebased_shared::wire::JobLink| match (&l.name, l.state) {
+        (Some(name), Some(state)) => format!("{} {name} ({})", l.job, state.as_str()),
+        _ => format!("{} (removed)", l.job),
+    };
+    if !d.dependencies.is_empty() {
+        let each: Vec<String> = d.dependencies.iter().map(link).collect();
+        out.push_str(&format!("\nafter: {}", each.join(", ")));
+    }
+    if !d.dependents.is_empty() {
+        let each: Vec<String> = d.dependents.iter().map(link).collect();
+        out.push_str(&format!("\nwaited on by: {}", each.join(", ")));
     }
     if let Some(cause) = d.last_stop_cause {
         out.push_str(&format!("\nlast stop cause {}", cause.as_str()));

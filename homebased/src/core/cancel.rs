@@ -40,6 +40,7 @@ impl Core {
                             None,
                             Default::default(),
                         )?;
+                        super::dependencies::cancel_dependents(tx, machine, id)?;
                         CancelResult::Cancelled
                     }
                     JobStatus::Active => {

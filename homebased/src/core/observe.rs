@@ -331,6 +331,7 @@ fn commit(
                         Some(at),
                         EventDetail::default(),
                     )?;
+                    super::dependencies::cancel_dependents(db, machine, job.id)?;
                 } else {
                     jobs::return_to_slot(db, run.job, ctx.now)?;
                 }
@@ -411,6 +412,10 @@ fn record_end(
         };
         let job = jobs::require(db, run.job)?;
         events::append(db, machine, &job, kind, Some(EventRun::of(run)), detail)?;
+    }
+    // The jobs waiting on it go in the same transaction as its end, after its own event.
+    if matches!(outcome.job, JobNext::Cancelled | JobNext::Failed) {
+        super::dependencies::cancel_dependents(db, machine, run.job)?;
     }
     tracing::info!(
         task = %run.task, job = %run.job, status = outcome.run.as_str(), next = ?outcome.job,

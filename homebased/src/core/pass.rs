@@ -47,6 +47,7 @@ impl LastPass {
             position: job.position.unwrap_or(u32::MAX),
             target: job.target.map_or(Target::Any, Target::Pinned),
             blocked_by_own_run,
+            dependency: job.dependency,
         };
         scheduler::waiting_beyond(&self.snapshot, &self.decisions, &unread)
     }
@@ -159,13 +160,15 @@ impl Core {
             if free == 0 && head_found && !may_preempt {
                 return false;
             }
-            head_found |= !blocked_by_own_run;
+            // A job waiting for a dependency cannot head the queue: it takes no part.
+            head_found |= !blocked_by_own_run && job.dependency.is_none();
             waiting.push(WaitingJob {
                 id: job.id,
                 priority: job.priority,
                 position: job.position,
                 target: job.target.map_or(Target::Any, Target::Pinned),
                 blocked_by_own_run,
+                dependency: job.dependency,
             });
             true
         })?;

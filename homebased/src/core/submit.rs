@@ -2,7 +2,9 @@
 //! Idempotent on the job UUID: the same id with the same canonical spec returns the job as it
 //! is now; another spec is `job_conflict`.
 
+use super::dependencies;
 use super::Core;
+use crate::store::dependencies as store_dependencies;
 use crate::store::{jobs, resources, runs};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::spec::{self, SubmitContext};
@@ -64,6 +66,7 @@ impl Core {
                 .collect::<std::collections::BTreeMap<_, _>>()
         });
         let id = req.job;
+        let machine = self.machine;
         // Not fsynced: its answer is held until the next durable commit, which is usually the
         // pass's launch of this very job right after (`Core::answer`), so that a start costs
         // one fsync of the WAL, not two.
@@ -78,6 +81,8 @@ impl Core {
                 }
                 return Ok(existing);
             }
+            // Only jobs that exist can be named, so no cycle can be built.
+            let failed_dependency = dependencies::check_after(tx, &valid.spec.after)?;
             jobs::insert(
                 tx,
                 &jobs::NewJob {
@@ -96,6 +101,12 @@ impl Core {
                     origin,
                 },
             )?;
+            store_dependencies::insert(tx, id, &valid.spec.after)?;
+            // A job named in `after` already failed or was cancelled: this one never can
+            // start, and is cancelled as it would have been at that job's end.
+            if let Some(cause) = failed_dependency {
+                dependencies::cancel_for(tx, machine, id, cause)?;
+            }
             jobs::require(tx, id)
         })?;
         self.mark_dirty();

@@ -10,8 +10,8 @@ use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::ids::JobId;
 use homebased_shared::queue::JobStatus;
 use homebased_shared::wire::{
-    ActiveRunView, DaemonStatus, GpuView, JobDetail, JobStateView, JobSummary, ResourceList,
-    ResourceView, RunView, StorageStatus,
+    ActiveRunView, DaemonStatus, GpuView, JobDetail, JobLink, JobStateView, JobSummary,
+    ResourceList, ResourceView, RunView, StorageStatus,
 };
 
 /// See [`Core::job_listing`].
@@ -171,6 +171,11 @@ impl Core {
             active_run,
             runs: history.iter().map(run_view).collect(),
             last_stop_cause: job.last_stop_cause,
+            dependencies: dependencies_of(db, &job)?,
+            dependents: crate::store::dependencies::dependents(db, id)?
+                .into_iter()
+                .map(|(job, _)| link(db, job))
+                .collect::<ApiResult<_>>()?,
             events: events::list_for_job(db, id)?,
             origin: job.origin,
         })
@@ -416,4 +421,26 @@ impl Core {
         };
         Ok((self.metrics.clone(), snapshot))
     }
+}
+
+/// The jobs of `job`'s `after`, in the order given, read from its canonical spec: a job
+/// retention has removed since (only a finished one can have gone) is listed without a name
+/// or state.
+fn dependencies_of(db: crate::store::Db, job: &jobs::Job) -> ApiResult<Vec<JobLink>> {
+    let after: Vec<JobId> = match job.spec.get("after") {
+        None | Some(serde_json::Value::Null) => Vec::new(),
+        Some(list) => serde_json::from_value(list.clone()).map_err(|e| {
+            ApiError::internal(format!("stored spec of job {} is unreadable: {e}", job.id))
+        })?,
+    };
+    after.into_iter().map(|named| link(db, named)).collect()
+}
+
+fn link(db: crate::store::Db, job: JobId) -> ApiResult<JobLink> {
+    let found = crate::store::dependencies::link(db, job)?;
+    Ok(JobLink {
+        job,
+        name: found.as_ref().map(|(name, _)| name.clone()),
+        state: found.map(|(_, state)| state),
+    })
 }

@@ -245,6 +245,7 @@ mod tests {
             position: 1,
             target: Target::Any,
             blocked_by_own_run: false,
+            dependency: None,
         };
         let later = JobId::new();
         let stop_for = |job| SlotPhase::Stopping {

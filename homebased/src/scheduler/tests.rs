@@ -74,6 +74,7 @@ fn job(priority: Priority, position: u32) -> WaitingJob {
         position,
         target: Target::Any,
         blocked_by_own_run: false,
+        dependency: None,
     }
 }
 
@@ -231,6 +232,73 @@ fn jobs_blocked_by_their_own_run_neither_start_nor_preempt_nor_head_the_queue() 
     assert_eq!(d.launches, [launch(&next, &gpu0)]);
     assert!(d.stops.is_empty());
     assert_eq!(d.first_blocked, None);
+}
+
+#[test]
+fn a_job_waiting_for_a_dependency_neither_starts_nor_preempts_nor_heads_the_queue() {
+    let gpu0 = lane("gpu0", Some(0));
+    let gpu1 = busy("gpu1", Some(1), executing(Low, Restart, 5));
+    let trainer = JobId::new();
+    let mut eval = job(High, 1);
+    eval.dependency = Some((trainer, JobStatus::Active));
+    let mut second = job(High, 2);
+    second.dependency = Some((trainer, JobStatus::Queued));
+    let next = job(Medium, 1);
+    let d = decide_on(
+        vec![gpu0.clone(), gpu1],
+        vec![eval.clone(), second.clone(), next.clone()],
+    );
+    // The free lane goes to the job behind it; the busy low run is not preempted for it.
+    assert_eq!(d.launches, [launch(&next, &gpu0)]);
+    assert!(d.stops.is_empty(), "{:?}", d.stops);
+    assert_eq!(d.first_blocked, None);
+    assert_eq!(
+        reason_of(&d, &eval),
+        Waiting::Dependency {
+            job: trainer,
+            state: JobStatus::Active
+        }
+    );
+    assert_eq!(
+        reason_of(&d, &second),
+        Waiting::Dependency {
+            job: trainer,
+            state: JobStatus::Queued
+        }
+    );
+}
+
+#[test]
+fn a_job_whose_dependencies_succeeded_serves_in_its_slot() {
+    let gpu0 = lane("gpu0", Some(0));
+    let freed = job(Medium, 1);
+    let later = job(Medium, 2);
+    let d = decide_on(vec![gpu0.clone()], vec![later.clone(), freed.clone()]);
+    assert_eq!(d.launches, [launch(&freed, &gpu0)]);
+    assert_eq!(reason_of(&d, &later), Waiting::Ahead { job: freed.id });
+}
+
+#[test]
+fn the_dependency_reason_comes_first_even_beyond_the_snapshot() {
+    let gpu0 = busy("gpu0", Some(0), executing(High, Wait, 5));
+    let head = job(Medium, 1);
+    let d = decide_on(vec![gpu0.clone()], vec![head.clone()]);
+    let trainer = JobId::new();
+    let mut unread = job(Medium, 2);
+    unread.dependency = Some((trainer, JobStatus::Queued));
+    let snapshot = Snapshot {
+        now: NOW,
+        resources: vec![gpu0],
+        jobs: vec![head],
+        storage_unavailable_since: None,
+    };
+    assert_eq!(
+        crate::scheduler::waiting_beyond(&snapshot, &d, &unread),
+        Some(Waiting::Dependency {
+            job: trainer,
+            state: JobStatus::Queued
+        })
+    );
 }
 
 // ---- the blocked head ----

@@ -21,6 +21,12 @@ pub(super) struct Pass<'a> {
 /// launches are held back for storage: then that lane waits for a run directory.
 pub(super) fn reason(job: &WaitingJob, pass: &Pass<'_>) -> Option<Waiting> {
     let decisions = pass.decisions;
+    if let Some((dependency, state)) = job.dependency {
+        return Some(Waiting::Dependency {
+            job: dependency,
+            state,
+        });
+    }
     if decisions.launches.iter().any(|l| l.job == job.id) {
         return pass
             .storage_unavailable_since

@@ -13,7 +13,9 @@ use rusqlite::{OptionalExtension, Row};
 const CANDIDATE: &str = "SELECT j.id, j.updated_at, j.slot_key IS NULL, \
     (SELECT COUNT(*) FROM events e WHERE e.job = j.id AND e.delivered_at IS NULL \
        AND e.suppressed = 0), \
-    EXISTS (SELECT 1 FROM runs r WHERE r.job = j.id AND r.phase IS NOT NULL) \
+    EXISTS (SELECT 1 FROM runs r WHERE r.job = j.id AND r.phase IS NOT NULL), \
+    EXISTS (SELECT 1 FROM job_dependencies d JOIN jobs w ON w.id = d.job \
+       WHERE d.after = j.id AND w.slot_key IS NOT NULL) \
     FROM jobs j";
 
 fn candidate(r: &Row) -> rusqlite::Result<Candidate> {
@@ -24,6 +26,7 @@ fn candidate(r: &Row) -> rusqlite::Result<Candidate> {
         terminal: r.get(2)?,
         undelivered: r.get(3)?,
         holds_lane: r.get(4)?,
+        named_by_live: r.get(5)?,
     })
 }
 
@@ -105,6 +108,9 @@ pub fn remove(db: Db, job: JobId, cutoff: Millis) -> ApiResult<Option<Removed>> 
     // Children first: the foreign keys are checked row by row.
     exec("DELETE FROM attentions WHERE task IN (SELECT task FROM runs WHERE job = ?1)")?;
     exec("DELETE FROM notice_episodes WHERE job = ?1")?;
+    // Its own `after`, and its place in finished jobs' (no live job names it: the verdict);
+    // those keep the id in their spec, shown without a state once it is gone.
+    exec("DELETE FROM job_dependencies WHERE job = ?1 OR after = ?1")?;
     let events = exec("DELETE FROM events WHERE job = ?1")?;
     let runs = exec("DELETE FROM runs WHERE job = ?1")?;
     exec("DELETE FROM jobs WHERE id = ?1")?;

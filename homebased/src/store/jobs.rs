@@ -7,6 +7,7 @@
 //! `queue_levels` by triggers (`schema_v9.sql`).
 
 use super::bad_column;
+use super::dependencies;
 use super::{Db, DbResult};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::ids::{JobId, MachineId, ResourceId, TaskId, ThreadId};
@@ -39,6 +40,9 @@ pub struct JobHead {
     pub last_stop_cause: Option<StopCause>,
     /// The lane of the run that holds the job while it is active.
     pub active_resource: Option<ResourceId>,
+    /// The first job of its `after` (in the order given) that has not succeeded, with that
+    /// job's state: while there is one, the job waits for it (SPEC section 4).
+    pub dependency: Option<(JobId, JobStatus)>,
     pub created_at: Millis,
     pub updated_at: Millis,
 }
@@ -108,19 +112,25 @@ impl<'a> NewJob<'a> {
 
 /// The columns of a [`JobHead`], read by position ([`head_from_row`]); the fifth is the
 /// slot key, turned into the dense position by the reader.
-const HEAD_COLUMNS: &str = "j.id, j.thread, j.name, j.priority, j.slot_key, j.state, j.resume, \
+const HEAD_COLUMNS: &str = concat!(
+    "j.id, j.thread, j.name, j.priority, j.slot_key, j.state, j.resume, \
     j.target, j.step, j.steps, j.runs, j.event_seq, j.failed_run, j.last_stop_cause, \
     j.created_at, j.updated_at, \
     (SELECT r.resource FROM runs r WHERE r.job = j.id \
-       AND r.phase IN ('launching', 'executing', 'stopping')) AS active_resource";
+       AND r.phase IN ('launching', 'executing', 'stopping')) AS active_resource, ",
+    dependencies::first_unmet_sql!()
+);
 
 /// A whole [`Job`]: its head's columns, then the stored submission.
-const COLUMNS: &str = "j.id, j.thread, j.name, j.priority, j.slot_key, j.state, j.resume, \
+const COLUMNS: &str = concat!(
+    "j.id, j.thread, j.name, j.priority, j.slot_key, j.state, j.resume, \
     j.target, j.step, j.steps, j.runs, j.event_seq, j.failed_run, j.last_stop_cause, \
     j.created_at, j.updated_at, \
     (SELECT r.resource FROM runs r WHERE r.job = j.id \
-       AND r.phase IN ('launching', 'executing', 'stopping')) AS active_resource, \
-    j.spec, j.digest, j.env_path, j.env_home, j.env, j.origin";
+       AND r.phase IN ('launching', 'executing', 'stopping')) AS active_resource, ",
+    dependencies::first_unmet_sql!(),
+    ", j.spec, j.digest, j.env_path, j.env_home, j.env, j.origin"
+);
 
 /// Column `index` of a row, parsed from its text in place (a long listing reads several
 /// such columns a row; copying each into a `String` first was a third of its allocations).
@@ -172,24 +182,25 @@ fn head_from_row(r: &Row) -> rusqlite::Result<(JobHead, Option<i64>)> {
         created_at: r.get(14)?,
         updated_at: r.get(15)?,
         active_resource: opt(r, 16, "active_resource")?,
+        dependency: dependencies::first_unmet(r, 17)?,
     };
     Ok((head, key))
 }
 
 fn from_row(r: &Row) -> rusqlite::Result<(Job, Option<i64>)> {
-    let spec: String = r.get(17)?;
+    let spec: String = r.get(18)?;
     let (head, key) = head_from_row(r)?;
     let job = Job {
         head,
         spec: serde_json::from_str(&spec).map_err(|e| bad_column("spec", e))?,
-        digest: r.get(18)?,
-        env_path: r.get(19)?,
-        env_home: r.get(20)?,
+        digest: r.get(19)?,
+        env_path: r.get(20)?,
+        env_home: r.get(21)?,
         env: r
-            .get::<_, Option<String>>(21)?
+            .get::<_, Option<String>>(22)?
             .map(|text| serde_json::from_str(&text).map_err(|e| bad_column("env", e)))
             .transpose()?,
-        origin: opt(r, 22, "origin")?,
+        origin: opt(r, 23, "origin")?,
     };
     Ok((job, key))
 }
@@ -326,6 +337,8 @@ pub struct Waiting {
     pub priority: Priority,
     pub position: u32,
     pub target: Option<ResourceId>,
+    /// As [`JobHead::dependency`].
+    pub dependency: Option<(JobId, JobStatus)>,
 }
 
 /// Visits queued jobs in serving order until `visit` answers `false`, so that a pass over a
@@ -335,11 +348,13 @@ pub struct Waiting {
 pub fn visit_waiting(db: Db, mut visit: impl FnMut(Waiting) -> bool) -> ApiResult<()> {
     let mut stmt = db
         .conn
-        .prepare_cached(
-            "SELECT id, state = 'queued', target FROM jobs \
-             WHERE priority = ?1 AND slot_key IS NOT NULL \
-             ORDER BY slot_key ASC",
-        )
+        .prepare_cached(&format!(
+            "SELECT j.id, j.state = 'queued', j.target, \
+             CASE WHEN j.state = 'queued' THEN {} END FROM jobs j \
+             WHERE j.priority = ?1 AND j.slot_key IS NOT NULL \
+             ORDER BY j.slot_key ASC",
+            dependencies::FIRST_UNMET
+        ))
         .db("list waiting jobs")?;
     for priority in Priority::ALL {
         let mut rows = stmt.query([priority.rank()]).db("list waiting jobs")?;
@@ -355,6 +370,7 @@ pub fn visit_waiting(db: Db, mut visit: impl FnMut(Waiting) -> bool) -> ApiResul
                 priority,
                 position,
                 target: opt(row, 2, "target").db("list waiting jobs")?,
+                dependency: dependencies::first_unmet(row, 3).db("list waiting jobs")?,
             };
             if !visit(waiting) {
                 return Ok(());

@@ -56,6 +56,17 @@ pub fn json_schema() -> Value {
                 "description": "Resource name or UUID to pin the job to.",
                 "$ref": "#/$defs/reference"
             },
+            "after": {
+                "description": "Jobs of this machine that must succeed before this job may start; if one fails or is cancelled, this job is cancelled.",
+                "type": ["array", "null"],
+                "minItems": 1,
+                "maxItems": 32,
+                "uniqueItems": true,
+                "items": {
+                    "type": "string",
+                    "pattern": "^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$"
+                }
+            },
             "workload": { "$ref": "#/$defs/step" },
             "steps": {
                 "type": "array",
@@ -262,6 +273,7 @@ mod tests {
             Edit::set("/timeout", json!("2h")),
             Edit::set("/machine", json!("trainer")),
             Edit::set("/resource", json!("gpu0")),
+            Edit::set("/after", json!([crate::ids::JobId::new().to_string()])),
             Edit::remove("/workload"),
             Edit::set(
                 "/steps",

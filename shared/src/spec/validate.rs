@@ -6,7 +6,7 @@
 
 use super::input::{invalid, parse, refuse, text, Fields, Ptr};
 use super::{
-    container, task, JobSpec, Preempt, Step, ValidSpec, DEFAULT_TIMEOUT, MAX_NAME_CHARS,
+    container, task, JobSpec, Preempt, Step, ValidSpec, DEFAULT_TIMEOUT, MAX_AFTER, MAX_NAME_CHARS,
     MAX_RESTART_WITHIN, MAX_STEPS, MAX_TIMEOUT, MIN_RESTART_WITHIN, MIN_TIMEOUT,
 };
 use crate::error::{ApiError, ErrorCode};
@@ -42,6 +42,7 @@ pub(super) const JOB_FIELDS: &[&str] = &[
     "timeout",
     "machine",
     "resource",
+    "after",
     "workload",
     "steps",
 ];
@@ -145,6 +146,11 @@ fn job_spec(doc: &Value, ctx: &SubmitContext) -> Result<JobSpec, ApiError> {
         .map(|(v, at)| reference(v, &at))
         .transpose()?;
 
+    let after = match job.optional("after") {
+        None => Vec::new(),
+        Some((v, at)) => after(v, &at)?,
+    };
+
     let steps = match (job.get("workload"), job.get("steps")) {
         (Some((v, at)), None) => vec![step(v, &at, &cwd, ctx)?],
         (None, Some((v, at))) => {
@@ -183,8 +189,40 @@ fn job_spec(doc: &Value, ctx: &SubmitContext) -> Result<JobSpec, ApiError> {
         timeout,
         machine,
         resource,
+        after,
         steps,
     })
+}
+
+/// `after`: 1 to [`MAX_AFTER`] distinct job UUIDs. Whether they exist, and on this machine,
+/// is the daemon's to check at submit.
+fn after(v: &Value, at: &Ptr) -> Result<Vec<crate::ids::JobId>, ApiError> {
+    let list = v
+        .as_array()
+        .filter(|l| (1..=MAX_AFTER).contains(&l.len()))
+        .ok_or_else(|| invalid(at, v, "must be an array of 1 to 32 job UUIDs"))?;
+    let mut jobs: Vec<crate::ids::JobId> = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let item_at = at.index(i);
+        let job = text(item, &item_at)?
+            .parse::<crate::ids::JobId>()
+            .map_err(|_| {
+                invalid(
+                    &item_at,
+                    item,
+                    "must be a full hyphenated job UUID (36 characters; no prefixes, no braces)",
+                )
+            })?;
+        if let Some(first) = jobs.iter().position(|j| *j == job) {
+            return Err(invalid(
+                &item_at,
+                item,
+                format!("names the same job as {at}/{first}: each job once"),
+            ));
+        }
+        jobs.push(job);
+    }
+    Ok(jobs)
 }
 
 fn job_hint(field: &str) -> Option<&'static str> {
@@ -346,12 +384,18 @@ mod tests {
     use serde_json::json;
     use std::collections::BTreeSet;
 
+    const JOB_A: &str = "0190a0c4-8d2e-7c3b-9f7e-2b4c6d8e0fa1";
+    const JOB_B: &str = "0190a0c4-8d2e-7c3b-9f7e-2b4c6d8e0fb2";
+
     #[test]
     fn job_rules_refuse_with_pointer_and_code() {
         let fx = Fixture::new();
         use ErrorCode::{InvalidCwd as Cwd, InvalidSpec as Invalid};
         let many_steps: Vec<Value> = (0..33)
             .map(|_| json!({"type": "task", "command": ["tool"]}))
+            .collect();
+        let many_jobs: Vec<String> = (0..33)
+            .map(|_| crate::ids::JobId::new().to_string())
             .collect();
         #[rustfmt::skip]
         let cases = [
@@ -393,6 +437,12 @@ mod tests {
             ("timeout number", Edit::set("/timeout", json!(3600)), Invalid, "/timeout"),
             ("machine empty", Edit::set("/machine", json!("")), Invalid, "/machine"),
             ("resource padded", Edit::set("/resource", json!(" gpu0")), Invalid, "/resource"),
+            ("after not a list", Edit::set("/after", json!(JOB_A)), Invalid, "/after"),
+            ("after empty", Edit::set("/after", json!([])), Invalid, "/after"),
+            ("after too long", Edit::set("/after", json!(many_jobs)), Invalid, "/after"),
+            ("after malformed", Edit::set("/after", json!([JOB_A, "0190a0c4"])), Invalid, "/after/1"),
+            ("after not text", Edit::set("/after", json!([7])), Invalid, "/after/0"),
+            ("after duplicate", Edit::set("/after", json!([JOB_A, JOB_B, JOB_A.to_uppercase()])), Invalid, "/after/2"),
             ("unknown field", Edit::set("/gpus", json!(1)), Invalid, "/gpus"),
             ("field name case", Edit::set("/Name", json!("x")), Invalid, "/Name"),
             ("field with slash", Edit::set("/a~1b~0c", json!(true)), Invalid, "/a~1b~0c"),
@@ -449,10 +499,16 @@ mod tests {
             Edit::set("/timeout", json!("2h 30m")),
             Edit::set("/machine", json!("trainer")),
             Edit::set("/resource", json!("gpu1")),
+            Edit::set("/after", json!([JOB_B, JOB_A.to_uppercase()])),
         ] {
             edit.apply(&mut spec);
         }
         let s = fx.validate(&spec).unwrap().spec;
+        assert_eq!(
+            s.after,
+            vec![JOB_B.parse().unwrap(), JOB_A.parse().unwrap()],
+            "in the order given"
+        );
         assert_eq!(s.name, "nightly eval");
         assert_eq!(s.thread.to_string(), THREAD);
         assert_eq!(s.priority, Priority::High);
@@ -479,6 +535,12 @@ mod tests {
             Edit::set("/preempt/restart_within", json!("1m")),
             Edit::set("/preempt/restart_within", json!("24h")),
             Edit::set("/steps", json!(vec![step; MAX_STEPS])),
+            Edit::set(
+                "/after",
+                json!((0..MAX_AFTER)
+                    .map(|_| crate::ids::JobId::new().to_string())
+                    .collect::<Vec<_>>()),
+            ),
         ];
         for edit in cases {
             let mut spec = fx.spec();
@@ -564,6 +626,9 @@ mod tests {
             Edit::set("/timeout", json!("2h")),
             Edit::set("/machine", json!("trainer")),
             Edit::set("/resource", json!("gpu0")),
+            Edit::set("/after", json!([JOB_A])),
+            Edit::set("/after", json!([JOB_A, JOB_B])),
+            Edit::set("/after", json!([JOB_B, JOB_A])),
             Edit::set("/workload/command/1", json!("--other")),
             Edit::set("/workload/command", json!(["tool"])),
         ];

@@ -1,7 +1,7 @@
 //! Reading the queue: `resource jobs` and `resource job show`.
 
 use crate::ids::{AttentionId, JobId, MachineId, ResourceId, TaskId, ThreadId};
-use crate::queue::{PhaseKind, Priority, RunStatus, StopCause};
+use crate::queue::{JobStatus, PhaseKind, Priority, RunStatus, StopCause};
 use crate::time::{serde_rfc3339, Millis};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -86,6 +86,18 @@ pub enum Waiting {
         #[serde(with = "serde_rfc3339")]
         since: Millis,
     },
+    /// `job`, named in its `after`, has not succeeded yet (the first such, in the order
+    /// given); `state` is that job's, queued or active.
+    Dependency { job: JobId, state: JobStatus },
+}
+
+/// A job named in another's `after`, or one that names it (`job show`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobLink {
+    pub job: JobId,
+    /// `null` once retention removed the job (only a finished job's can have gone).
+    pub name: Option<String>,
+    pub state: Option<JobStatus>,
 }
 
 /// A run in front of a job waiting for `resources`.
@@ -161,6 +173,12 @@ pub struct JobDetail {
     pub active_run: Option<TaskId>,
     pub runs: Vec<RunView>,
     pub last_stop_cause: Option<StopCause>,
+    /// The jobs of its `after`, in the order given, each with its state now.
+    #[serde(default)]
+    pub dependencies: Vec<JobLink>,
+    /// The jobs whose `after` names this one, oldest first.
+    #[serde(default)]
+    pub dependents: Vec<JobLink>,
     pub events: Vec<Value>,
     /// The machine a remote job was submitted from (Fleet); absent for a local job.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -447,9 +447,18 @@ function waitingText(w) {
       return "this machine has no resource it may use";
     case "storage_unavailable":
       return `storage unavailable for ${age(w.since)}: run directories cannot be made`;
+    case "dependency":
+      // The job it names is queued or active, so the queue listing knows its name.
+      return `after ${jobName(w.job)} (${w.state})`;
     default:
       return w.reason;
   }
+}
+
+// The jobs a job names in `after`, or those naming it, as `job show` lists them.
+function linksText(links) {
+  if (!links || !links.length) return "-";
+  return links.map((l) => (l.name ? `${l.name} (${l.state})` : `${short(l.job)} (removed)`)).join(", ");
 }
 
 // A job's target: `any`, or the lane(s) it is pinned to, by name (the UUID until the lanes
@@ -684,6 +693,8 @@ function renderDetail(d) {
     ["progress", jobStep(d)],
     ["target", targetText(d.target)],
     ["waiting because", waitingText(d.waiting) || "-"],
+    ["after", linksText(d.dependencies)],
+    ["waited on by", linksText(d.dependents)],
     ["last stop", d.last_stop_cause || "-"],
     ["created", when(d.created_at)],
   ];

@@ -61,6 +61,7 @@ impl Fixture {
             timeout,
             machine: None,
             resource: None,
+            after: Vec::new(),
             steps: vec![Step::Task {
                 command: vec!["true".into()],
                 env: Default::default(),
