@@ -10,6 +10,7 @@ pub mod limits;
 mod listing;
 mod routes;
 pub mod tcp;
+pub mod threads;
 pub mod unix;
 
 pub use routes::{router, Listener};

@@ -206,6 +206,7 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
     let config_source = ConfigSource::from_process(cli.config.as_deref());
     match cli.command {
         Command::Version => Ok(Some(version())),
+        Command::Mcp => crate::mcp::serve(home).map(|()| None),
         Command::Completions { shell } => completions::completions(shell).map(Some),
         Command::Man => completions::man().map(Some),
         Command::Config(ConfigCommand::Validate) => config_validate(config_source).map(Some),
@@ -542,7 +543,7 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
             let submitted = client
                 .submit(&request)
                 .await
-                .map_err(|e| name_the_job(e, id))?;
+                .map_err(|e| name_the_job(e, id, "--job-id"))?;
             // A submit through Fleet says where the job went, as `fleet machines` names it.
             let place = if remote {
                 let names = machine_names(client).await;
@@ -704,13 +705,13 @@ async fn machine_names(client: &Client) -> std::collections::HashMap<MachineId, 
 /// A retryable failure may have reached the daemon, or a slow peer, all the same: the job
 /// may exist, or come to exist when that peer wakes. The id made before the first attempt is
 /// named (`input.job`, and in words), so that the retry carries it and can never make a
-/// second job (SPEC 2).
-fn name_the_job(mut e: ApiError, id: JobId) -> ApiError {
+/// second job (SPEC 2). `how` names the way to pass it (`--job-id`, the MCP tool's `job_id`).
+pub(crate) fn name_the_job(mut e: ApiError, id: JobId, how: &str) -> ApiError {
     if !e.retryable {
         return e;
     }
     e.message = format!(
-        "{}; the job may have been submitted all the same: retry with --job-id {id}",
+        "{}; the job may have been submitted all the same: retry with {how} {id}",
         e.message
     );
     match &mut e.input {
@@ -781,22 +782,29 @@ fn submit_request(
             })?;
     }
     let spec = homebased_shared::spec::read_json(&raw)?;
+    Ok(SubmitRequest {
+        job: id,
+        spec,
+        submitter: submitter()?,
+        allow_other_thread,
+        machine,
+    })
+}
+
+/// What the submitting side contributes, captured from this process now: its `PATH`, `HOME`,
+/// working directory, parent run and whole environment (the CLI's; under `homebased mcp`,
+/// the agent's, which started it).
+pub(crate) fn submitter() -> ApiResult<Submitter> {
     let cwd = std::env::current_dir()
         .map_err(|e| ApiError::usage(format!("cannot read the working directory: {e}")))?;
     let parent_task: Option<TaskId> = std::env::var("HOMEBASED_TASK_ID")
         .ok()
         .and_then(|t| t.parse().ok());
-    Ok(SubmitRequest {
-        job: id,
-        spec,
-        submitter: Submitter {
-            path: std::env::var("PATH").ok(),
-            home: std::env::var("HOME").ok(),
-            cwd,
-            parent_task,
-            env: Some(captured_environment()),
-        },
-        allow_other_thread,
-        machine,
+    Ok(Submitter {
+        path: std::env::var("PATH").ok(),
+        home: std::env::var("HOME").ok(),
+        cwd,
+        parent_task,
+        env: Some(captured_environment()),
     })
 }

@@ -10,13 +10,13 @@ mod transport;
 pub use transport::Retry;
 
 use homebased_shared::error::{ApiError, ApiResult};
-use homebased_shared::ids::{JobId, MachineId, TaskId};
+use homebased_shared::ids::{JobId, MachineId, TaskId, ThreadId};
 use homebased_shared::wire::{
     body_too_large, AddPeerRequest, Answered, CancelRequest, CancelResult, DaemonStatus,
     FleetEvents, FleetSubmitRequest, Identity, JobDetail, JobEnvironment, JobList, MachineList,
     MachineView, MoveRequest, MoveResult, PeerRequest, RegisterRequest, ReleaseRequest,
     ReleaseResult, RemovedPeer, ResourceList, ResourceView, Settled, ShutdownResult, SubmitRequest,
-    SubmitResult, TaskLog, TaskLogChunk, Versioned, MAX_BODY_BYTES,
+    SubmitResult, TaskLog, TaskLogChunk, ThreadEvents, Versioned, MAX_BODY_BYTES,
 };
 use hyper::body::Bytes;
 use hyper::Method;
@@ -131,6 +131,27 @@ impl Client {
             token: self.token.clone(),
             origin: self.origin,
             deadline: wait + transport::PEER_DEADLINE,
+        }
+        .send(Method::GET, &path, None, Retry::Safe)
+        .await?;
+        decode(&bytes)
+    }
+
+    /// A thread's events after the cursor `after` (absent: from its first), waiting up to
+    /// `wait` for one to be recorded (socket only). The daemon gets `wait` plus the usual
+    /// bound to answer. Resent after a lost connection: a read changes nothing.
+    pub async fn thread_events(
+        &self,
+        thread: ThreadId,
+        after: Option<&str>,
+        wait: std::time::Duration,
+    ) -> ApiResult<ThreadEvents> {
+        let wait_text = humantime::format_duration(wait).to_string();
+        let query = [("after", after), ("wait", Some(wait_text.as_str()))];
+        let path = path(&format!("/v1/threads/{thread}/events"), &query);
+        let bytes = Client {
+            deadline: wait + self.deadline,
+            ..self.clone()
         }
         .send(Method::GET, &path, None, Retry::Safe)
         .await?;

@@ -15,6 +15,7 @@
 //! - [`detection`]: the pure reading of `nvidia-smi -L` and the resource plan.
 //! - [`history`]: the pure retention rule: which finished jobs may be removed.
 //! - [`supervisor`]: launching and watching `homebased-worker` processes.
+//! - [`mcp`]: `homebased mcp`: the Model Context Protocol server for coding agents, on stdio.
 //! - [`metrics`]: `GET /metrics`: the counters kept since start and the pure Prometheus text.
 
 pub mod api;
@@ -27,6 +28,7 @@ pub mod detection;
 pub mod fleet;
 pub mod history;
 pub mod lifecycle;
+pub mod mcp;
 pub mod metrics;
 pub mod placement;
 pub mod sampler;

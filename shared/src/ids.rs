@@ -46,6 +46,27 @@ macro_rules! id_type {
                 parse_full_uuid(s).map($name)
             }
         }
+
+        /// What [`parse_full_uuid`] accepts, for schemas generated from types that carry
+        /// ids (the MCP tools' inputs): the hyphenated form only.
+        impl schemars::JsonSchema for $name {
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({
+                    "type": "string",
+                    "format": "uuid",
+                    "pattern": UUID_PATTERN,
+                    "description": "A full hyphenated UUID; prefixes are never accepted.",
+                })
+            }
+        }
     };
 }
 
@@ -82,6 +103,10 @@ id_type!(
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("not a full UUID: {0:?}")]
 pub struct InvalidId(pub String);
+
+/// The JSON Schema pattern of [`parse_full_uuid`]'s form (the spec's schema uses the same).
+pub const UUID_PATTERN: &str =
+    "^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$";
 
 /// Parses a complete UUID in its hyphenated 36-character form (SPEC: full UUIDs). The simple
 /// 32-hex, braced and URN forms are refused, as are prefixes.

@@ -47,7 +47,7 @@ pub fn body_too_large(submit: bool, size: Option<usize>) -> crate::error::ApiErr
 
 pub use daemon::{
     DaemonDown, DaemonStatus, PruneRequest, PruneResult, RunDirUsage, SeedRequest, Seeded, Settled,
-    ShutdownResult, StorageStatus, TaskLog, TaskLogChunk,
+    ShutdownResult, StorageStatus, TaskLog, TaskLogChunk, ThreadEvents,
 };
 pub use envelope::Versioned;
 pub use fleet::{

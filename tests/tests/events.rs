@@ -539,16 +539,12 @@ fn notice_no_longer_true_at_its_turn_is_suppressed_and_keeps_its_seq() {
     );
 }
 
-#[test]
-fn events_follow_shows_a_new_event_as_it_happens() {
-    let mut h = TestHome::new(Probe::Gpus(1));
-    h.start_daemon();
-    let spec = quick_spec(&h, "followed");
-    let thread = spec.thread();
+/// `events --json --thread T --follow`, and its lines as they come.
+fn follow(h: &TestHome, thread: &str) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
     let mut cmd = h.command();
     cmd.arg("--home")
         .arg(h.home())
-        .args(["--json", "events", "--thread", &thread, "--follow"])
+        .args(["--json", "events", "--thread", thread, "--follow"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
@@ -563,6 +559,16 @@ fn events_follow_shows_a_new_event_as_it_happens() {
             }
         }
     });
+    (child, rx)
+}
+
+#[test]
+fn events_follow_shows_a_new_event_as_it_happens() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    h.start_daemon();
+    let spec = quick_spec(&h, "followed");
+    let thread = spec.thread();
+    let (mut child, rx) = follow(&h, &thread);
     let job = h.submit(&spec);
     let line = rx.recv_timeout(PATIENCE);
     let _ = child.kill();
@@ -571,4 +577,36 @@ fn events_follow_shows_a_new_event_as_it_happens() {
     let event: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(event["event"], "JOB_SUCCEEDED", "{line}");
     assert_eq!(event["job"], job.as_str());
+}
+
+#[test]
+fn events_follow_reads_the_store_whatever_the_sink_and_waits_out_a_daemon_restart() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    // A command sink that never takes an event: no inbox is ever written.
+    let sink = command_sink(&h, u32::MAX);
+    config(&mut h, Some(&sink));
+    h.start_daemon();
+    let spec = quick_spec(&h, "followed without an inbox");
+    let thread = spec.thread();
+    let (mut child, rx) = follow(&h, &thread);
+    h.json(&["daemon", "restart"]);
+    let job = h.submit(&spec);
+    let line = rx.recv_timeout(PATIENCE);
+    let _ = child.kill();
+    let _ = child.wait();
+    let line = line.expect("events --follow printed the new event");
+    let event: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(event["event"], "JOB_SUCCEEDED", "{line}");
+    assert_eq!(event["job"], job.as_str());
+    assert!(
+        inbox(&h, &thread).is_empty(),
+        "the inbox was never the sink"
+    );
+    assert!(
+        !h.home()
+            .join("threads")
+            .join(format!("{thread}.jsonl"))
+            .exists(),
+        "no inbox file"
+    );
 }

@@ -70,6 +70,7 @@ pub fn router(
             .route("/v1/resources", get(resource_list).post(register))
             .route("/v1/jobs", get(job_list).post(submit))
             .route("/v1/jobs/{job}/environment", get(job_environment))
+            .route("/v1/threads/{thread}/events", get(super::threads::events))
             .route("/v1/shutdown", post(shutdown_daemon))
             .route("/v1/internal/settle", post(settle))
             .route("/v1/history/prune", post(super::history::prune))

@@ -51,6 +51,9 @@ pub enum Command {
     History(super::history::HistoryCommand),
     /// Print the daemon's Prometheus metrics (the text of GET /metrics).
     Metrics,
+    /// Serve the Model Context Protocol on stdio for a coding agent (its client starts it:
+    /// {"command":"homebased","args":["mcp"]}).
+    Mcp,
     /// Version, git revision, API and Fleet protocol versions.
     Version,
     /// Print a shell completion script.
@@ -249,10 +252,12 @@ pub struct EventsArgs {
     /// Skip the first SEQ lines of the inbox. Positions count the inbox's lines from 1
     /// across all of the thread's jobs (a job's own `seq` starts at 1 for every job);
     /// `--json` answers the last position read as `position`, to pass here next time.
+    /// With --follow: skip the thread's first SEQ events.
     #[arg(long, value_name = "SEQ")]
     pub after: Option<u64>,
-    /// Keep printing new events as they are delivered (with --json one event object per
-    /// line), until interrupted.
+    /// Keep printing the thread's events as the daemon records them, whatever the sink
+    /// (with --json one event object per line), until interrupted; waits out a daemon
+    /// restart.
     #[arg(long)]
     pub follow: bool,
 }

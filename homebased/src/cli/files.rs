@@ -250,8 +250,8 @@ fn whole_characters(bytes: &mut Vec<u8>) -> String {
 /// `--after N` skips the first N lines of the inbox: positions count the inbox's complete
 /// lines from 1, so they are a cursor across all of the thread's jobs (a `seq` is only
 /// unique within one job). `--json` answers the position of the last line read as
-/// `position`, to pass as `--after` next time. `--follow` keeps printing new lines as the
-/// daemon appends them (with `--json`, one event object per line) until interrupted.
+/// `position`, to pass as `--after` next time. `--follow` reads the daemon's store instead
+/// (see [`follow`]), so it shows the thread's events whatever the sink.
 pub fn events(
     home: &Home,
     args: &super::args::EventsArgs,
@@ -264,39 +264,83 @@ pub fn events(
         )
         .with_input(json!({ "thread": args.thread }))
     })?;
+    if args.follow {
+        return follow(home, thread, args.after.unwrap_or(0), json_output);
+    }
     let mut inbox = Inbox::new(home.thread_inbox(thread), args.after.unwrap_or(0));
     let lines = inbox.read_new()?;
-    if !args.follow {
-        let events: Vec<Value> = lines.iter().filter_map(|l| parse_event_line(l)).collect();
-        let human = super::event_rows::events(&events);
-        let v = super::versioned(json!({
-            "thread": thread,
-            "events": events,
-            "position": inbox.position,
-        }));
-        return Ok(Some(Printed::new(v, vec![], human)));
-    }
+    let events: Vec<Value> = lines.iter().filter_map(|l| parse_event_line(l)).collect();
+    let human = super::event_rows::events(&events);
+    let v = super::versioned(json!({
+        "thread": thread,
+        "events": events,
+        "position": inbox.position,
+    }));
+    Ok(Some(Printed::new(v, vec![], human)))
+}
+
+/// How long one read of a followed thread is held open by the daemon.
+const FOLLOW_WAIT: Duration = Duration::from_secs(25);
+/// The pause before asking again after a daemon that did not answer (a restart).
+const FOLLOW_RETRY: Duration = Duration::from_secs(1);
+
+/// `events --follow`: the thread's events as the daemon's store records them (long polls of
+/// `GET /v1/threads/{thread}/events`), printed as they come (with `--json`, one event object
+/// per line) until interrupted, whatever the sink: an `[events] command` leaves no inbox to
+/// read. `skip` (`--after N`) leaves out the thread's first N events. A daemon that stops
+/// answering (a restart) is waited for, said once on stderr; following resumes at the same
+/// cursor, so nothing recorded meanwhile is missed.
+fn follow(
+    home: &Home,
+    thread: ThreadId,
+    skip: u64,
+    json_output: bool,
+) -> ApiResult<Option<Printed>> {
+    let client = crate::client::Client::socket(home.socket());
     let mut out = std::io::stdout();
-    let mut lines = lines;
-    loop {
-        for line in &lines {
-            let printed = parse_event_line(line).map(|event| {
-                if json_output {
+    super::runtime()?.block_on(async {
+        let mut cursor: Option<String> = None;
+        let mut skip = skip;
+        let mut told = false;
+        loop {
+            let answer = match client
+                .thread_events(thread, cursor.as_deref(), FOLLOW_WAIT)
+                .await
+            {
+                Ok(answer) => answer,
+                Err(e) if e.retryable => {
+                    if !told {
+                        super::emit_err(&format!(
+                            "homebased: {} ({}); following again once it answers",
+                            e.message,
+                            e.code.as_str()
+                        ));
+                        told = true;
+                    }
+                    tokio::time::sleep(FOLLOW_RETRY).await;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            told = false;
+            for event in &answer.events {
+                if skip > 0 {
+                    skip -= 1;
+                    continue;
+                }
+                let text = if json_output {
                     event.to_string()
                 } else {
-                    super::event_rows::line(&event)
-                }
-            });
-            if let Some(text) = printed {
+                    super::event_rows::line(event)
+                };
                 if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {
                     // The reader went away (a closed pipe): nothing more to show.
                     return Ok(None);
                 }
             }
+            cursor = Some(answer.cursor);
         }
-        std::thread::sleep(FOLLOW_POLL);
-        lines = inbox.read_new()?;
-    }
+    })
 }
 
 /// An inbox read incrementally: only complete lines count (a line still being appended,

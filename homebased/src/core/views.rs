@@ -444,3 +444,25 @@ fn link(db: crate::store::Db, job: JobId) -> ApiResult<JobLink> {
         state: found.map(|(_, state)| state),
     })
 }
+
+/// The most events one read of a thread answers (`GET /v1/threads/{thread}/events`); the
+/// cursor carries the reader on to the rest.
+pub const THREAD_BATCH: u32 = 256;
+
+impl Core {
+    /// The events of `thread` recorded after the cursor `after`, each with its own cursor.
+    pub fn thread_events(
+        &self,
+        thread: homebased_shared::ids::ThreadId,
+        after: u64,
+    ) -> ApiResult<Vec<(u64, serde_json::Value)>> {
+        events::for_thread(self.store.db(), thread, after, THREAD_BATCH)
+    }
+
+    /// Raised with every delivery wake (the pass that follows every change, a notice falling
+    /// due, a pulled batch: wherever events are appended): the long polls of thread events
+    /// wait on it, as Fleet's do.
+    pub fn events_wake(&self) -> std::sync::Arc<tokio::sync::Notify> {
+        self.fleet_wake.clone()
+    }
+}

@@ -12,7 +12,7 @@ use super::jobs::{self, JobHead};
 use super::{Db, DbResult};
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::event::{Event, EventDetail, EventKind};
-use homebased_shared::ids::{JobId, MachineId, ResourceId, TaskId};
+use homebased_shared::ids::{JobId, MachineId, ResourceId, TaskId, ThreadId};
 use homebased_shared::time::{now_ms, Millis};
 use homebased_shared::wire::Versioned;
 use rusqlite::{OptionalExtension, Row};
@@ -169,6 +169,44 @@ pub fn insert_pulled(db: Db, authority: MachineId, body: &Value, at: Millis) -> 
         ))
         .db("store pulled event")?;
     Ok(n == 1)
+}
+
+/// The events of `thread` recorded after `after`, oldest first, at most `limit`, each with
+/// its row id: the cursor of `GET /v1/threads/{thread}/events`. One writer (the core) commits
+/// rows in id order, so a reader that saw an id has seen every smaller one. The thread's
+/// events are those of its local jobs and those pulled here for its remote jobs (routes); a
+/// remote job's events kept on its authority are its origin's (they are read there), and a
+/// suppressed notice was never true when its turn came.
+pub fn for_thread(
+    db: Db,
+    thread: ThreadId,
+    after: u64,
+    limit: u32,
+) -> ApiResult<Vec<(u64, Value)>> {
+    let after = i64::try_from(after).unwrap_or(i64::MAX);
+    let mut stmt = db
+        .conn
+        .prepare_cached(
+            "SELECT e.rowid, e.body FROM events e \
+             WHERE e.rowid > ?2 AND e.suppressed = 0 AND e.origin IS NULL \
+               AND e.job IN (SELECT id FROM jobs WHERE thread = ?1 \
+                             UNION SELECT job FROM fleet_routes WHERE thread = ?1) \
+             ORDER BY e.rowid LIMIT ?3",
+        )
+        .db("read thread events")?;
+    let rows = stmt
+        .query_map((thread.to_string(), after, limit), |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+        })
+        .db("read thread events")?
+        .collect::<Result<Vec<_>, _>>()
+        .db("read thread events")?;
+    rows.into_iter()
+        .map(|(n, body)| {
+            let body = serde_json::from_str(&body).map_err(ApiError::internal)?;
+            Ok((u64::try_from(n).unwrap_or(0), body))
+        })
+        .collect()
 }
 
 /// Every event of a job, oldest first.
@@ -491,6 +529,62 @@ mod tests {
         assert_eq!(delivery_state(c, a.id, 1).unwrap(), Some((true, false)));
         // A suppressed notice keeps its seq.
         assert_eq!(add(c, &a, EventKind::JobCheckDue), 3);
+    }
+
+    #[test]
+    fn a_threads_events_are_read_after_a_cursor_across_its_jobs_and_pulled_ones() {
+        let (_d, store) = test_store();
+        let c = store.db();
+        let spec = json!({});
+        let thread = ThreadId::new();
+        let on_thread = |c| {
+            let new = jobs::NewJob {
+                thread,
+                ..jobs::NewJob::for_test(&spec, homebased_shared::queue::Priority::Medium)
+            };
+            jobs::insert(c, &new).unwrap();
+            jobs::require(c, new.id).unwrap()
+        };
+        let (a, b, other) = (on_thread(c), on_thread(c), test_job(c));
+        add(c, &a, EventKind::JobPreempted);
+        add(c, &other, EventKind::JobCancelled);
+        add(c, &b, EventKind::JobBlocked);
+        add(c, &a, EventKind::JobSucceeded);
+        assert!(suppress(c, b.id, 1).unwrap());
+        // A remote job submitted here on the same thread: its events arrive by pull.
+        let remote = JobId::new();
+        let authority = MachineId::new();
+        crate::store::routes::insert(c, remote, authority, thread, "d", 1).unwrap();
+        let pulled = json!({"api_version": 1, "event": "JOB_SUCCEEDED", "job": remote,
+            "seq": 1, "thread": thread});
+        assert!(insert_pulled(c, authority, &pulled, 2).unwrap());
+
+        let read = |after, limit| {
+            for_thread(c, thread, after, limit)
+                .unwrap()
+                .into_iter()
+                .map(|(n, e)| (n, e["job"].clone(), e["event"].clone()))
+                .collect::<Vec<_>>()
+        };
+        let all = read(0, 10);
+        let seen: Vec<_> = all.iter().map(|(_, j, e)| (j.clone(), e.clone())).collect();
+        assert_eq!(
+            seen,
+            vec![
+                (json!(a.id), json!("JOB_PREEMPTED")),
+                (json!(a.id), json!("JOB_SUCCEEDED")),
+                (json!(remote), json!("JOB_SUCCEEDED")),
+            ],
+            "oldest first, the other thread and the suppressed notice left out"
+        );
+        assert!(all.windows(2).all(|w| w[0].0 < w[1].0), "{all:?}");
+        assert_eq!(read(0, 1), all[..1], "at most the limit");
+        assert_eq!(read(all[0].0, 10), all[1..], "after the cursor");
+        assert!(read(all[2].0, 10).is_empty());
+        add(c, &b, EventKind::JobCancelled);
+        let next = read(all[2].0, 10);
+        assert_eq!(next.len(), 1);
+        assert_eq!(next[0].2, json!("JOB_CANCELLED"));
     }
 
     #[test]

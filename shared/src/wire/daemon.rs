@@ -148,6 +148,16 @@ pub struct TaskLog {
     pub truncated: bool,
 }
 
+/// `GET /v1/threads/{thread}/events?after=&wait=`: the thread's events recorded after the
+/// cursor `after`, oldest first, from the daemon's store whatever the sink (the MCP tool
+/// `events_wait`, `events --follow`); empty when none came within `wait`. `cursor` is opaque:
+/// passed back as `after`, it answers what was recorded since.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadEvents {
+    pub events: Vec<serde_json::Value>,
+    pub cursor: String,
+}
+
 /// `GET /v1/tasks/{task}/log/chunk?offset=&shift=`: the bytes of a run's `output.log` after a
 /// follower's place, at most one chunk (256 KiB), for following a log on another machine
 /// (`resource job log --follow` of a remote job). `log` ends on a whole character; the next

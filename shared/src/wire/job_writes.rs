@@ -60,18 +60,30 @@ pub struct MoveRequest {
 }
 
 /// Where a move puts a job. Every field is optional on the wire so that contradictions can be
-/// refused with a reason rather than a parse error.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// refused with a reason rather than a parse error. Its schema is the MCP tool `job_move`'s.
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
+#[schemars(
+    description = "Where the job goes: `front` or `back` of its level, another \
+    `priority`, or `before` / `after` another job. Contradictions are refused with \
+    `move_refused` and a reason."
+)]
 pub struct Placement {
+    /// To the front of its level (of the `priority` given, else its own).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub front: bool,
+    /// To the back of its level (of the `priority` given, else its own).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub back: bool,
+    /// Another level: alone, the back of it; with `front` or `back`, that end of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<Priority>,
+    /// Just before this job, taking its level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<JobId>,
+    /// Just after this job, taking its level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<JobId>,
 }
