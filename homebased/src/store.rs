@@ -3,7 +3,7 @@
 //! queue listing) take a [`ReadSnapshot`]: a read-only connection of their own, pinned to the
 //! store as it was when the core handed it out.
 //!
-//! - `schema.sql`, `schema_v2.sql` to `schema_v11.sql` and [`MIGRATIONS`]: versioned schema
+//! - `schema.sql`, `schema_v2.sql` to `schema_v13.sql` and [`MIGRATIONS`]: versioned schema
 //!   (`PRAGMA user_version`), one file per version.
 //! - [`machine`], [`resources`], [`jobs`], [`runs`], [`attentions`], [`events`],
 //!   [`operations`], [`durability`]: one file per table, typed verbs over a [`Db`] (the connection or the
@@ -46,6 +46,9 @@ const MIGRATIONS: &[&str] = &[
     include_str!("store/schema_v9.sql"),
     include_str!("store/schema_v10.sql"),
     include_str!("store/schema_v11.sql"),
+    // Schema version 13 (the run's GPU memory peak); version 12 is added on another branch
+    // and goes before it at the merge.
+    include_str!("store/schema_v13.sql"),
 ];
 
 /// The schema version this build writes.

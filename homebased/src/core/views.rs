@@ -71,14 +71,23 @@ impl Core {
                 }
                 if let (Some(gpu), Some(sample)) = (view.gpu.as_mut(), &self.gpu_sample) {
                     gpu.sampled_at = Some(sample.at);
+                    let mut errors = Vec::new();
                     match &sample.processes {
                         Ok(by_lane) => {
                             gpu.processes =
                                 Some(by_lane.get(&view.id).cloned().unwrap_or_default());
-                            gpu.sample_error = None;
                         }
-                        Err(e) => gpu.sample_error = Some(e.clone()),
+                        Err(e) => errors.push(e.clone()),
                     }
+                    match &sample.states {
+                        Ok(cards) => {
+                            if let Some(state) = gpu.uuid.as_ref().and_then(|u| cards.get(u)) {
+                                gpu_state(gpu, state);
+                            }
+                        }
+                        Err(e) => errors.push(format!("card state: {e}")),
+                    }
+                    gpu.sample_error = (!errors.is_empty()).then(|| errors.join("; "));
                 }
                 view
             })
@@ -115,7 +124,30 @@ impl Core {
             .collect()
     }
 
+    /// Keeps the sample, and raises each live run's GPU memory peak that it exceeds (one
+    /// transaction, only when a peak rose or a run was seen the first time).
     pub fn record_gpu_sample(&mut self, sample: crate::sampler::Sample) {
+        self.gpu_peaks
+            .retain(|task, _| sample.run_memory.contains_key(task));
+        let raised: Vec<(homebased_shared::ids::TaskId, u64)> = sample
+            .run_memory
+            .iter()
+            .filter(|(task, mib)| self.gpu_peaks.get(task).is_none_or(|peak| *mib > peak))
+            .map(|(task, mib)| (*task, *mib))
+            .collect();
+        if !raised.is_empty() {
+            let written = self.store.write(|tx| {
+                for (task, mib) in &raised {
+                    runs::raise_gpu_peak(tx, *task, *mib)?;
+                }
+                Ok(())
+            });
+            match written {
+                Ok(()) => self.gpu_peaks.extend(raised),
+                // Kept unwritten: the next sample tries again.
+                Err(e) => tracing::warn!(error = %e.message, "cannot record GPU memory peaks"),
+            }
+        }
         self.gpu_sample = Some(sample);
     }
 
@@ -307,6 +339,11 @@ pub fn resource_view(r: Resource, run: Option<&Run>) -> ResourceView {
                 sampled_at: None,
                 processes: None,
                 sample_error: Some("not sampled yet".into()),
+                memory_used_mib: None,
+                memory_total_mib: None,
+                utilization_percent: None,
+                temperature_c: None,
+                power_w: None,
             })
         }
         _ => None,
@@ -369,7 +406,17 @@ pub fn run_view(run: &Run) -> RunView {
         ended_at: run.ended_at,
         process: run.process.clone(),
         cleanup: run.cleanup.clone(),
+        gpu_memory_peak_mib: run.gpu_memory_peak_mib,
     }
+}
+
+/// A card's sampled state on its lane's view.
+fn gpu_state(gpu: &mut GpuView, state: &crate::sampler::GpuState) {
+    gpu.memory_used_mib = state.memory_used_mib;
+    gpu.memory_total_mib = state.memory_total_mib;
+    gpu.utilization_percent = state.utilization_percent;
+    gpu.temperature_c = state.temperature_c;
+    gpu.power_w = state.power_w;
 }
 
 impl Core {
@@ -395,6 +442,21 @@ impl Core {
             // Not sampled yet, or the sample failed: no number rather than a wrong 0.
             _ => Vec::new(),
         };
+        let gpu_state = match self.gpu_sample.as_ref().map(|s| &s.states) {
+            Some(Ok(cards)) => all
+                .iter()
+                .filter(|r| {
+                    r.device.is_some()
+                        && r.origin == homebased_shared::wire::ResourceOrigin::Detected
+                })
+                .filter_map(|r| {
+                    let uuid = r.gpu.as_ref()?.uuid.as_deref()?;
+                    let state = cards.get(uuid)?;
+                    Some(crate::metrics::GpuStateSeries::of(&r.name, uuid, state))
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         let resources = all
             .into_iter()
             .map(|r| {
@@ -412,6 +474,7 @@ impl Core {
             events_pending: events::count_pending(db)?,
             storage_unavailable: self.storage.is_some(),
             gpu,
+            gpu_state,
             peers: Vec::new(),
         };
         Ok((self.metrics.clone(), snapshot))

@@ -63,6 +63,19 @@ pub struct GpuView {
     pub processes: Option<Vec<GpuProcessView>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sample_error: Option<String>,
+    /// The card's state from the last sample (`--query-gpu`); each `null` while unknown:
+    /// not sampled yet, the query failed, the driver said `[N/A]` (a MIG slice's utilization)
+    /// or the card was not in the answer.
+    #[serde(default)]
+    pub memory_used_mib: Option<u64>,
+    #[serde(default)]
+    pub memory_total_mib: Option<u64>,
+    #[serde(default)]
+    pub utilization_percent: Option<u32>,
+    #[serde(default)]
+    pub temperature_c: Option<i32>,
+    #[serde(default)]
+    pub power_w: Option<f64>,
 }
 
 /// One compute process on a card.
