@@ -62,6 +62,6 @@ pub use jobs::{
     JobDetail, JobEnvironment, JobList, JobStateView, JobSummary, RunView, Waiting, WaitingBlocker,
 };
 pub use resources::{
-    ActiveRunView, GpuProcessView, GpuView, PhaseView, QueueProcessOwner, RegisterRequest,
+    ActiveRunView, Device, GpuProcessView, GpuView, PhaseView, QueueProcessOwner, RegisterRequest,
     ReleaseRequest, ReleaseResult, ResourceList, ResourceOrigin, ResourceView,
 };

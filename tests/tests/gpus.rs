@@ -7,8 +7,8 @@
 mod common;
 
 use common::gpus::{
-    card_uuid, compute_apps, compute_apps_fail, gpu_state_hang, gpu_state_raw, remove_gpu_state,
-    set_cards, set_gpu_state,
+    card_uuid, compute_apps, compute_apps_fail, gpu_state_hang, gpu_state_raw, mig_uuid,
+    remove_gpu_state, set_cards, set_gpu_state, set_layout, set_split_cards,
 };
 use common::jobs::*;
 use common::{wait_until, Probe, TestHome};
@@ -345,4 +345,80 @@ fn a_runs_gpu_memory_peak_is_recorded_from_its_samples_and_null_when_never_sampl
     wait_job(&h, &unsampled, "succeeded");
     let run = &runs(&show(&h, &unsampled))[0];
     assert!(run["gpu_memory_peak_mib"].is_null(), "{run}");
+}
+
+#[test]
+fn a_split_card_gives_a_lane_per_mig_instance_whose_run_gets_its_mig_uuid_and_a_new_layout_is_flagged(
+) {
+    let mut h = TestHome::new(Probe::Gpus(0));
+    // Card 0 split in two, card 1 whole.
+    set_split_cards(&h, &[(0, &[0, 1]), (1, &[])]);
+    h.start_daemon();
+    let mut names: Vec<String> = h
+        .resources()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["gpu0-mig0", "gpu0-mig1", "gpu1"],
+        "no lane for the split card"
+    );
+    let slice = resource(&h, "gpu0-mig1");
+    assert_eq!(slice["device"], mig_uuid(0, 1, 0).as_str(), "{slice}");
+    assert_eq!(slice["origin"], "detected");
+    assert_eq!(slice["gpu"]["uuid"], mig_uuid(0, 1, 0).as_str(), "{slice}");
+    assert_eq!(slice["gpu"]["model"], "NVIDIA H200 MIG 3g.71gb", "{slice}");
+    assert_eq!(slice["gpu"]["changed"], false);
+    assert_eq!(resource(&h, "gpu1")["device"], 1);
+    let human = human_line(&h, "gpu0-mig1");
+    assert!(human.contains(&mig_uuid(0, 1, 0)), "{human}");
+
+    // A run on a slice sees that slice, by its MIG UUID, and nothing else.
+    let job = h.submit(
+        &sh_spec(&h, "on-a-slice", "echo \"cuda=$CUDA_VISIBLE_DEVICES\"", &[])
+            .set("resource", serde_json::json!("gpu0-mig1")),
+    );
+    let done = wait_job(&h, &job, "succeeded");
+    let task = runs(&done)[0]["task"].as_str().unwrap().to_string();
+    assert_eq!(runs(&done)[0]["resource"], slice["id"]);
+    let log = h.json(&["task", "log", &task]);
+    assert_eq!(
+        log["log"].as_str().unwrap().trim(),
+        format!("cuda={}", mig_uuid(0, 1, 0)),
+        "{log}"
+    );
+    h.stop_daemon();
+
+    // Resized: card 0 is now one slice with another UUID; instance 1 is gone.
+    set_layout(&h, &[(0, &[0]), (1, &[])], 1);
+    h.start_daemon();
+    for name in ["gpu0-mig0", "gpu0-mig1"] {
+        let lane = resource(&h, name);
+        assert_eq!(lane["gpu"]["changed"], true, "{lane}");
+    }
+    assert_eq!(
+        resource(&h, "gpu0-mig0")["gpu"]["uuid"],
+        mig_uuid(0, 0, 0).as_str(),
+        "the recorded slice stays"
+    );
+    assert_eq!(resource(&h, "gpu1")["gpu"]["changed"], false);
+    let daemon_log = std::fs::read_to_string(h.daemon_log()).unwrap();
+    assert!(
+        daemon_log.contains(&format!("now reports {}", mig_uuid(0, 0, 1)))
+            && daemon_log.contains("the MIG layout changed"),
+        "the change is logged: {daemon_log}"
+    );
+    // No new work on a slice that may not exist; the whole card still serves.
+    let pinned = h.submit(
+        &h.spec("pinned-to-a-gone-slice")
+            .command(&["true"])
+            .set("resource", serde_json::json!("gpu0-mig1")),
+    );
+    let any = h.submit(&h.spec("anywhere").command(&["true"]));
+    let ran = wait_job(&h, &any, "succeeded");
+    assert_eq!(runs(&ran)[0]["resource"], resource(&h, "gpu1")["id"]);
+    h.settle();
+    assert_eq!(show(&h, &pinned)["state"]["state"], "queued");
 }

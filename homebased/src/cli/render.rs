@@ -53,7 +53,10 @@ pub fn resources(list: &ResourceList) -> String {
         .resources
         .iter()
         .map(|r| {
-            let mut device = r.device.map_or_else(|| "-".to_string(), |d| d.to_string());
+            let mut device = r
+                .device
+                .as_ref()
+                .map_or_else(|| "-".to_string(), |d| d.to_string());
             if r.gpu.as_ref().is_some_and(|g| g.changed) {
                 device.push_str(" (changed)");
             }

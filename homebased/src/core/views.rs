@@ -74,8 +74,15 @@ impl Core {
                     let mut errors = Vec::new();
                     match &sample.processes {
                         Ok(by_lane) => {
-                            gpu.processes =
-                                Some(by_lane.get(&view.id).cloned().unwrap_or_default());
+                            let processes = by_lane.get(&view.id).cloned().unwrap_or_default();
+                            if matches!(view.device, Some(homebased_shared::wire::Device::Mig(_))) {
+                                // The state query reports cards, not slices: a slice's memory
+                                // is what its processes use (a number the driver did not give
+                                // adds nothing).
+                                gpu.memory_used_mib =
+                                    Some(processes.iter().filter_map(|p| p.used_memory_mib).sum());
+                            }
+                            gpu.processes = Some(processes);
                         }
                         Err(e) => errors.push(e.clone()),
                     }
@@ -106,7 +113,7 @@ impl Core {
             return Vec::new();
         };
         all.into_iter()
-            .filter(|r| r.device.is_some())
+            .filter(|r| r.device.is_some() || r.mig.is_some())
             .filter_map(|r| {
                 let gpu_uuid = r.gpu.as_ref()?.uuid.clone()?;
                 let run = holding.iter().find(|run| run.resource == r.id);
@@ -328,9 +335,10 @@ pub fn resource_view(r: Resource, run: Option<&Run>) -> ResourceView {
             phase: phase.view(),
         })
     });
-    // Only an indexed detected lane is a known card.
-    let gpu = match (r.origin, r.device) {
-        (homebased_shared::wire::ResourceOrigin::Detected, Some(_)) => {
+    // Only an indexed detected lane, or a MIG slice, is a known card.
+    let device = r.cuda_device();
+    let gpu = match (r.origin, r.device.is_some() || r.mig.is_some()) {
+        (homebased_shared::wire::ResourceOrigin::Detected, true) => {
             let identity = r.gpu.as_ref();
             Some(GpuView {
                 uuid: identity.and_then(|g| g.uuid.clone()),
@@ -351,7 +359,7 @@ pub fn resource_view(r: Resource, run: Option<&Run>) -> ResourceView {
     ResourceView {
         id: r.id,
         name: r.name,
-        device: r.device,
+        device,
         origin: r.origin,
         run,
         gpu,
@@ -433,7 +441,8 @@ impl Core {
         let lanes: Vec<_> = all
             .iter()
             .filter(|r| {
-                r.device.is_some() && r.origin == homebased_shared::wire::ResourceOrigin::Detected
+                (r.device.is_some() || r.mig.is_some())
+                    && r.origin == homebased_shared::wire::ResourceOrigin::Detected
             })
             .map(|r| (r.id, r.name.clone()))
             .collect();
@@ -446,7 +455,7 @@ impl Core {
             Some(Ok(cards)) => all
                 .iter()
                 .filter(|r| {
-                    r.device.is_some()
+                    (r.device.is_some() || r.mig.is_some())
                         && r.origin == homebased_shared::wire::ResourceOrigin::Detected
                 })
                 .filter_map(|r| {

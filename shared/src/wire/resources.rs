@@ -37,11 +37,28 @@ impl std::str::FromStr for ResourceOrigin {
     }
 }
 
+/// A lane's CUDA device: a card's index, or a MIG instance's `MIG-<uuid>` (SPEC section 7).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Device {
+    Index(u32),
+    Mig(String),
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Device::Index(index) => write!(f, "{index}"),
+            Device::Mig(uuid) => f.write_str(uuid),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResourceView {
     pub id: ResourceId,
     pub name: String,
-    pub device: Option<u32>,
+    pub device: Option<Device>,
     pub origin: ResourceOrigin,
     pub run: Option<ActiveRunView>,
     /// The card of an indexed detected lane; `null` for unindexed and manual lanes.

@@ -61,12 +61,36 @@ pub fn gpu_state_hang(h: &TestHome) -> PathBuf {
 /// Installs the fake: device `i` of the listing is `cards[i]` (a card number for
 /// [`card_uuid`]). Takes effect for `-L` at the next daemon start.
 pub fn set_cards(h: &TestHome, cards: &[u32]) {
+    let split: Vec<(u32, &[u32])> = cards.iter().map(|c| (*c, &[][..])).collect();
+    set_split_cards(h, &split);
+}
+
+/// A MIG instance's UUID: instance `instance` of card `card`, in layout `layout` (a resized
+/// layout gives its instances new UUIDs).
+pub fn mig_uuid(card: u32, instance: u32, layout: u32) -> String {
+    format!("MIG-{card:04x}{instance:04x}-{layout:04x}-bbbb-cccc-ddddeeeeffff")
+}
+
+/// As [`set_cards`], each card with the MIG instances listed under it (none: a whole card),
+/// in layout 0 of [`mig_uuid`]; the spacing of the MIG lines is as drivers print it.
+pub fn set_split_cards(h: &TestHome, cards: &[(u32, &[u32])]) {
+    set_layout(h, cards, 0);
+}
+
+/// As [`set_split_cards`], with the instances' UUIDs of layout `layout`.
+pub fn set_layout(h: &TestHome, cards: &[(u32, &[u32])], layout: u32) {
     let mut listing = String::new();
-    for (index, card) in cards.iter().enumerate() {
+    for (index, (card, instances)) in cards.iter().enumerate() {
         listing.push_str(&format!(
             "GPU {index}: NVIDIA H200 (UUID: {})\n",
             card_uuid(*card)
         ));
+        for instance in *instances {
+            listing.push_str(&format!(
+                "  MIG 3g.71gb     Device  {instance}: (UUID: {})\n",
+                mig_uuid(*card, *instance, layout)
+            ));
+        }
     }
     let script = FAKE
         .replace("@LISTING@", &listing)
