@@ -309,6 +309,28 @@ pub struct Sample {
     pub run_memory: HashMap<TaskId, u64>,
 }
 
+impl Sample {
+    /// A lane's card state in this sample: the state query's line for its UUID, and for a MIG
+    /// slice (which the state query does not report) the memory its processes use. `None`
+    /// when nothing is known.
+    pub fn lane_state(&self, resource: ResourceId, uuid: &str, slice: bool) -> Option<GpuState> {
+        let listed = self.states.as_ref().ok().and_then(|cards| cards.get(uuid));
+        let mut state = listed.cloned().unwrap_or_default();
+        if slice && state.memory_used_mib.is_none() {
+            if let Ok(by_lane) = &self.processes {
+                let processes = by_lane.get(&resource).map(Vec::as_slice).unwrap_or(&[]);
+                state.memory_used_mib = Some(
+                    processes
+                        .iter()
+                        .filter_map(|p| p.used_memory_mib)
+                        .fold(0, u64::saturating_add),
+                );
+            }
+        }
+        (listed.is_some() || state != GpuState::default()).then_some(state)
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -524,6 +546,45 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert_eq!(got[&run.task], 123);
         assert_eq!(got[&other.run.unwrap().task], 0);
+    }
+
+    #[test]
+    fn a_slices_memory_is_its_processes_and_a_cards_is_the_state_querys() {
+        let (busy, idle) = two_lanes();
+        let process = |mib| GpuProcessView {
+            pid: 1,
+            user: None,
+            command: None,
+            used_memory_mib: mib,
+            queue: None,
+        };
+        let sample = Sample {
+            at: 0,
+            processes: Ok(HashMap::from([(
+                busy.resource,
+                vec![process(Some(100)), process(None), process(Some(28))],
+            )])),
+            states: Ok(HashMap::from([(
+                "GPU-b".to_string(),
+                GpuState {
+                    temperature_c: Some(40),
+                    ..GpuState::default()
+                },
+            )])),
+            run_memory: HashMap::new(),
+        };
+        let slice = sample.lane_state(busy.resource, "MIG-a", true).unwrap();
+        assert_eq!(slice.memory_used_mib, Some(128));
+        assert_eq!(slice.utilization_percent, None);
+        assert_eq!(sample.lane_state(busy.resource, "GPU-a", false), None);
+        let card = sample.lane_state(idle.resource, "GPU-b", false).unwrap();
+        assert_eq!(card.temperature_c, Some(40));
+        assert_eq!(card.memory_used_mib, None);
+        let failed = Sample {
+            processes: Err("x".into()),
+            ..sample
+        };
+        assert_eq!(failed.lane_state(busy.resource, "MIG-a", true), None);
     }
 
     proptest! {

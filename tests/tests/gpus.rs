@@ -375,6 +375,25 @@ fn a_split_card_gives_a_lane_per_mig_instance_whose_run_gets_its_mig_uuid_and_a_
     let human = human_line(&h, "gpu0-mig1");
     assert!(human.contains(&mig_uuid(0, 1, 0)), "{human}");
 
+    // A slice's telemetry: its memory from the processes on its MIG UUID (the state query
+    // reports whole cards), its utilization unknown.
+    set_gpu_state(&h, 1, &[("memory.used", "10"), ("utilization.gpu", "3")]);
+    std::fs::write(
+        compute_apps(&h),
+        format!("{}, {}, 2048\n", mig_uuid(0, 0, 0), std::process::id()),
+    )
+    .unwrap();
+    let on_slice = wait_sampled(&h, "gpu0-mig0", "the process on the slice", |gpu| {
+        gpu["processes"].as_array().is_some_and(|p| !p.is_empty())
+    });
+    assert_eq!(on_slice["memory_used_mib"], 2048, "{on_slice}");
+    assert!(on_slice["utilization_percent"].is_null(), "{on_slice}");
+    assert!(on_slice["processes"][0]["queue"].is_null(), "{on_slice}");
+    let other = resource(&h, "gpu0-mig1")["gpu"].clone();
+    assert_eq!(other["memory_used_mib"], 0, "{other}");
+    assert_eq!(resource(&h, "gpu1")["gpu"]["utilization_percent"], 3);
+    std::fs::remove_file(compute_apps(&h)).unwrap();
+
     // A run on a slice sees that slice, by its MIG UUID, and nothing else.
     let job = h.submit(
         &sh_spec(&h, "on-a-slice", "echo \"cuda=$CUDA_VISIBLE_DEVICES\"", &[])

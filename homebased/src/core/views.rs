@@ -74,25 +74,21 @@ impl Core {
                     let mut errors = Vec::new();
                     match &sample.processes {
                         Ok(by_lane) => {
-                            let processes = by_lane.get(&view.id).cloned().unwrap_or_default();
-                            if matches!(view.device, Some(homebased_shared::wire::Device::Mig(_))) {
-                                // The state query reports cards, not slices: a slice's memory
-                                // is what its processes use (a number the driver did not give
-                                // adds nothing).
-                                gpu.memory_used_mib =
-                                    Some(processes.iter().filter_map(|p| p.used_memory_mib).sum());
-                            }
-                            gpu.processes = Some(processes);
+                            gpu.processes =
+                                Some(by_lane.get(&view.id).cloned().unwrap_or_default());
                         }
                         Err(e) => errors.push(e.clone()),
                     }
-                    match &sample.states {
-                        Ok(cards) => {
-                            if let Some(state) = gpu.uuid.as_ref().and_then(|u| cards.get(u)) {
-                                gpu_state(gpu, state);
-                            }
-                        }
-                        Err(e) => errors.push(format!("card state: {e}")),
+                    if let Err(e) = &sample.states {
+                        errors.push(format!("card state: {e}"));
+                    }
+                    let slice = matches!(view.device, Some(homebased_shared::wire::Device::Mig(_)));
+                    if let Some(state) = gpu
+                        .uuid
+                        .as_deref()
+                        .and_then(|uuid| sample.lane_state(view.id, uuid, slice))
+                    {
+                        gpu_state(gpu, &state);
                     }
                     gpu.sample_error = (!errors.is_empty()).then(|| errors.join("; "));
                 }
@@ -451,8 +447,8 @@ impl Core {
             // Not sampled yet, or the sample failed: no number rather than a wrong 0.
             _ => Vec::new(),
         };
-        let gpu_state = match self.gpu_sample.as_ref().map(|s| &s.states) {
-            Some(Ok(cards)) => all
+        let gpu_state = match self.gpu_sample.as_ref() {
+            Some(sample) => all
                 .iter()
                 .filter(|r| {
                     (r.device.is_some() || r.mig.is_some())
@@ -460,11 +456,11 @@ impl Core {
                 })
                 .filter_map(|r| {
                     let uuid = r.gpu.as_ref()?.uuid.as_deref()?;
-                    let state = cards.get(uuid)?;
-                    Some(crate::metrics::GpuStateSeries::of(&r.name, uuid, state))
+                    let state = sample.lane_state(r.id, uuid, r.mig.is_some())?;
+                    Some(crate::metrics::GpuStateSeries::of(&r.name, uuid, &state))
                 })
                 .collect(),
-            _ => Vec::new(),
+            None => Vec::new(),
         };
         let resources = all
             .into_iter()
