@@ -205,6 +205,9 @@ pub fn parse_gpu_states(stdout: &str) -> GpuStates {
 pub struct Lane {
     pub resource: ResourceId,
     pub gpu_uuid: String,
+    /// For a MIG slice, the UUID of the card it is cut from: a driver that reports a
+    /// process by its card's UUID rather than the slice's is attributed through it.
+    pub card_uuid: Option<String>,
     pub run: Option<LaneRun>,
 }
 
@@ -240,6 +243,11 @@ fn owner(run: &LaneRun, pid: u32, facts: &ProcessFacts) -> bool {
 }
 
 /// Each lane's processes, queue or foreign. Processes on cards without a lane are left out.
+///
+/// A process reported by the UUID of a split card (not of one of its MIG slices) is the
+/// slice's whose run it belongs to; when it belongs to none, which slice it uses is not
+/// known, so it is listed as foreign on every slice of that card: unknown is never shown
+/// as free.
 pub fn attribute(
     apps: &[ComputeApp],
     lanes: &[Lane],
@@ -250,25 +258,52 @@ pub fn attribute(
         .map(|lane| (lane.resource, Vec::new()))
         .collect();
     for app in apps {
-        let Some(lane) = lanes.iter().find(|l| l.gpu_uuid == app.gpu_uuid) else {
-            continue;
+        let exact: Vec<&Lane> = lanes
+            .iter()
+            .filter(|l| l.gpu_uuid == app.gpu_uuid)
+            .take(1)
+            .collect();
+        let candidates = if exact.is_empty() {
+            lanes
+                .iter()
+                .filter(|l| l.card_uuid.as_deref() == Some(app.gpu_uuid.as_str()))
+                .collect()
+        } else {
+            exact
         };
+        if candidates.is_empty() {
+            continue;
+        }
         let facts = facts(app.pid);
-        let queue = lane
-            .run
-            .as_ref()
-            .filter(|run| owner(run, app.pid, &facts))
-            .map(|run| QueueProcessOwner {
-                job: run.job,
-                task: run.task,
-            });
-        out.entry(lane.resource).or_default().push(GpuProcessView {
+        let owned = candidates.iter().find_map(|lane| {
+            let run = lane
+                .run
+                .as_ref()
+                .filter(|run| owner(run, app.pid, &facts))?;
+            Some((lane.resource, run))
+        });
+        let view = |queue| GpuProcessView {
             pid: app.pid,
-            user: facts.user,
-            command: facts.command,
+            user: facts.user.clone(),
+            command: facts.command.clone(),
             used_memory_mib: app.used_memory_mib,
             queue,
-        });
+        };
+        match owned {
+            Some((resource, run)) => {
+                out.entry(resource)
+                    .or_default()
+                    .push(view(Some(QueueProcessOwner {
+                        job: run.job,
+                        task: run.task,
+                    })))
+            }
+            None => {
+                for lane in candidates {
+                    out.entry(lane.resource).or_default().push(view(None));
+                }
+            }
+        }
     }
     out
 }
@@ -393,11 +428,13 @@ mod tests {
         let busy = Lane {
             resource: ResourceId::new(),
             gpu_uuid: "GPU-a".into(),
+            card_uuid: None,
             run: Some(run),
         };
         let idle = Lane {
             resource: ResourceId::new(),
             gpu_uuid: "GPU-b".into(),
+            card_uuid: None,
             run: None,
         };
         (busy, idle)
@@ -546,6 +583,34 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert_eq!(got[&run.task], 123);
         assert_eq!(got[&other.run.unwrap().task], 0);
+    }
+
+    #[test]
+    fn a_process_reported_by_a_split_cards_uuid_goes_to_its_runs_slice_or_to_every_slice() {
+        let (mut busy, mut idle) = two_lanes();
+        busy.gpu_uuid = "MIG-1".into();
+        busy.card_uuid = Some("GPU-card".into());
+        idle.gpu_uuid = "MIG-2".into();
+        idle.card_uuid = Some("GPU-card".into());
+        let task = busy.run.as_ref().unwrap().task;
+        let app = |gpu: &str, pid| ComputeApp {
+            gpu_uuid: gpu.into(),
+            pid,
+            used_memory_mib: Some(1),
+        };
+        let apps = [app("GPU-card", 1), app("GPU-card", 2), app("MIG-2", 3)];
+        let got = attribute(&apps, &[busy.clone(), idle.clone()], |pid| ProcessFacts {
+            marker: (pid == 1).then_some(task),
+            ..Default::default()
+        });
+        let pids = |lane: &Lane| -> Vec<(u32, bool)> {
+            got[&lane.resource]
+                .iter()
+                .map(|p| (p.pid, p.queue.is_some()))
+                .collect()
+        };
+        assert_eq!(pids(&busy), [(1, true), (2, false)]);
+        assert_eq!(pids(&idle), [(2, false), (3, false)]);
     }
 
     #[test]

@@ -392,6 +392,19 @@ fn a_split_card_gives_a_lane_per_mig_instance_whose_run_gets_its_mig_uuid_and_a_
     let other = resource(&h, "gpu0-mig1")["gpu"].clone();
     assert_eq!(other["memory_used_mib"], 0, "{other}");
     assert_eq!(resource(&h, "gpu1")["gpu"]["utilization_percent"], 3);
+    // A driver that names the card, not the slice: which slice is not known, so the process
+    // is outside the queue on both.
+    std::fs::write(
+        compute_apps(&h),
+        format!("{}, {}, 512\n", card_uuid(0), std::process::id()),
+    )
+    .unwrap();
+    for name in ["gpu0-mig0", "gpu0-mig1"] {
+        let gpu = wait_sampled(&h, name, "the process by its card's UUID", |gpu| {
+            gpu["processes"][0]["used_memory_mib"] == 512
+        });
+        assert!(gpu["processes"][0]["queue"].is_null(), "{gpu}");
+    }
     std::fs::remove_file(compute_apps(&h)).unwrap();
 
     // A run on a slice sees that slice, by its MIG UUID, and nothing else.

@@ -116,6 +116,7 @@ impl Core {
                 Some(crate::sampler::Lane {
                     resource: r.id,
                     gpu_uuid,
+                    card_uuid: r.mig_card.clone(),
                     run: run.map(|run| crate::sampler::LaneRun {
                         job: run.job,
                         task: run.task,

@@ -146,6 +146,17 @@ fn identify(tx: crate::store::Db, gpus: &[detection::DetectedGpu]) -> ApiResult<
             })
         })
         .collect();
+    for lane in &lanes {
+        if let Place::Slice(place) = lane.place {
+            let card = gpus
+                .iter()
+                .find(|g| {
+                    g.index == place.gpu && g.migs.iter().any(|m| m.instance == place.instance)
+                })
+                .and_then(|g| g.uuid.as_deref());
+            resources::set_mig_card(tx, lane.id, card)?;
+        }
+    }
     for change in identity::check(&lanes, gpus) {
         if let Some(warning) = &change.warning {
             tracing::warn!("GPU identity: {warning}");

@@ -20,6 +20,8 @@ pub struct Resource {
     pub gpu: Option<GpuIdentity>,
     /// The MIG instance a detected slice lane is (it has no `device` then).
     pub mig: Option<crate::detection::MigPlace>,
+    /// A slice's card's hardware UUID, as the last detection listed it.
+    pub mig_card: Option<String>,
 }
 
 impl Resource {
@@ -47,8 +49,8 @@ pub struct GpuIdentity {
     pub changed: bool,
 }
 
-const COLUMNS: &str =
-    "id, name, device, origin, created_at, gpu_uuid, gpu_model, gpu_changed, mig_gpu, mig_instance";
+const COLUMNS: &str = "id, name, device, origin, created_at, gpu_uuid, gpu_model, gpu_changed, \
+    mig_gpu, mig_instance, mig_card_uuid";
 
 /// Names are 1 to 63 of `[a-z0-9-]`, not starting or ending with `-`, never a UUID.
 pub fn check_name(name: &str) -> Result<(), String> {
@@ -108,6 +110,7 @@ fn from_row(r: &Row) -> rusqlite::Result<Resource> {
         created_at: r.get("created_at")?,
         gpu,
         mig,
+        mig_card: r.get("mig_card_uuid")?,
     })
 }
 
@@ -174,6 +177,7 @@ pub fn insert(
         created_at: now_ms(),
         gpu: None,
         mig: None,
+        mig_card: None,
     };
     db.conn.execute(
         "INSERT INTO resources (id, name, device, origin, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -242,6 +246,7 @@ pub fn insert_slice(db: Db, name: &str, place: crate::detection::MigPlace) -> Ap
         created_at: now_ms(),
         gpu: None,
         mig: Some(place),
+        mig_card: None,
     };
     db.conn
         .execute(
@@ -271,6 +276,17 @@ pub fn adopt(db: Db, id: ResourceId, new_name: Option<&str>, device: u32) -> Api
             (id.to_string(), name, i64::from(device)),
         )
         .db("adopt fallback")?;
+    Ok(())
+}
+
+/// Records which card a slice lane is cut from now (its card's hardware UUID).
+pub fn set_mig_card(db: Db, id: ResourceId, card: Option<&str>) -> ApiResult<()> {
+    db.conn
+        .execute(
+            "UPDATE resources SET mig_card_uuid = ?2 WHERE id = ?1",
+            (id.to_string(), card),
+        )
+        .db("record a MIG slice's card")?;
     Ok(())
 }
 

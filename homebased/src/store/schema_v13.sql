@@ -8,3 +8,6 @@ ALTER TABLE runs ADD COLUMN gpu_memory_peak_mib INTEGER CHECK (gpu_memory_peak_m
 ALTER TABLE resources ADD COLUMN mig_gpu INTEGER CHECK (mig_gpu IS NULL OR mig_gpu >= 0);
 ALTER TABLE resources ADD COLUMN mig_instance INTEGER CHECK (mig_instance IS NULL OR mig_instance >= 0);
 CREATE UNIQUE INDEX resources_one_per_mig_instance ON resources(mig_gpu, mig_instance) WHERE mig_gpu IS NOT NULL;
+-- The hardware UUID of a slice's card as the last detection listed it: a driver that reports
+-- a process by the card's UUID rather than the slice's is attributed through it.
+ALTER TABLE resources ADD COLUMN mig_card_uuid TEXT;
