@@ -94,6 +94,9 @@ pub struct Core {
     last_pass: Option<Arc<pass::LastPass>>,
     /// The GPU sampler's last result (`daemon/sampling.rs` posts it).
     gpu_sample: Option<crate::sampler::Sample>,
+    /// Each live run's GPU memory peak as last written to the store, so that a sample that
+    /// raises no peak writes nothing.
+    gpu_peaks: HashMap<homebased_shared::ids::TaskId, u64>,
     /// When resources were last read: the sampler idles a minute after it.
     resources_read_at: Arc<crate::sampler::Demand>,
     /// Where retention's walk over the finished jobs goes on at the next tick.
@@ -199,6 +202,7 @@ impl Core {
             passes: 0,
             last_pass: None,
             gpu_sample: None,
+            gpu_peaks: HashMap::new(),
             resources_read_at: Arc::new(crate::sampler::Demand::new(now_ms())),
             retention_cursor: None,
             retention: None,

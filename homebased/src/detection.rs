@@ -21,6 +21,26 @@ pub struct DetectedGpu {
     pub uuid: Option<String>,
     /// The text between `GPU <n>:` and `(UUID: ...)`, when not empty.
     pub model: Option<String>,
+    /// Its MIG instances, by device number, when the card is split: each is a lane of its
+    /// own and the card itself none.
+    pub migs: Vec<DetectedMig>,
+}
+
+/// One `MIG <profile> Device <m>: (UUID: MIG-...)` line under a card.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DetectedMig {
+    pub instance: u32,
+    /// `MIG-<uuid>`, or the old `MIG-GPU-<uuid>/<gi>/<ci>`: what `CUDA_VISIBLE_DEVICES` takes.
+    pub uuid: String,
+    /// `1g.10gb`, `3g.40gb`, ...: kept as written, an unknown name too.
+    pub profile: Option<String>,
+}
+
+/// Where a detected lane's device is: a whole card, or one MIG instance of a card.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MigPlace {
+    pub gpu: u32,
+    pub instance: u32,
 }
 
 /// What running the probe gave.
@@ -47,6 +67,8 @@ pub struct ExistingResource {
     pub name: String,
     pub device: Option<u32>,
     pub origin: ResourceOrigin,
+    /// The MIG instance a detected slice lane is.
+    pub mig: Option<MigPlace>,
     /// A run holds it, in any phase (cleaning and Attention included).
     pub busy: bool,
 }
@@ -67,6 +89,8 @@ pub enum Change {
         device: Option<u32>,
         origin: ResourceOrigin,
     },
+    /// Register a lane for one MIG instance of a split card.
+    AddSlice { name: String, place: MigPlace },
     /// Give a device to the unindexed fallback lane. It keeps its id, so jobs pinned to it
     /// and its history stay attached; `new_name` is `gpu<device>` when that name was free.
     AdoptFallback {
@@ -76,21 +100,73 @@ pub enum Change {
     },
 }
 
-/// Reads `nvidia-smi -L` output. Only lines `GPU <n>: <model> (UUID: GPU-...)` count; MIG
-/// sub-lines, "No devices were found", blank lines and anything else are ignored. The
-/// result is sorted by index, each index once (the first line wins).
+/// Reads `nvidia-smi -L` output. Lines `GPU <n>: <model> (UUID: GPU-...)` give cards; the
+/// indented `MIG <profile> Device <m>: (UUID: MIG-...)` lines after a card give its MIG
+/// instances (spacing varies between driver versions). "No devices were found", blank lines
+/// and anything else are ignored, one line at a time. The result is sorted by index, each
+/// index once (the first line wins), and each card's instances by number, each once.
 pub fn parse_nvidia_smi_list(stdout: &str) -> Vec<DetectedGpu> {
     let mut gpus: Vec<DetectedGpu> = Vec::new();
+    // The card the MIG lines that follow belong to; `None` before any card, or after a
+    // duplicate card line (whose instances are not the first card's).
+    let mut current: Option<usize> = None;
     for line in stdout.lines() {
-        let Some(gpu) = parse_gpu_line(line) else {
+        if let Some(gpu) = parse_gpu_line(line) {
+            current = if gpus.iter().any(|known| known.index == gpu.index) {
+                None
+            } else {
+                gpus.push(gpu);
+                Some(gpus.len() - 1)
+            };
+            continue;
+        }
+        let (Some(mig), Some(at)) = (parse_mig_line(line), current) else {
             continue;
         };
-        if !gpus.iter().any(|known| known.index == gpu.index) {
-            gpus.push(gpu);
+        let migs = &mut gpus[at].migs;
+        if !migs
+            .iter()
+            .any(|m| m.instance == mig.instance || m.uuid == mig.uuid)
+        {
+            migs.push(mig);
         }
+    }
+    for gpu in &mut gpus {
+        gpu.migs.sort_by_key(|m| m.instance);
     }
     gpus.sort_by_key(|gpu| gpu.index);
     gpus
+}
+
+fn parse_mig_line(line: &str) -> Option<DetectedMig> {
+    let rest = line.trim_start().strip_prefix("MIG")?;
+    if !rest.starts_with(char::is_whitespace) {
+        return None;
+    }
+    let (profile, rest) = rest.split_once("Device")?;
+    let (instance, rest) = rest.split_once(':')?;
+    let instance = instance.trim();
+    if instance.is_empty() || !instance.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let instance = instance.parse().ok()?;
+    let (_, tail) = rest.split_once("(UUID:")?;
+    let (uuid, _) = tail.split_once(')')?;
+    let uuid = uuid.trim();
+    let valid = uuid.len() > "MIG-".len()
+        && uuid.starts_with("MIG-")
+        && uuid
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'/');
+    if !valid {
+        return None;
+    }
+    let profile = profile.trim();
+    Some(DetectedMig {
+        instance,
+        uuid: uuid.to_string(),
+        profile: (!profile.is_empty()).then(|| profile.to_string()),
+    })
 }
 
 fn parse_gpu_line(line: &str) -> Option<DetectedGpu> {
@@ -110,7 +186,12 @@ fn parse_gpu_line(line: &str) -> Option<DetectedGpu> {
         .map_or(described, |(model, _)| model)
         .trim();
     let model = (!model.is_empty()).then(|| model.to_string());
-    Some(DetectedGpu { index, uuid, model })
+    Some(DetectedGpu {
+        index,
+        uuid,
+        model,
+        migs: Vec::new(),
+    })
 }
 
 /// Plans the resource changes for this start.
@@ -192,7 +273,9 @@ fn plan_detected(existing: &[ExistingResource], gpus: &[DetectedGpu]) -> Detecti
                 fallback.name
             ));
         }
-        match gpus.iter().find(|gpu| !used_devices.contains(&gpu.index)) {
+        // A split card is its slices' lanes: the unindexed fallback cannot stand for one.
+        let whole = |gpu: &&DetectedGpu| gpu.migs.is_empty() && !used_devices.contains(&gpu.index);
+        match gpus.iter().find(whole) {
             Some(first) => {
                 let wanted = gpu_name(first.index);
                 let new_name =
@@ -215,8 +298,29 @@ fn plan_detected(existing: &[ExistingResource], gpus: &[DetectedGpu]) -> Detecti
         }
     }
 
+    let used_slices: BTreeSet<MigPlace> = existing.iter().filter_map(|r| r.mig).collect();
     for gpu in gpus {
-        if used_devices.contains(&gpu.index) {
+        // A split card gets one lane per MIG instance and none of its own.
+        for mig in &gpu.migs {
+            let place = MigPlace {
+                gpu: gpu.index,
+                instance: mig.instance,
+            };
+            if used_slices.contains(&place) {
+                continue;
+            }
+            let name = slice_name(place);
+            if names.contains(&name) {
+                notes.push(format!(
+                    "MIG instance {}:{} not added: the name {name} is already taken",
+                    place.gpu, place.instance
+                ));
+                continue;
+            }
+            names.insert(name.clone());
+            changes.push(Change::AddSlice { name, place });
+        }
+        if !gpu.migs.is_empty() || used_devices.contains(&gpu.index) {
             continue;
         }
         let name = gpu_name(gpu.index);
@@ -245,6 +349,12 @@ fn plan_detected(existing: &[ExistingResource], gpus: &[DetectedGpu]) -> Detecti
 
 fn gpu_name(index: u32) -> String {
     format!("gpu{index}")
+}
+
+/// `gpu<n>-mig<m>`: a name of its own per slice, never renamed (a lane with a run in any
+/// phase keeps its name whatever the layout becomes).
+pub fn slice_name(place: MigPlace) -> String {
+    format!("gpu{}-mig{}", place.gpu, place.instance)
 }
 
 pub mod identity;

@@ -20,8 +20,8 @@ use homebased_shared::queue::{JobStatus, PhaseKind, Priority, RunStatus, StopCau
 use homebased_shared::time::Millis;
 use homebased_shared::wire::GpuProcessView;
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use std::collections::HashMap;
 
@@ -184,6 +184,8 @@ pub struct Snapshot {
     pub storage_unavailable: bool,
     /// Foreign processes on each sampled GPU lane.
     pub gpu: Vec<GpuForeign>,
+    /// Each sampled lane's card state; a value not known is no series at all.
+    pub gpu_state: Vec<GpuStateSeries>,
     pub peers: Vec<PeerUp>,
 }
 
@@ -192,6 +194,35 @@ pub struct GpuForeign {
     pub resource: String,
     pub processes: u64,
     pub memory_bytes: u64,
+}
+
+/// One lane's card state as the metrics write it (SPEC section 11): bytes, a 0 to 1 ratio,
+/// degrees and watts. `None` is written as no series, never as 0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GpuStateSeries {
+    pub resource: String,
+    pub uuid: String,
+    pub memory_used_bytes: Option<u64>,
+    pub memory_total_bytes: Option<u64>,
+    pub utilization_ratio: Option<f64>,
+    pub temperature_celsius: Option<f64>,
+    pub power_watts: Option<f64>,
+}
+
+impl GpuStateSeries {
+    /// The series of lane `resource` on card `uuid` from the sampled state.
+    pub fn of(resource: &str, uuid: &str, state: &crate::sampler::GpuState) -> GpuStateSeries {
+        let bytes = |mib: u64| mib.saturating_mul(1024 * 1024);
+        GpuStateSeries {
+            resource: resource.to_string(),
+            uuid: uuid.to_string(),
+            memory_used_bytes: state.memory_used_mib.map(bytes),
+            memory_total_bytes: state.memory_total_mib.map(bytes),
+            utilization_ratio: state.utilization_percent.map(|p| f64::from(p) / 100.0),
+            temperature_celsius: state.temperature_c.map(f64::from),
+            power_watts: state.power_w,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -306,6 +337,47 @@ pub fn render(counters: &Counters, snapshot: &Snapshot) -> Result<String, promet
         memory
             .with_label_values(&[g.resource.as_str()])
             .set(int(g.memory_bytes));
+    }
+
+    let float_gauge = |name: &str, help: &str| -> Result<GaugeVec, prometheus::Error> {
+        let g = GaugeVec::new(Opts::new(name, help), &["resource", "uuid"])?;
+        registry.register(Box::new(g.clone()))?;
+        Ok(g)
+    };
+    let used = float_gauge(
+        "homebased_gpu_memory_used_bytes",
+        "GPU memory in use on the resource's card, as last sampled.",
+    )?;
+    let total = float_gauge(
+        "homebased_gpu_memory_total_bytes",
+        "GPU memory of the resource's card.",
+    )?;
+    let utilization = float_gauge(
+        "homebased_gpu_utilization_ratio",
+        "GPU utilization of the resource's card, 0 to 1, as last sampled.",
+    )?;
+    let temperature = float_gauge(
+        "homebased_gpu_temperature_celsius",
+        "Temperature of the resource's card, as last sampled.",
+    )?;
+    let power = float_gauge(
+        "homebased_gpu_power_watts",
+        "Power draw of the resource's card, as last sampled.",
+    )?;
+    for g in &snapshot.gpu_state {
+        let labels = [g.resource.as_str(), g.uuid.as_str()];
+        let series = [
+            (&used, g.memory_used_bytes.map(|b| b as f64)),
+            (&total, g.memory_total_bytes.map(|b| b as f64)),
+            (&utilization, g.utilization_ratio),
+            (&temperature, g.temperature_celsius),
+            (&power, g.power_watts),
+        ];
+        for (gauge, value) in series {
+            if let Some(value) = value {
+                gauge.with_label_values(&labels).set(value);
+            }
+        }
     }
 
     let peers = gauge(

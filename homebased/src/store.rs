@@ -3,7 +3,7 @@
 //! queue listing) take a [`ReadSnapshot`]: a read-only connection of their own, pinned to the
 //! store as it was when the core handed it out.
 //!
-//! - `schema.sql`, `schema_v2.sql` to `schema_v12.sql` and [`MIGRATIONS`]: versioned schema
+//! - `schema.sql`, `schema_v2.sql` to `schema_v13.sql` and [`MIGRATIONS`]: versioned schema
 //!   (`PRAGMA user_version`), one file per version.
 //! - [`machine`], [`resources`], [`jobs`], [`runs`], [`attentions`], [`events`],
 //!   [`operations`], [`durability`]: one file per table, typed verbs over a [`Db`] (the connection or the
@@ -49,6 +49,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("store/schema_v10.sql"),
     include_str!("store/schema_v11.sql"),
     include_str!("store/schema_v12.sql"),
+    include_str!("store/schema_v13.sql"),
 ];
 
 /// The schema version this build writes.
@@ -570,6 +571,50 @@ mod tests {
         assert_eq!(setting(&store), 1, "NORMAL for the unsynced write");
         store.write(|_| Ok(())).unwrap();
         assert_eq!(setting(&store), 2, "FULL again for every durable write");
+    }
+
+    /// A v12 store opened by this build: its runs have no GPU memory peak (unknown, not 0)
+    /// and its lanes are whole cards; a MIG slice then gets a lane of its own.
+    #[test]
+    fn v13_leaves_old_runs_without_a_peak_and_lanes_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("homebased.sqlite");
+        {
+            let conn = Connection::open(&path).unwrap();
+            for sql in &MIGRATIONS[..12] {
+                conn.execute_batch(sql).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 12).unwrap();
+        }
+        let mut store = Store::open(&path).unwrap();
+        assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
+        store
+            .write(|tx| {
+                let lane = resources::insert(
+                    tx,
+                    "gpu0",
+                    Some(0),
+                    homebased_shared::wire::ResourceOrigin::Detected,
+                )?;
+                assert_eq!(lane.mig, None);
+                let place = crate::detection::MigPlace {
+                    gpu: 1,
+                    instance: 2,
+                };
+                let slice = resources::insert_slice(tx, "gpu1-mig2", place)?;
+                assert_eq!(resources::get(tx, slice.id)?.unwrap().mig, Some(place));
+                assert!(
+                    resources::insert_slice(tx, "other", place).is_err(),
+                    "one lane per instance"
+                );
+                let spec = serde_json::json!({});
+                let job = jobs::NewJob::for_test(&spec, homebased_shared::queue::Priority::Low);
+                jobs::insert(tx, &job)?;
+                let run = runs::reserve(tx, job.id, lane.id)?.unwrap();
+                assert_eq!(runs::get(tx, run.task)?.unwrap().gpu_memory_peak_mib, None);
+                Ok(())
+            })
+            .unwrap();
     }
 
     /// A v9 store opened by this build gains the barrier count and keeps its machine.

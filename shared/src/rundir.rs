@@ -137,6 +137,9 @@ pub struct RunSpec {
     pub environment: Option<BTreeMap<String, String>>,
     pub resource_name: String,
     pub device: Option<u32>,
+    /// The MIG instance the run's lane is, instead of a device index (SPEC section 7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<MigDevice>,
     /// The state home (`HOMEBASED_HOME`).
     pub home: PathBuf,
     /// `<home>/jobs/<job>/state` (`HOMEBASED_JOB_DIR` for host steps).
@@ -155,6 +158,16 @@ pub struct RunSpec {
     /// breakdown; absent in a `run.json` written before they were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stamps: Option<LaunchStamps>,
+}
+
+/// One MIG instance: `CUDA_VISIBLE_DEVICES` is its UUID on the host; a container is given
+/// it as `--gpus device=<gpu>:<instance>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigDevice {
+    pub uuid: String,
+    pub gpu: u32,
+    pub instance: u32,
 }
 
 fn default_output_limit() -> u64 {
@@ -215,6 +228,9 @@ impl RunSpec {
         v.insert("HOMEBASED_HOME".into(), self.home.display().to_string());
         if let Some(device) = self.device {
             v.insert("CUDA_VISIBLE_DEVICES".into(), device.to_string());
+        }
+        if let Some(mig) = &self.mig {
+            v.insert("CUDA_VISIBLE_DEVICES".into(), mig.uuid.clone());
         }
         v
     }

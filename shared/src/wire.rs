@@ -63,6 +63,6 @@ pub use jobs::{
     WaitingBlocker,
 };
 pub use resources::{
-    ActiveRunView, GpuProcessView, GpuView, PhaseView, QueueProcessOwner, RegisterRequest,
+    ActiveRunView, Device, GpuProcessView, GpuView, PhaseView, QueueProcessOwner, RegisterRequest,
     ReleaseRequest, ReleaseResult, ResourceList, ResourceOrigin, ResourceView,
 };

@@ -16,7 +16,7 @@ mod common;
 #[path = "common/webdriver.rs"]
 mod webdriver;
 
-use common::gpus::{card_uuid, compute_apps, set_cards};
+use common::gpus::{card_uuid, compute_apps, set_cards, set_gpu_state};
 use common::jobs::{show, wait_job, wait_phase};
 use common::{wait_until, Probe, TestHome};
 use serde_json::{json, Value};
@@ -753,4 +753,45 @@ fn the_page_says_how_old_the_gpu_sample_is_and_an_old_one_is_no_evidence_of_none
     });
     assert!(old.contains("processes outside the queue: ?"), "{old}");
     assert!(!old.contains("no processes"), "{old}");
+}
+
+#[test]
+fn each_card_shows_a_memory_bar_and_its_utilization_and_an_unknown_card_no_bar() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    set_cards(&h, &[0, 1]);
+    set_gpu_state(
+        &h,
+        0,
+        &[
+            ("memory.used", "20480"),
+            ("memory.total", "81920"),
+            ("utilization.gpu", "37"),
+            ("temperature.gpu", "45"),
+            ("power.draw", "118.5"),
+        ],
+    );
+    set_gpu_state(&h, 1, &[("temperature.gpu", "30")]);
+    let url = listen(&mut h, "", "");
+    h.start_daemon();
+    let b = Browser::start(1280, 900);
+    b.goto(&format!("{url}/"));
+    let line = wait_for("gpu0's card state", || {
+        let text = b.text("article[data-name=gpu0] .card-line");
+        text.contains("GiB").then_some(text)
+    });
+    assert_eq!(line, "20.0 / 80.0 GiB · 37% util · 45 °C · 119 W");
+    let bar = b.script(
+        r#"const bar = document.querySelector("article[data-name=gpu0] .membar");
+        return [bar.getAttribute("aria-valuenow"), bar.getAttribute("aria-valuemax"),
+                bar.querySelector(".fill").style.width];"#,
+        json!([]),
+    );
+    assert_eq!(bar, json!(["20480", "81920", "25%"]));
+    let unknown = b.text("article[data-name=gpu1] .card-line");
+    assert_eq!(unknown, "? / ? GiB · util ? · 30 °C");
+    let class = b.script(
+        r#"return document.querySelector("article[data-name=gpu1] .membar").className;"#,
+        json!([]),
+    );
+    assert_eq!(class, "membar unknown");
 }

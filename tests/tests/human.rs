@@ -74,8 +74,9 @@ fn job_show_reads_the_process_result_in_words_in_aligned_columns() {
     assert_eq!(
         lines.iter().map(|l| masked(l)).collect::<Vec<_>>(),
         [
-            "TASK RUN STEP STATUS STOP PROCESS TIME CLEANUP",
-            "<uuid> 1 0 failed - exit 3 <age> clean",
+            "TASK RUN STEP STATUS STOP PROCESS TIME GPU-PEAK CLEANUP",
+            // The default fake answers no process query: no sample saw the run.
+            "<uuid> 1 0 failed - exit 3 <age> - clean",
         ],
         "{}",
         out.stdout
@@ -162,8 +163,8 @@ fn resource_list_resource_jobs_and_events_read_at_a_glance_in_aligned_columns() 
     assert_eq!(
         list.iter().map(|l| masked(l)).collect::<Vec<_>>(),
         [
-            "ID NAME DEVICE STATE RUN / YIELD AGE FOREIGN",
-            "<uuid> gpu0 0 executing <uuid> ?",
+            "ID NAME DEVICE STATE RUN / YIELD AGE MEM UTIL FOREIGN",
+            "<uuid> gpu0 0 executing <uuid> ? ? ?",
         ],
         "{list:#?}"
     );
@@ -173,6 +174,8 @@ fn resource_list_resource_jobs_and_events_read_at_a_glance_in_aligned_columns() 
         "DEVICE",
         "STATE",
         "RUN / YIELD AGE",
+        "MEM",
+        "UTIL",
         "FOREIGN",
     ];
     assert_columns(&list[0], &list[1], &columns);

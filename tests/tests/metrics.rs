@@ -11,7 +11,7 @@ mod common;
 #[path = "common/http.rs"]
 mod http;
 
-use common::gpus::{card_uuid, compute_apps, set_cards};
+use common::gpus::{card_uuid, compute_apps, set_cards, set_gpu_state};
 use common::jobs::*;
 use common::{wait_until, Probe, TestHome};
 use serde_json::{json, Value};
@@ -375,4 +375,55 @@ fn check(m: &Parsed, held: &str, other: &str, events: usize, peer: &str, via: &s
         0.0,
         "{via}: a peer that never answered is down"
     );
+}
+
+/// Each card's state as Prometheus reads it: base units, labelled with the lane and the
+/// card's UUID, and no series at all for a value the driver did not give.
+#[test]
+fn each_cards_state_is_a_gauge_by_resource_and_uuid_and_an_unknown_value_is_absent() {
+    let mut h = TestHome::new(Probe::Gpus(0));
+    set_cards(&h, &[0, 1]);
+    set_gpu_state(
+        &h,
+        0,
+        &[
+            ("memory.used", "1024"),
+            ("memory.total", "81559"),
+            ("utilization.gpu", "37"),
+            ("temperature.gpu", "45"),
+            ("power.draw", "118.5"),
+        ],
+    );
+    set_gpu_state(&h, 1, &[("temperature.gpu", "30"), ("power.draw", "[N/A]")]);
+    h.start_daemon();
+    let (zero, one) = (card_uuid(0), card_uuid(1));
+    let gpu0 = [("resource", "gpu0"), ("uuid", zero.as_str())];
+    let gpu1 = [("resource", "gpu1"), ("uuid", one.as_str())];
+    let mut m = parse("");
+    wait_until("the card state in the metrics", || {
+        m = parse(&h.cli(&["metrics"]).stdout);
+        m.value("homebased_gpu_memory_used_bytes", &gpu0).is_some()
+    });
+    let names = [
+        "homebased_gpu_memory_used_bytes",
+        "homebased_gpu_memory_total_bytes",
+        "homebased_gpu_utilization_ratio",
+        "homebased_gpu_temperature_celsius",
+        "homebased_gpu_power_watts",
+    ];
+    for name in names {
+        assert_eq!(
+            m.families.get(name).map(String::as_str),
+            Some("gauge"),
+            "{name}"
+        );
+    }
+    let expected = [1024.0 * 1048576.0, 81559.0 * 1048576.0, 0.37, 45.0, 118.5];
+    for (name, value) in names.iter().zip(expected) {
+        assert_eq!(m.get(name, &gpu0), value, "{name}");
+    }
+    assert_eq!(m.get("homebased_gpu_temperature_celsius", &gpu1), 30.0);
+    for name in [names[0], names[1], names[2], names[4]] {
+        assert_eq!(m.value(name, &gpu1), None, "{name} is unknown on card 1");
+    }
 }

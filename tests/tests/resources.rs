@@ -48,7 +48,7 @@ fn two_detected_gpus_become_gpu0_and_gpu1_with_their_devices() {
     let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
-        ["ID", "NAME", "DEVICE", "STATE", "RUN", "/", "YIELD", "AGE", "FOREIGN"],
+        ["ID", "NAME", "DEVICE", "STATE", "RUN", "/", "YIELD", "AGE", "MEM", "UTIL", "FOREIGN"],
         "{}",
         human.stdout
     );
@@ -58,8 +58,17 @@ fn two_detected_gpus_become_gpu0_and_gpu1_with_their_devices() {
         let name = format!("gpu{i}");
         assert_eq!(
             row,
-            // The default fake answers no compute-apps query: the card is unknown, not free.
-            [r["id"].as_str().unwrap(), &name, &device, "idle", "-", "?"],
+            // The default fake answers no query: the card is unknown, not free or idle.
+            [
+                r["id"].as_str().unwrap(),
+                &name,
+                &device,
+                "idle",
+                "-",
+                "?",
+                "?",
+                "?"
+            ],
             "{}",
             human.stdout
         );

@@ -205,6 +205,7 @@ mod tests {
             environment: None,
             resource_name: "gpu0".into(),
             device,
+            mig: None,
             home: "/h".into(),
             job_dir: "/h/jobs/j/state".into(),
             poke_socket: "/h/poke.sock".into(),

@@ -54,7 +54,10 @@ pub fn resources(list: &ResourceList) -> String {
         .resources
         .iter()
         .map(|r| {
-            let mut device = r.device.map_or_else(|| "-".to_string(), |d| d.to_string());
+            let mut device = r
+                .device
+                .as_ref()
+                .map_or_else(|| "-".to_string(), |d| d.to_string());
             if r.gpu.as_ref().is_some_and(|g| g.changed) {
                 device.push_str(" (changed)");
             }
@@ -91,6 +94,8 @@ pub fn resources(list: &ResourceList) -> String {
                 device,
                 state,
                 run,
+                memory(r),
+                utilization(r),
                 foreign(r),
             ]
         })
@@ -102,10 +107,36 @@ pub fn resources(list: &ResourceList) -> String {
             "DEVICE",
             "STATE",
             "RUN / YIELD AGE",
+            "MEM",
+            "UTIL",
             "FOREIGN",
         ],
         &rows,
     )
+}
+
+/// A card's memory as `<used>/<total>GiB` (`-` for a lane without a card, `?` for a value
+/// not known: never a guess).
+fn memory(r: &homebased_shared::wire::ResourceView) -> String {
+    let Some(gpu) = &r.gpu else {
+        return "-".into();
+    };
+    let gib =
+        |mib: Option<u64>| mib.map_or_else(|| "?".into(), |m| format!("{:.1}", m as f64 / 1024.0));
+    match (gpu.memory_used_mib, gpu.memory_total_mib) {
+        (None, None) => "?".into(),
+        (used, total) => format!("{}/{}GiB", gib(used), gib(total)),
+    }
+}
+
+/// A card's utilization as `<n>%` (`-` without a card, `?` when not known).
+fn utilization(r: &homebased_shared::wire::ResourceView) -> String {
+    match &r.gpu {
+        None => "-".into(),
+        Some(gpu) => gpu
+            .utilization_percent
+            .map_or_else(|| "?".into(), |p| format!("{p}%")),
+    }
 }
 
 /// Processes outside the queue on a lane's card: `-`, `<n> proc <GiB>`, or `?` while the
@@ -452,6 +483,8 @@ pub fn job_detail(
                         .as_ref()
                         .map_or_else(|| "-".into(), process_result),
                     run_time(r.started_at, r.ended_at),
+                    r.gpu_memory_peak_mib
+                        .map_or_else(|| "-".into(), |m| format!("{:.1}GiB", m as f64 / 1024.0)),
                     cleanup,
                 ]
             })
@@ -459,7 +492,7 @@ pub fn job_detail(
         out.push('\n');
         out.push_str(&table(
             &[
-                "TASK", "RUN", "STEP", "STATUS", "STOP", "PROCESS", "TIME", "CLEANUP",
+                "TASK", "RUN", "STEP", "STATUS", "STOP", "PROCESS", "TIME", "GPU-PEAK", "CLEANUP",
             ],
             &rows,
         ));

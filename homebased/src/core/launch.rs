@@ -145,6 +145,13 @@ impl Core {
             environment: r.job.env.clone(),
             resource_name: r.resource.name.clone(),
             device: r.resource.device,
+            mig: r.resource.mig.and_then(|place| {
+                Some(homebased_shared::rundir::MigDevice {
+                    uuid: r.resource.gpu.as_ref()?.uuid.clone()?,
+                    gpu: place.gpu,
+                    instance: place.instance,
+                })
+            }),
             home: self.home.root().to_path_buf(),
             job_dir: self.home.job_state_dir(r.job.id),
             poke_socket: self.home.poke_socket(),

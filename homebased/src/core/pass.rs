@@ -114,7 +114,13 @@ impl Core {
         let db = self.store.db();
         let holding = runs::list_holding(db)?;
         let mut slots = Vec::new();
+        // MIG slices the last detection no longer found as recorded (the layout changed):
+        // listed and flagged, but no new work is run on a slice that may not exist.
+        let mut retired = Vec::new();
         for r in resources::list(db)? {
+            if r.mig.is_some() && r.gpu.as_ref().is_some_and(|g| g.changed) {
+                retired.push(r.id);
+            }
             let run = match holding.iter().find(|run| run.resource == r.id) {
                 None => None,
                 Some(run) => Some(run_slot(db, run)?),
@@ -144,6 +150,7 @@ impl Core {
                 });
             }
         }
+        slots.retain(|s| s.run.is_some() || !retired.contains(&s.id));
         let free = slots.iter().filter(|s| s.run.is_none()).count();
         let lowest_executing = slots
             .iter()

@@ -71,14 +71,26 @@ impl Core {
                 }
                 if let (Some(gpu), Some(sample)) = (view.gpu.as_mut(), &self.gpu_sample) {
                     gpu.sampled_at = Some(sample.at);
+                    let mut errors = Vec::new();
                     match &sample.processes {
                         Ok(by_lane) => {
                             gpu.processes =
                                 Some(by_lane.get(&view.id).cloned().unwrap_or_default());
-                            gpu.sample_error = None;
                         }
-                        Err(e) => gpu.sample_error = Some(e.clone()),
+                        Err(e) => errors.push(e.clone()),
                     }
+                    if let Err(e) = &sample.states {
+                        errors.push(format!("card state: {e}"));
+                    }
+                    let slice = matches!(view.device, Some(homebased_shared::wire::Device::Mig(_)));
+                    if let Some(state) = gpu
+                        .uuid
+                        .as_deref()
+                        .and_then(|uuid| sample.lane_state(view.id, uuid, slice))
+                    {
+                        gpu_state(gpu, &state);
+                    }
+                    gpu.sample_error = (!errors.is_empty()).then(|| errors.join("; "));
                 }
                 view
             })
@@ -97,13 +109,14 @@ impl Core {
             return Vec::new();
         };
         all.into_iter()
-            .filter(|r| r.device.is_some())
+            .filter(|r| r.device.is_some() || r.mig.is_some())
             .filter_map(|r| {
                 let gpu_uuid = r.gpu.as_ref()?.uuid.clone()?;
                 let run = holding.iter().find(|run| run.resource == r.id);
                 Some(crate::sampler::Lane {
                     resource: r.id,
                     gpu_uuid,
+                    card_uuid: r.mig_card.clone(),
                     run: run.map(|run| crate::sampler::LaneRun {
                         job: run.job,
                         task: run.task,
@@ -115,7 +128,30 @@ impl Core {
             .collect()
     }
 
+    /// Keeps the sample, and raises each live run's GPU memory peak that it exceeds (one
+    /// transaction, only when a peak rose or a run was seen the first time).
     pub fn record_gpu_sample(&mut self, sample: crate::sampler::Sample) {
+        self.gpu_peaks
+            .retain(|task, _| sample.run_memory.contains_key(task));
+        let raised: Vec<(homebased_shared::ids::TaskId, u64)> = sample
+            .run_memory
+            .iter()
+            .filter(|(task, mib)| self.gpu_peaks.get(task).is_none_or(|peak| *mib > peak))
+            .map(|(task, mib)| (*task, *mib))
+            .collect();
+        if !raised.is_empty() {
+            let written = self.store.write(|tx| {
+                for (task, mib) in &raised {
+                    runs::raise_gpu_peak(tx, *task, *mib)?;
+                }
+                Ok(())
+            });
+            match written {
+                Ok(()) => self.gpu_peaks.extend(raised),
+                // Kept unwritten: the next sample tries again.
+                Err(e) => tracing::warn!(error = %e.message, "cannot record GPU memory peaks"),
+            }
+        }
         self.gpu_sample = Some(sample);
     }
 
@@ -301,9 +337,10 @@ pub fn resource_view(r: Resource, run: Option<&Run>) -> ResourceView {
             phase: phase.view(),
         })
     });
-    // Only an indexed detected lane is a known card.
-    let gpu = match (r.origin, r.device) {
-        (homebased_shared::wire::ResourceOrigin::Detected, Some(_)) => {
+    // Only an indexed detected lane, or a MIG slice, is a known card.
+    let device = r.cuda_device();
+    let gpu = match (r.origin, r.device.is_some() || r.mig.is_some()) {
+        (homebased_shared::wire::ResourceOrigin::Detected, true) => {
             let identity = r.gpu.as_ref();
             Some(GpuView {
                 uuid: identity.and_then(|g| g.uuid.clone()),
@@ -312,6 +349,11 @@ pub fn resource_view(r: Resource, run: Option<&Run>) -> ResourceView {
                 sampled_at: None,
                 processes: None,
                 sample_error: Some("not sampled yet".into()),
+                memory_used_mib: None,
+                memory_total_mib: None,
+                utilization_percent: None,
+                temperature_c: None,
+                power_w: None,
             })
         }
         _ => None,
@@ -319,7 +361,7 @@ pub fn resource_view(r: Resource, run: Option<&Run>) -> ResourceView {
     ResourceView {
         id: r.id,
         name: r.name,
-        device: r.device,
+        device,
         origin: r.origin,
         run,
         gpu,
@@ -374,7 +416,17 @@ pub fn run_view(run: &Run) -> RunView {
         ended_at: run.ended_at,
         process: run.process.clone(),
         cleanup: run.cleanup.clone(),
+        gpu_memory_peak_mib: run.gpu_memory_peak_mib,
     }
+}
+
+/// A card's sampled state on its lane's view.
+fn gpu_state(gpu: &mut GpuView, state: &crate::sampler::GpuState) {
+    gpu.memory_used_mib = state.memory_used_mib;
+    gpu.memory_total_mib = state.memory_total_mib;
+    gpu.utilization_percent = state.utilization_percent;
+    gpu.temperature_c = state.temperature_c;
+    gpu.power_w = state.power_w;
 }
 
 impl Core {
@@ -391,7 +443,8 @@ impl Core {
         let lanes: Vec<_> = all
             .iter()
             .filter(|r| {
-                r.device.is_some() && r.origin == homebased_shared::wire::ResourceOrigin::Detected
+                (r.device.is_some() || r.mig.is_some())
+                    && r.origin == homebased_shared::wire::ResourceOrigin::Detected
             })
             .map(|r| (r.id, r.name.clone()))
             .collect();
@@ -399,6 +452,21 @@ impl Core {
             Some(Ok(by_lane)) => crate::metrics::foreign(&lanes, by_lane),
             // Not sampled yet, or the sample failed: no number rather than a wrong 0.
             _ => Vec::new(),
+        };
+        let gpu_state = match self.gpu_sample.as_ref() {
+            Some(sample) => all
+                .iter()
+                .filter(|r| {
+                    (r.device.is_some() || r.mig.is_some())
+                        && r.origin == homebased_shared::wire::ResourceOrigin::Detected
+                })
+                .filter_map(|r| {
+                    let uuid = r.gpu.as_ref()?.uuid.as_deref()?;
+                    let state = sample.lane_state(r.id, uuid, r.mig.is_some())?;
+                    Some(crate::metrics::GpuStateSeries::of(&r.name, uuid, &state))
+                })
+                .collect(),
+            None => Vec::new(),
         };
         let resources = all
             .into_iter()
@@ -417,6 +485,7 @@ impl Core {
             events_pending: events::count_pending(db)?,
             storage_unavailable: self.storage.is_some(),
             gpu,
+            gpu_state,
             peers: Vec::new(),
         };
         Ok((self.metrics.clone(), snapshot))

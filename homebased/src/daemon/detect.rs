@@ -83,6 +83,7 @@ pub fn detect(store: &mut Store) -> ApiResult<()> {
                 name: r.name,
                 device: r.device,
                 origin: r.origin,
+                mig: r.mig,
             })
             .collect();
         let plan = detection::plan(platform(), &existing, &outcome);
@@ -98,6 +99,10 @@ pub fn detect(store: &mut Store) -> ApiResult<()> {
                 } => {
                     resources::insert(tx, &name, device, origin)?;
                     tracing::info!(%name, ?device, origin = origin.as_str(), "resource detected");
+                }
+                Change::AddSlice { name, place } => {
+                    resources::insert_slice(tx, &name, place)?;
+                    tracing::info!(%name, gpu = place.gpu, instance = place.instance, "MIG resource detected");
                 }
                 Change::AdoptFallback {
                     id,
@@ -119,14 +124,19 @@ pub fn detect(store: &mut Store) -> ApiResult<()> {
 /// Records or checks which card each detected lane's index is; a changed card is flagged
 /// and logged, never taken as the lane's card.
 fn identify(tx: crate::store::Db, gpus: &[detection::DetectedGpu]) -> ApiResult<()> {
-    use detection::identity::{self, Identity, KnownLane};
+    use detection::identity::{self, Identity, KnownLane, Place};
     let lanes: Vec<KnownLane> = resources::list(tx)?
         .into_iter()
         .filter(|r| r.origin == homebased_shared::wire::ResourceOrigin::Detected)
         .filter_map(|r| {
+            let place = match (r.device, r.mig) {
+                (Some(index), _) => Place::Card(index),
+                (None, Some(slice)) => Place::Slice(slice),
+                (None, None) => return None,
+            };
             Some(KnownLane {
                 id: r.id,
-                device: r.device?,
+                place,
                 recorded: r.gpu.map(|g| Identity {
                     uuid: g.uuid,
                     model: g.model,
@@ -136,6 +146,17 @@ fn identify(tx: crate::store::Db, gpus: &[detection::DetectedGpu]) -> ApiResult<
             })
         })
         .collect();
+    for lane in &lanes {
+        if let Place::Slice(place) = lane.place {
+            let card = gpus
+                .iter()
+                .find(|g| {
+                    g.index == place.gpu && g.migs.iter().any(|m| m.instance == place.instance)
+                })
+                .and_then(|g| g.uuid.as_deref());
+            resources::set_mig_card(tx, lane.id, card)?;
+        }
+    }
     for change in identity::check(&lanes, gpus) {
         if let Some(warning) = &change.warning {
             tracing::warn!("GPU identity: {warning}");

@@ -9,7 +9,7 @@ use homebased_shared::process::parse_stat;
 use homebased_shared::rundir::RunDir;
 use homebased_shared::sweep::Marker;
 use homebased_shared::time::now_ms;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,7 @@ pub fn spawn(core: CoreHandle, home: Home, program: String, demand: Arc<Demand>)
         .name("gpu-sampler".into())
         .spawn(move || {
             let mut last_sample: Option<Instant> = None;
+            let mut refused = Vec::new();
             loop {
                 let read = demand.last();
                 if now_ms() - read > IDLE_AFTER_MS {
@@ -50,7 +51,7 @@ pub fn spawn(core: CoreHandle, home: Home, program: String, demand: Arc<Demand>)
                 if lanes.is_empty() {
                     continue;
                 }
-                let sample = sample(&home, &program, lanes);
+                let sample = sample(&home, &program, lanes, &mut refused);
                 core.post(move |c| c.record_gpu_sample(sample));
             }
         });
@@ -59,10 +60,28 @@ pub fn spawn(core: CoreHandle, home: Home, program: String, demand: Arc<Demand>)
     }
 }
 
-/// One sample: the query, then `/proc` for each process.
-fn sample(home: &Home, program: &str, lanes: Vec<Lane>) -> Sample {
+/// One sample: both queries at once (each within the same bound), then `/proc` for each
+/// process. `refused` is the state query's last refusals, logged only when they change.
+fn sample(home: &Home, program: &str, lanes: Vec<Lane>, refused: &mut Vec<String>) -> Sample {
     let at = now_ms();
-    let processes = query(program).and_then(|stdout| sampler::parse_compute_apps(&stdout));
+    let deadline = Instant::now() + BOUND;
+    let apps = start(program, &sampler::QUERY);
+    let states = start(program, &sampler::gpu_query());
+    let processes =
+        finish(program, apps, deadline).and_then(|stdout| sampler::parse_compute_apps(&stdout));
+    let states = finish(program, states, deadline).map(|stdout| {
+        let parsed = sampler::parse_gpu_states(&stdout);
+        if parsed.refused != *refused {
+            if !parsed.refused.is_empty() {
+                tracing::warn!(
+                    "GPU state: lines refused (those cards show no state): {}",
+                    parsed.refused.join("; ")
+                );
+            }
+            *refused = parsed.refused;
+        }
+        parsed.cards
+    });
     let lanes: Vec<Lane> = lanes
         .into_iter()
         .map(|mut lane| {
@@ -72,9 +91,16 @@ fn sample(home: &Home, program: &str, lanes: Vec<Lane>) -> Sample {
             lane
         })
         .collect();
+    let processes = processes.map(|apps| sampler::attribute(&apps, &lanes, read_facts));
+    let run_memory = processes
+        .as_ref()
+        .map(|by_lane| sampler::run_memory(&lanes, by_lane))
+        .unwrap_or_default();
     Sample {
         at,
-        processes: processes.map(|apps| sampler::attribute(&apps, &lanes, read_facts)),
+        processes,
+        states,
+        run_memory,
     }
 }
 
@@ -85,20 +111,28 @@ fn fill_worker(home: &Home, run: &mut LaneRun) {
     }
 }
 
-/// Runs the query with its bound; a failure is the sample's error, never an empty list.
-fn query(program: &str) -> Result<String, String> {
-    let mut child = Command::new(program)
-        .args(sampler::QUERY)
+fn start<S: AsRef<std::ffi::OsStr>>(program: &str, args: &[S]) -> Result<Child, String> {
+    Command::new(program)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {program}: {e}"))?;
-    let started = Instant::now();
+        .map_err(|e| format!("cannot run {program}: {e}"))
+}
+
+/// Waits for a query until `deadline`; a failure is the sample's error, never an empty list.
+/// A hung query is killed at the deadline, so a sample never takes longer than the bound.
+fn finish(
+    program: &str,
+    child: Result<Child, String>,
+    deadline: Instant,
+) -> Result<String, String> {
+    let mut child = child?;
     loop {
         match child.try_wait() {
             Ok(Some(_)) => break,
-            Ok(None) if started.elapsed() > BOUND => {
+            Ok(None) if Instant::now() > deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(format!("{program} did not answer within {BOUND:?}"));

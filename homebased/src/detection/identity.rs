@@ -2,16 +2,80 @@
 //! hardware UUID its device reported when first seen, and a flag, never a silent swap, when
 //! its index later reports another card. Pure: the daemon applies the result.
 
-use super::DetectedGpu;
+use super::{DetectedGpu, MigPlace};
 use homebased_shared::ids::ResourceId;
 
-/// A detected lane with a device index, as the store holds it.
+/// A detected lane with a device index or a MIG place, as the store holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KnownLane {
     pub id: ResourceId,
     pub name: String,
-    pub device: u32,
+    pub place: Place,
     pub recorded: Option<Identity>,
+}
+
+/// What a lane's device is: a whole card by index, or one MIG instance of a card.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    Card(u32),
+    Slice(MigPlace),
+}
+
+/// What the listing says is at a lane's place now.
+struct Reported {
+    uuid: Option<String>,
+    model: Option<String>,
+    /// A whole card's lane whose card now lists MIG instances: the whole card is not a
+    /// device a process can be given any more.
+    split: bool,
+}
+
+fn reported(place: Place, gpus: &[DetectedGpu]) -> Option<Reported> {
+    match place {
+        Place::Card(index) => gpus.iter().find(|g| g.index == index).map(|g| Reported {
+            uuid: g.uuid.clone(),
+            model: g.model.clone(),
+            split: !g.migs.is_empty(),
+        }),
+        Place::Slice(p) => {
+            let gpu = gpus.iter().find(|g| g.index == p.gpu)?;
+            let mig = gpu.migs.iter().find(|m| m.instance == p.instance)?;
+            Some(Reported {
+                uuid: Some(mig.uuid.clone()),
+                model: Some(slice_model(gpu.model.as_deref(), mig.profile.as_deref())),
+                split: false,
+            })
+        }
+    }
+}
+
+/// A slice's model: its card's and its profile (`NVIDIA H100 80GB HBM3 MIG 3g.40gb`).
+pub fn slice_model(card: Option<&str>, profile: Option<&str>) -> String {
+    let profile = profile.unwrap_or("?");
+    match card {
+        Some(card) => format!("{card} MIG {profile}"),
+        None => format!("MIG {profile}"),
+    }
+}
+
+/// Where a UUID is listed now, in words, for the warning.
+fn listed_at(uuid: &str, gpus: &[DetectedGpu]) -> Option<String> {
+    gpus.iter().find_map(|g| {
+        if g.uuid.as_deref() == Some(uuid) {
+            return Some(format!("device {}", g.index));
+        }
+        g.migs
+            .iter()
+            .find(|m| m.uuid == uuid)
+            .map(|m| format!("MIG instance {}:{}", g.index, m.instance))
+    })
+}
+
+fn place_words(place: Place) -> String {
+    match place {
+        Place::Card(index) => format!("device {index}"),
+        Place::Slice(p) => format!("MIG instance {}:{}", p.gpu, p.instance),
+    }
 }
 
 /// What a lane's device is known as.
@@ -39,14 +103,16 @@ pub struct IdentityChange {
 pub fn check(lanes: &[KnownLane], gpus: &[DetectedGpu]) -> Vec<IdentityChange> {
     let mut changes = Vec::new();
     for lane in lanes {
-        let reported = gpus.iter().find(|gpu| gpu.index == lane.device);
+        let reported = reported(lane.place, gpus);
         let recorded_uuid = lane.recorded.as_ref().and_then(|r| r.uuid.clone());
         let Some(recorded_uuid) = recorded_uuid else {
-            // Never recorded (or recorded without a UUID): take what the index says now.
-            if let Some(gpu) = reported.filter(|gpu| gpu.uuid.is_some() || gpu.model.is_some()) {
+            // Never recorded (or recorded without a UUID): take what the place says now.
+            if let Some(now) =
+                reported.filter(|now| !now.split && (now.uuid.is_some() || now.model.is_some()))
+            {
                 let identity = Identity {
-                    uuid: gpu.uuid.clone(),
-                    model: gpu.model.clone(),
+                    uuid: now.uuid,
+                    model: now.model,
                     changed: false,
                 };
                 if lane.recorded.as_ref() != Some(&identity) {
@@ -64,10 +130,14 @@ pub fn check(lanes: &[KnownLane], gpus: &[DetectedGpu]) -> Vec<IdentityChange> {
             model: None,
             changed: false,
         });
-        let now = reported.map(|gpu| gpu.uuid.as_deref());
-        match now {
-            Some(None) => {}
-            Some(Some(uuid)) if uuid == recorded_uuid => {
+        let what = match &reported {
+            Some(Reported { uuid: None, .. }) => continue,
+            Some(Reported { split: true, .. }) => {
+                "is now split into MIG instances (a new layout)".to_string()
+            }
+            Some(Reported {
+                uuid: Some(uuid), ..
+            }) if *uuid == recorded_uuid => {
                 if recorded.changed {
                     changes.push(IdentityChange {
                         id: lane.id,
@@ -78,33 +148,44 @@ pub fn check(lanes: &[KnownLane], gpus: &[DetectedGpu]) -> Vec<IdentityChange> {
                         warning: None,
                     });
                 }
+                continue;
             }
-            other => {
-                let what = match other {
-                    Some(Some(uuid)) => format!("now reports {uuid}"),
-                    _ => "is no longer listed".to_string(),
-                };
-                let moved = gpus
-                    .iter()
-                    .find(|gpu| gpu.uuid.as_deref() == Some(recorded_uuid.as_str()))
-                    .map(|gpu| format!("; that card is now device {}", gpu.index))
-                    .unwrap_or_default();
-                changes.push(IdentityChange {
-                    id: lane.id,
-                    identity: Identity {
-                        changed: true,
-                        ..recorded
-                    },
-                    warning: Some(format!(
-                        "{} was {recorded_uuid} at device {}, which {what}{moved}: the lane is \
-                         flagged gpu.changed until the old card returns or a person re-registers",
-                        lane.name, lane.device
-                    )),
-                });
-            }
-        }
+            Some(Reported {
+                uuid: Some(uuid), ..
+            }) => format!("now reports {uuid}"),
+            None => "is no longer listed".to_string(),
+        };
+        let moved = listed_at(&recorded_uuid, gpus)
+            .filter(|at| *at != place_words(lane.place))
+            .map(|at| format!("; that {} is now {at}", kind(lane.place)))
+            .unwrap_or_default();
+        changes.push(IdentityChange {
+            id: lane.id,
+            identity: Identity {
+                changed: true,
+                ..recorded
+            },
+            warning: Some(format!(
+                "{} was {recorded_uuid} at {}, which {what}{moved}: the lane is \
+                 flagged gpu.changed{} until the old {} returns or a person re-registers",
+                lane.name,
+                place_words(lane.place),
+                match lane.place {
+                    Place::Card(_) => "",
+                    Place::Slice(_) => " (the MIG layout changed) and runs no new work",
+                },
+                kind(lane.place),
+            )),
+        });
     }
     changes
+}
+
+fn kind(place: Place) -> &'static str {
+    match place {
+        Place::Card(_) => "card",
+        Place::Slice(_) => "slice",
+    }
 }
 
 #[cfg(test)]
@@ -118,6 +199,7 @@ mod tests {
             index,
             uuid: Some(uuid.to_string()),
             model: Some("NVIDIA H200".to_string()),
+            migs: Vec::new(),
         }
     }
 
@@ -125,7 +207,7 @@ mod tests {
         KnownLane {
             id: ResourceId::new(),
             name: format!("gpu{device}"),
-            device,
+            place: Place::Card(device),
             recorded: uuid.map(|u| Identity {
                 uuid: Some(u.to_string()),
                 model: Some("NVIDIA H200".to_string()),
@@ -196,6 +278,81 @@ mod tests {
         let mut no_uuid = gpu(0, "x");
         no_uuid.uuid = None;
         assert!(check(&[lane(0, Some("GPU-a"), false)], &[no_uuid]).is_empty());
+    }
+
+    fn split(index: u32, card: &str, slices: &[(u32, &str)]) -> DetectedGpu {
+        DetectedGpu {
+            migs: slices
+                .iter()
+                .map(|(instance, uuid)| crate::detection::DetectedMig {
+                    instance: *instance,
+                    uuid: uuid.to_string(),
+                    profile: Some("3g.40gb".into()),
+                })
+                .collect(),
+            ..gpu(index, card)
+        }
+    }
+
+    fn slice(gpu: u32, instance: u32, uuid: Option<&str>) -> KnownLane {
+        KnownLane {
+            id: ResourceId::new(),
+            name: format!("gpu{gpu}-mig{instance}"),
+            place: Place::Slice(MigPlace { gpu, instance }),
+            recorded: uuid.map(|u| Identity {
+                uuid: Some(u.to_string()),
+                model: Some("NVIDIA H200 MIG 3g.40gb".to_string()),
+                changed: false,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_slice_records_its_mig_uuid_and_a_changed_layout_flags_it() {
+        let first = slice(0, 1, None);
+        let changes = check(
+            std::slice::from_ref(&first),
+            &[split(0, "GPU-a", &[(0, "MIG-0"), (1, "MIG-1")])],
+        );
+        assert_eq!(changes[0].identity.uuid.as_deref(), Some("MIG-1"));
+        assert_eq!(
+            changes[0].identity.model.as_deref(),
+            Some("NVIDIA H200 MIG 3g.40gb")
+        );
+        assert!(!changes[0].identity.changed);
+
+        let lanes = [slice(0, 0, Some("MIG-0")), slice(0, 1, Some("MIG-1"))];
+        // Resized: instance 0 is another slice now, instance 1 is gone.
+        let changes = check(&lanes, &[split(0, "GPU-a", &[(0, "MIG-new")])]);
+        assert_eq!(changes.len(), 2);
+        assert!(changes.iter().all(|c| c.identity.changed));
+        let warning = changes[0].warning.as_deref().unwrap();
+        assert!(
+            warning.contains("MIG instance 0:0") && warning.contains("now reports MIG-new"),
+            "{warning}"
+        );
+        assert!(warning.contains("the MIG layout changed"), "{warning}");
+        assert!(changes[1]
+            .warning
+            .as_deref()
+            .unwrap()
+            .contains("no longer listed"));
+        // The same layout changes nothing.
+        assert!(check(&lanes, &[split(0, "GPU-a", &[(0, "MIG-0"), (1, "MIG-1")])]).is_empty());
+    }
+
+    #[test]
+    fn a_whole_card_split_later_is_flagged() {
+        let changes = check(
+            &[lane(0, Some("GPU-a"), false)],
+            &[split(0, "GPU-a", &[(0, "MIG-0")])],
+        );
+        assert!(changes[0].identity.changed);
+        assert!(changes[0]
+            .warning
+            .as_deref()
+            .unwrap()
+            .contains("split into MIG instances"));
     }
 
     proptest! {

@@ -11,6 +11,7 @@ fn gpu(index: u32) -> DetectedGpu {
         index,
         uuid: None,
         model: None,
+        migs: Vec::new(),
     }
 }
 
@@ -24,6 +25,7 @@ fn resource(name: &str, device: Option<u32>, origin: ResourceOrigin) -> Existing
         name: name.to_string(),
         device,
         origin,
+        mig: None,
         busy: false,
     }
 }
@@ -51,18 +53,20 @@ fn parses_two_gpus_with_their_uuids() {
                 index: 0,
                 uuid: Some("GPU-11111111-2222-3333-4444-555555555555".to_string()),
                 model: Some("NVIDIA H200".to_string()),
+                migs: Vec::new(),
             },
             DetectedGpu {
                 index: 1,
                 uuid: Some("GPU-66666666-7777-8888-9999-000000000000".to_string()),
                 model: Some("NVIDIA H200".to_string()),
+                migs: Vec::new(),
             },
         ]
     );
 }
 
 #[test]
-fn ignores_mig_lines_blank_lines_and_garbage() {
+fn ignores_blank_lines_and_garbage() {
     let cases: [(&str, &str, &[u32]); 8] = [
         (
             "mig sub-lines",
@@ -305,7 +309,7 @@ fn second_start_with_the_same_devices_changes_nothing() {
                 device,
                 origin,
             } => Some(resource(name, *device, *origin)),
-            Change::AdoptFallback { .. } => None,
+            Change::AdoptFallback { .. } | Change::AddSlice { .. } => None,
         })
         .collect();
     let second = plan(Platform::Linux, &existing, &listed(&[0, 1]));
@@ -333,4 +337,137 @@ fn a_new_gpu_is_added_and_vanished_ones_are_kept() {
     ];
     let plan = plan(Platform::Linux, &existing, &listed(&[1, 2]));
     assert_eq!(plan.changes, [detected(2)]);
+}
+
+// ---- MIG ----
+
+const SPLIT: &str = "\
+GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaaa)
+  MIG 3g.40gb     Device  0: (UUID: MIG-0000)
+  MIG 3g.40gb     Device  1: (UUID: MIG-1111)
+GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbbb)
+";
+
+fn mig(instance: u32, uuid: &str, profile: Option<&str>) -> DetectedMig {
+    DetectedMig {
+        instance,
+        uuid: uuid.to_string(),
+        profile: profile.map(String::from),
+    }
+}
+
+#[test]
+fn mig_lines_give_a_cards_instances_in_any_spacing_and_the_old_form() {
+    let gpus = parse_nvidia_smi_list(SPLIT);
+    assert_eq!(
+        gpus[0].migs,
+        [
+            mig(0, "MIG-0000", Some("3g.40gb")),
+            mig(1, "MIG-1111", Some("3g.40gb"))
+        ]
+    );
+    assert!(gpus[1].migs.is_empty());
+    let odd = "GPU 0: A100 (UUID: GPU-a)\r\n\tMIG 7g.80gb Device 1:(UUID: MIG-GPU-a/1/0)\r\n\
+               MIG   9z.weird    Device    0  :   (UUID:   MIG-x  )\n\
+               MIG 1g.10gb Device 2: (UUID: GPU-not-a-mig)\n\
+               MIG 1g.10gb Device x: (UUID: MIG-y)\n\
+               MIG 1g.10gb Device 0: (UUID: MIG-duplicate-number)\n\
+               MIGRATION Device 3: (UUID: MIG-z)\n";
+    let gpus = parse_nvidia_smi_list(odd);
+    assert_eq!(
+        gpus[0].migs,
+        [
+            mig(0, "MIG-x", Some("9z.weird")),
+            mig(1, "MIG-GPU-a/1/0", Some("7g.80gb"))
+        ]
+    );
+    // MIG lines before any card, or under a duplicate card line, belong to nobody.
+    let orphan = "  MIG 1g.10gb Device 0: (UUID: MIG-a)\nGPU 0: A\nGPU 0: B\n  MIG 1g.10gb Device 0: (UUID: MIG-b)\n";
+    assert!(parse_nvidia_smi_list(orphan)[0].migs.is_empty());
+}
+
+#[test]
+fn a_split_card_gets_one_lane_per_instance_and_none_of_its_own() {
+    let probe = ProbeOutcome::Listed(parse_nvidia_smi_list(SPLIT));
+    let plan = plan(Platform::Linux, &[], &probe);
+    let slice = |instance| Change::AddSlice {
+        name: format!("gpu0-mig{instance}"),
+        place: MigPlace { gpu: 0, instance },
+    };
+    assert_eq!(plan.changes, [slice(0), slice(1), detected(1)]);
+    assert_eq!(plan.warning, None);
+
+    // A second start adds nothing; a new instance is added; a fallback adopts a whole card.
+    let existing = [
+        ExistingResource {
+            mig: Some(MigPlace {
+                gpu: 0,
+                instance: 0,
+            }),
+            ..resource("gpu0-mig0", None, Detected)
+        },
+        ExistingResource {
+            mig: Some(MigPlace {
+                gpu: 0,
+                instance: 1,
+            }),
+            ..resource("gpu0-mig1", None, Detected)
+        },
+        resource("gpu1", Some(1), Detected),
+    ];
+    assert_eq!(plan_of(&existing, SPLIT), DetectionPlan::default());
+    let three = SPLIT.replace("GPU 1:", "  MIG 1g.10gb Device 2: (UUID: MIG-2222)\nGPU 1:");
+    assert_eq!(plan_of(&existing, &three).changes, [slice(2)]);
+    let fallback = resource("gpu0", None, Fallback);
+    let adopted = plan_of(std::slice::from_ref(&fallback), SPLIT);
+    assert_eq!(
+        adopted.changes[0],
+        Change::AdoptFallback {
+            id: fallback.id,
+            new_name: Some("gpu1".into()),
+            device: 1
+        }
+    );
+}
+
+fn plan_of(existing: &[ExistingResource], listing: &str) -> DetectionPlan {
+    plan(
+        Platform::Linux,
+        existing,
+        &ProbeOutcome::Listed(parse_nvidia_smi_list(listing)),
+    )
+}
+
+proptest::proptest! {
+    /// Whatever the listing, parsing never panics; every instance it gives has a `MIG-` UUID,
+    /// belongs to a listed card and has a number unique on that card.
+    #[test]
+    fn any_listing_parses_to_cards_with_well_formed_instances(
+        lines in proptest::collection::vec(
+            proptest::prop_oneof![
+                "GPU [0-9]{1,2}: [A-Za-z0-9 ]{0,12}( \\(UUID: GPU-[a-f0-9]{4}\\))?",
+                "[ \t]{0,4}MIG [a-z0-9.]{0,8}[ ]{1,5}Device[ ]{0,3}[0-9x]{1,2}[ ]?:[ ]{0,3}\\(UUID: ?(MIG|GPU)-[a-zA-Z0-9/-]{0,10}[ ]?\\)",
+                "[ -~]{0,40}",
+            ],
+            0..12,
+        ),
+    ) {
+        let text = lines.join("\n");
+        let gpus = parse_nvidia_smi_list(&text);
+        for gpu in &gpus {
+            let mut seen = std::collections::BTreeSet::new();
+            for m in &gpu.migs {
+                proptest::prop_assert!(m.uuid.starts_with("MIG-"));
+                proptest::prop_assert!(seen.insert(m.instance));
+            }
+        }
+        let plan = plan(Platform::Linux, &[], &ProbeOutcome::Listed(gpus.clone()));
+        // A split card's index never gets a lane of its own.
+        for change in &plan.changes {
+            if let Change::Add { device: Some(d), .. } = change {
+                let card = gpus.iter().find(|g| g.index == *d).unwrap();
+                proptest::prop_assert!(card.migs.is_empty());
+            }
+        }
+    }
 }

@@ -25,6 +25,17 @@ fn snapshot() -> Snapshot {
             processes: 2,
             memory_bytes: 3 * 1024 * 1024,
         }],
+        gpu_state: vec![GpuStateSeries::of(
+            "gpu0",
+            "GPU-a",
+            &crate::sampler::GpuState {
+                memory_used_mib: Some(2),
+                memory_total_mib: Some(80),
+                utilization_percent: Some(37),
+                temperature_c: Some(45),
+                power_w: None,
+            },
+        )],
         peers: vec![PeerUp {
             machine: "m-1".into(),
             name: "box".into(),
@@ -223,4 +234,17 @@ fn label_values_are_escaped_as_the_format_requires() {
         ),
         Some("0")
     );
+}
+
+#[test]
+fn a_cards_state_is_written_in_base_units_and_an_unknown_value_is_no_series() {
+    let text = render(&Counters::new(), &snapshot()).unwrap();
+    let labels = "{resource=\"gpu0\",uuid=\"GPU-a\"}";
+    let value = |name: &str| line(&text, &format!("{name}{labels}"));
+    assert_eq!(value("homebased_gpu_memory_used_bytes"), Some("2097152"));
+    assert_eq!(value("homebased_gpu_memory_total_bytes"), Some("83886080"));
+    assert_eq!(value("homebased_gpu_utilization_ratio"), Some("0.37"));
+    assert_eq!(value("homebased_gpu_temperature_celsius"), Some("45"));
+    assert_eq!(value("homebased_gpu_power_watts"), None, "{text}");
+    assert!(!text.contains("homebased_gpu_power_watts{"), "{text}");
 }

@@ -15,8 +15,29 @@ pub struct Resource {
     pub device: Option<u32>,
     pub origin: ResourceOrigin,
     pub created_at: Millis,
-    /// The card a detected lane's device was first seen as, if recorded.
+    /// The card a detected lane's device was first seen as, if recorded; for a MIG slice
+    /// its MIG UUID (its CUDA device) and the card's model with the slice's profile.
     pub gpu: Option<GpuIdentity>,
+    /// The MIG instance a detected slice lane is (it has no `device` then).
+    pub mig: Option<crate::detection::MigPlace>,
+    /// A slice's card's hardware UUID, as the last detection listed it.
+    pub mig_card: Option<String>,
+}
+
+impl Resource {
+    /// The CUDA device a run on this lane is given: the index, or a slice's MIG UUID.
+    pub fn cuda_device(&self) -> Option<homebased_shared::wire::Device> {
+        use homebased_shared::wire::Device;
+        match (self.device, self.mig) {
+            (Some(index), _) => Some(Device::Index(index)),
+            (None, Some(_)) => self
+                .gpu
+                .as_ref()
+                .and_then(|g| g.uuid.clone())
+                .map(Device::Mig),
+            (None, None) => None,
+        }
+    }
 }
 
 /// A detected device's identity as `nvidia-smi -L` first reported it.
@@ -28,7 +49,8 @@ pub struct GpuIdentity {
     pub changed: bool,
 }
 
-const COLUMNS: &str = "id, name, device, origin, created_at, gpu_uuid, gpu_model, gpu_changed";
+const COLUMNS: &str = "id, name, device, origin, created_at, gpu_uuid, gpu_model, gpu_changed, \
+    mig_gpu, mig_instance, mig_card_uuid";
 
 /// Names are 1 to 63 of `[a-z0-9-]`, not starting or ending with `-`, never a UUID.
 pub fn check_name(name: &str) -> Result<(), String> {
@@ -61,6 +83,18 @@ fn from_row(r: &Row) -> rusqlite::Result<Resource> {
     let uuid: Option<String> = r.get("gpu_uuid")?;
     let model: Option<String> = r.get("gpu_model")?;
     let changed: bool = r.get("gpu_changed")?;
+    let mig_gpu: Option<u32> = r.get("mig_gpu")?;
+    let mig_instance: Option<u32> = r.get("mig_instance")?;
+    let mig = match (mig_gpu, mig_instance) {
+        (Some(gpu), Some(instance)) => Some(crate::detection::MigPlace { gpu, instance }),
+        (None, None) => None,
+        _ => {
+            return Err(bad_column(
+                "mig_instance",
+                "a MIG place needs both its card and instance",
+            ))
+        }
+    };
     let gpu = (uuid.is_some() || model.is_some()).then_some(GpuIdentity {
         uuid,
         model,
@@ -75,6 +109,8 @@ fn from_row(r: &Row) -> rusqlite::Result<Resource> {
             .map_err(|e: String| bad_column("origin", e))?,
         created_at: r.get("created_at")?,
         gpu,
+        mig,
+        mig_card: r.get("mig_card_uuid")?,
     })
 }
 
@@ -93,6 +129,7 @@ pub fn list(db: Db) -> ApiResult<Vec<Resource>> {
         let key = |r: &Resource| (r.device.is_none(), r.device);
         key(a)
             .cmp(&key(b))
+            .then_with(|| a.mig.cmp(&b.mig))
             .then_with(|| crate::scheduler::natural_cmp(&a.name, &b.name))
     });
     Ok(rows)
@@ -139,6 +176,8 @@ pub fn insert(
         origin,
         created_at: now_ms(),
         gpu: None,
+        mig: None,
+        mig_card: None,
     };
     db.conn.execute(
         "INSERT INTO resources (id, name, device, origin, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -196,6 +235,35 @@ fn check_unique(
     Ok(())
 }
 
+/// Adds the lane of one MIG instance; a taken name is `resource_conflict`.
+pub fn insert_slice(db: Db, name: &str, place: crate::detection::MigPlace) -> ApiResult<Resource> {
+    check_unique(db, name, None, None)?;
+    let resource = Resource {
+        id: ResourceId::new(),
+        name: name.to_string(),
+        device: None,
+        origin: ResourceOrigin::Detected,
+        created_at: now_ms(),
+        gpu: None,
+        mig: Some(place),
+        mig_card: None,
+    };
+    db.conn
+        .execute(
+            "INSERT INTO resources (id, name, device, origin, created_at, mig_gpu, mig_instance) \
+             VALUES (?1, ?2, NULL, 'detected', ?3, ?4, ?5)",
+            (
+                resource.id.to_string(),
+                &resource.name,
+                resource.created_at,
+                place.gpu,
+                place.instance,
+            ),
+        )
+        .db("insert MIG resource")?;
+    Ok(resource)
+}
+
 /// Gives a fallback lane its detected device, keeping its UUID.
 pub fn adopt(db: Db, id: ResourceId, new_name: Option<&str>, device: u32) -> ApiResult<()> {
     let current = get(db, id)?
@@ -208,6 +276,17 @@ pub fn adopt(db: Db, id: ResourceId, new_name: Option<&str>, device: u32) -> Api
             (id.to_string(), name, i64::from(device)),
         )
         .db("adopt fallback")?;
+    Ok(())
+}
+
+/// Records which card a slice lane is cut from now (its card's hardware UUID).
+pub fn set_mig_card(db: Db, id: ResourceId, card: Option<&str>) -> ApiResult<()> {
+    db.conn
+        .execute(
+            "UPDATE resources SET mig_card_uuid = ?2 WHERE id = ?1",
+            (id.to_string(), card),
+        )
+        .db("record a MIG slice's card")?;
     Ok(())
 }
 

@@ -32,11 +32,14 @@ pub struct Run {
     pub ended_at: Option<Millis>,
     pub process: Option<Value>,
     pub cleanup: Option<Value>,
+    /// The most GPU memory its own processes were seen using at one sample (MiB); `None`
+    /// while no sample saw it.
+    pub gpu_memory_peak_mib: Option<u64>,
 }
 
 pub(crate) const COLUMNS: &str = "task, job, resource, run_number, step, resume, status, phase, \
     stop_cause, stop_requested_at, stop_for_job, reserved_at, started_at, workload_started_at, \
-    ended_at, process, cleanup, cleanup_attempt, attention";
+    ended_at, process, cleanup, cleanup_attempt, attention, gpu_memory_peak_mib";
 
 fn parse<T: std::str::FromStr>(name: &str, text: Option<String>) -> rusqlite::Result<Option<T>>
 where
@@ -139,6 +142,7 @@ pub(crate) fn from_row(r: &Row) -> rusqlite::Result<Run> {
         ended_at: r.get("ended_at")?,
         process: json("process", r.get("process")?)?,
         cleanup,
+        gpu_memory_peak_mib: r.get("gpu_memory_peak_mib")?,
     })
 }
 
@@ -340,6 +344,23 @@ pub fn record_end(
     Ok(())
 }
 
+/// A sample saw the run's own processes using `mib` of GPU memory: its peak becomes that
+/// when it was lower or unknown. Only a run that still holds its lanes is raised (a sample
+/// taken before the run ended may be posted after). Answers whether anything changed.
+pub fn raise_gpu_peak(db: Db, task: TaskId, mib: u64) -> ApiResult<bool> {
+    let mib = i64::try_from(mib).unwrap_or(i64::MAX);
+    let changed = db
+        .conn
+        .prepare_cached(
+            "UPDATE runs SET gpu_memory_peak_mib = ?2 WHERE task = ?1 AND phase IS NOT NULL \
+             AND (gpu_memory_peak_mib IS NULL OR gpu_memory_peak_mib < ?2)",
+        )
+        .db("record GPU memory peak")?
+        .execute((task.to_string(), mib))
+        .db("record GPU memory peak")?;
+    Ok(changed > 0)
+}
+
 /// The cleanup result that ended the cleaning phase (a failure is also the Attention's).
 pub fn record_cleanup(db: Db, task: TaskId, cleanup: &Value) -> ApiResult<()> {
     db.conn
@@ -396,6 +417,38 @@ mod tests {
         jobs::requeue(db, new.id, true, 123_456).unwrap();
         let second = reserve(db, new.id, lane.id).unwrap().unwrap();
         assert_eq!(second.queued_since, 123_456);
+    }
+
+    /// A peak is unknown until a sample saw the run, only ever rises, and stops at the end.
+    #[test]
+    fn a_gpu_peak_starts_unknown_only_rises_and_stays_after_the_end() {
+        let (_d, store) = crate::store::test_store();
+        let db = store.db();
+        let lane = resources::insert(
+            db,
+            "gpu0",
+            Some(0),
+            homebased_shared::wire::ResourceOrigin::Detected,
+        )
+        .unwrap();
+        let spec = serde_json::json!({});
+        let new = jobs::NewJob::for_test(&spec, homebased_shared::queue::Priority::Low);
+        jobs::insert(db, &new).unwrap();
+        let run = reserve(db, new.id, lane.id).unwrap().unwrap();
+        let peak = || get(db, run.task).unwrap().unwrap().gpu_memory_peak_mib;
+        assert_eq!(peak(), None);
+        assert!(raise_gpu_peak(db, run.task, 0).unwrap());
+        assert_eq!(peak(), Some(0), "seen using nothing is 0, not unknown");
+        assert!(raise_gpu_peak(db, run.task, 2048).unwrap());
+        assert!(!raise_gpu_peak(db, run.task, 1024).unwrap());
+        assert_eq!(peak(), Some(2048));
+        record_end(db, run.task, RunStatus::Succeeded, None, 5_000).unwrap();
+        set_phase(db, run.task, None).unwrap();
+        assert!(
+            !raise_gpu_peak(db, run.task, 9_999).unwrap(),
+            "a late sample"
+        );
+        assert_eq!(peak(), Some(2048));
     }
 
     /// The one decoder refuses what the two old ones disagreed on (a stopping run without

@@ -139,6 +139,10 @@ pub struct RunView {
     pub process: Option<Value>,
     /// The cleanup result (`{"result":"clean"}` or a failure record).
     pub cleanup: Option<Value>,
+    /// The most GPU memory the run's own processes were seen using at one sample, summed over
+    /// its lanes; `null` when no sample saw it (sampling off or failing for its whole life).
+    #[serde(default)]
+    pub gpu_memory_peak_mib: Option<u64>,
 }
 
 /// `GET /v1/jobs/{job}/environment` (socket only): what `resource job show --env` adds.

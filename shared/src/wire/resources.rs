@@ -37,11 +37,28 @@ impl std::str::FromStr for ResourceOrigin {
     }
 }
 
+/// A lane's CUDA device: a card's index, or a MIG instance's `MIG-<uuid>` (SPEC section 7).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Device {
+    Index(u32),
+    Mig(String),
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Device::Index(index) => write!(f, "{index}"),
+            Device::Mig(uuid) => f.write_str(uuid),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResourceView {
     pub id: ResourceId,
     pub name: String,
-    pub device: Option<u32>,
+    pub device: Option<Device>,
     pub origin: ResourceOrigin,
     pub run: Option<ActiveRunView>,
     /// The card of an indexed detected lane; `null` for unindexed and manual lanes.
@@ -63,6 +80,19 @@ pub struct GpuView {
     pub processes: Option<Vec<GpuProcessView>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sample_error: Option<String>,
+    /// The card's state from the last sample (`--query-gpu`); each `null` while unknown:
+    /// not sampled yet, the query failed, the driver said `[N/A]` (a MIG slice's utilization)
+    /// or the card was not in the answer.
+    #[serde(default)]
+    pub memory_used_mib: Option<u64>,
+    #[serde(default)]
+    pub memory_total_mib: Option<u64>,
+    #[serde(default)]
+    pub utilization_percent: Option<u32>,
+    #[serde(default)]
+    pub temperature_c: Option<i32>,
+    #[serde(default)]
+    pub power_w: Option<f64>,
 }
 
 /// One compute process on a card.

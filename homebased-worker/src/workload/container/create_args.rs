@@ -30,6 +30,9 @@ pub fn docker_create_args(run: &RunSpec, step: &ContainerStep, dir: &RunDir) -> 
     if let Some(device) = run.device {
         args.push(format!("--gpus=device={device}"));
     }
+    if let Some(mig) = &run.mig {
+        args.push(format!("--gpus=device={}:{}", mig.gpu, mig.instance));
+    }
     args.push(bind_mount(&run.job_dir, JOB_DIR_TARGET, false));
     args.push(bind_mount(&dir.control_dir(), CONTROL_TARGET, true));
     for mount in &step.mounts {
@@ -71,8 +74,9 @@ pub fn container_variables(run: &RunSpec, dir: &RunDir) -> BTreeMap<String, Stri
         "HOMEBASED_YIELD_FILE".into(),
         format!("{CONTROL_TARGET}/{YIELD_FILE}"),
     );
-    if run.device.is_some() {
-        // `--gpus device=<index>` exposes that one device, which is device 0 inside.
+    if run.device.is_some() || run.mig.is_some() {
+        // `--gpus device=<index>` (or `<index>:<instance>`) exposes that one device, which
+        // is device 0 inside.
         vars.insert("CUDA_VISIBLE_DEVICES".into(), "0".into());
     } else {
         vars.remove("CUDA_VISIBLE_DEVICES");
@@ -139,6 +143,7 @@ mod tests {
             environment: None,
             resource_name: "gpu0".into(),
             device,
+            mig: None,
             home: "/h".into(),
             job_dir: "/h/jobs/j/state".into(),
             poke_socket: "/h/poke.sock".into(),

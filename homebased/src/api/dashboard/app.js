@@ -338,6 +338,42 @@ function processes(gpu) {
   );
 }
 
+// The card's state from the last sample: a memory bar (used of total) and utilization,
+// temperature and power where known. A value the driver did not give is `?`, never 0.
+function cardState(gpu) {
+  if (!gpu) return null;
+  const gib = (mib) => (mib === null || mib === undefined ? "?" : (mib / 1024).toFixed(1));
+  const used = gpu.memory_used_mib;
+  const total = gpu.memory_total_mib;
+  const known = typeof used === "number" && typeof total === "number" && total > 0;
+  const share = known ? Math.min(100, Math.max(0, (100 * used) / total)) : 0;
+  const parts = [`${gib(used)} / ${gib(total)} GiB`];
+  parts.push(typeof gpu.utilization_percent === "number" ? `${gpu.utilization_percent}% util` : "util ?");
+  if (typeof gpu.temperature_c === "number") parts.push(`${gpu.temperature_c} °C`);
+  if (typeof gpu.power_w === "number") parts.push(`${Math.round(gpu.power_w)} W`);
+  // Set through the CSSOM: the page's policy (style-src 'self') refuses style attributes.
+  const fill = el("div", { class: "fill" });
+  fill.style.width = `${share.toFixed(1)}%`;
+  return el(
+    "div",
+    { class: "card-state" },
+    el(
+      "div",
+      {
+        class: known ? "membar" : "membar unknown",
+        role: "meter",
+        "aria-label": "GPU memory used",
+        "aria-valuemin": "0",
+        "aria-valuemax": known ? String(total) : "0",
+        "aria-valuenow": known ? String(used) : "0",
+        title: known ? `${share.toFixed(0)}% of the card's memory in use` : "memory not known",
+      },
+      fill,
+    ),
+    el("p", { class: "muted card-line", text: parts.join(" · ") }),
+  );
+}
+
 function attention(r) {
   const p = r.run.phase;
   const failure = p.failure || {};
@@ -415,6 +451,7 @@ function renderResources(list) {
           )
         : null,
       r.run ? el("p", { class: "phase-line", text: phaseLine(r.run) }) : null,
+      cardState(gpu),
       processes(gpu),
       r.run && r.run.phase.phase === "attention" ? attention(r) : null,
     );
