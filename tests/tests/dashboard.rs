@@ -713,6 +713,38 @@ fn a_pinned_job_shows_its_lanes_name_even_when_it_was_listed_before_the_lanes() 
 }
 
 #[test]
+fn a_job_waiting_for_another_says_after_which_and_its_detail_lists_both_ends() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    set_cards(&h, &[0]);
+    let url = listen(&mut h, "", "");
+    h.start_daemon();
+    let first = h.submit(
+        &h.spec("train-first")
+            .set("preempt", json!({"mode": "wait"})),
+    );
+    wait_phase(&h, &first, "executing");
+    let eval = h.submit(&h.spec("evaluate").set("after", json!([first])));
+
+    let b = Browser::start(1280, 900);
+    b.goto(&format!("{url}/"));
+    let waits = wait_for("the dependent job in the queue", || {
+        page_jobs(&b).contains(&eval).then_some(())?;
+        let waits = b.text(&format!("{} td.waiting", row(&eval)));
+        waits.contains("after").then_some(waits)
+    });
+    assert_eq!(
+        waits, "after train-first (active)",
+        "as resource jobs words it"
+    );
+    b.click(&format!("{} td.name a", row(&eval)));
+    let facts = wait_for("the dependent job's detail", || {
+        let facts = b.text("#detail dl.facts");
+        facts.contains("after").then_some(facts)
+    });
+    assert!(facts.contains("train-first"), "{facts}");
+}
+
+#[test]
 fn the_page_says_how_old_the_gpu_sample_is_and_an_old_one_is_no_evidence_of_none() {
     let mut h = TestHome::new(Probe::Gpus(1));
     set_cards(&h, &[0]);

@@ -693,3 +693,41 @@ fn the_authority_refuses_a_remote_submit_meant_for_another_machine_and_bad_pulls
     let listed: Value = serde_json::from_slice(&answer.body).unwrap();
     assert_eq!(listed["events"], json!([]), "{listed}");
 }
+
+#[test]
+fn after_names_only_jobs_of_this_machine_and_a_remote_job_is_named_on_its_authority() {
+    let (a, _a_id, b, _b_id) = pair();
+    let gate = a.h.tmp().join("first-gate");
+    let first = for_beta(gated_spec(&a.h, "first", "", &gate, ""));
+    let remote = new_uuid();
+    a.h.submit_json(&first, Some(&remote));
+
+    // On the origin, the job it sent to beta is not one of its own: refused, nothing stored.
+    let here = a.h.spec("after-remote").set("after", json!([remote]));
+    let job = new_uuid();
+    let err = a.h.submit_err(&here, Some(&job), 2);
+    assert_eq!(err["code"], "invalid_spec", "{err}");
+    assert_eq!(err["input"]["pointer"], "/after/0", "{err}");
+    assert!(
+        err["message"].as_str().unwrap().contains("Fleet"),
+        "says why: {err}"
+    );
+    let err = a.h.json_err(&["resource", "job", "show", &job], 3);
+    assert_eq!(err["code"], "job_not_found", "nothing stored: {err}");
+
+    // Sent to beta with it, the dependent job waits there for it, then runs after it.
+    let there = for_beta(
+        a.h.spec("after-on-beta")
+            .command(&["/bin/sh", "-c", "true"])
+            .set("after", json!([remote])),
+    );
+    let second = new_uuid();
+    a.h.submit_json(&there, Some(&second));
+    wait_until(
+        "the dependent job to wait for its dependency on beta",
+        || b.h.json(&["resource", "job", "show", &second])["waiting"]["reason"] == "dependency",
+    );
+    open_gate(&gate);
+    wait_job(&b.h, &remote, "succeeded");
+    wait_job(&b.h, &second, "succeeded");
+}
