@@ -33,12 +33,15 @@ Python 3.11 standard library only. Settings (environment):
   BENCH_INTEGRITY_STARTS timed `daemon serve` starts per integrity size            [7 / 3]
   BENCH_ONLY             comma list of workloads to run (default all): floor,start,handover,
                          queue,preempt,sweep,kill9,sampler,fleet,dashboard,history,metrics,
-                         startpath,peers,integrity,quiet,listing (peers needs
+                         startpath,peers,integrity,quiet,listing,mig56 (peers needs
                          task-spooler's `tsp`)
   BENCH_STARTPATH        starts per path (CLI, API) taken apart by the startpath workload [50 / 20]
   BENCH_COMPARE          comma list of other builds' binary folders: the peers workload
                          starts a job on each in every round too (before/after a change)
   BENCH_LANE_QUEUE       1 s jobs queued over BENCH_LANES lanes, hand-over workload [2000 / 200]
+  BENCH_MIG_QUEUE        1 s jobs queued over the mig56 workload's 56 MIG lanes   [2000 / 200]
+  BENCH_MIG_RUNS         timed `resource list --json` calls and settles in mig56  [20 / 5]
+  BENCH_MIG_SECONDS      mig56's sampler window, no reads (at most 55)           [45 / 10]
   BENCH_OUT              report path [docs/BENCHMARKS.md; none when quick]; empty: no report
   BENCH_TMPDIR           parent folder of the temporary homes [system temp]
   BENCH_KEEP=1           keep the temporary homes (for a look afterwards)
@@ -142,6 +145,11 @@ INTEGRITY_STARTS = max(setting("BENCH_INTEGRITY_STARTS", 7, 3), 1)
 STARTPATH = max(setting("BENCH_STARTPATH", 50, 20), 2)
 LANE_QUEUE = max(setting("BENCH_LANE_QUEUE", 2000, 200), LANES * 2)
 HISTORY_SAMPLE = max(setting("BENCH_HISTORY_SAMPLE", 30, 10), 2)
+MIG_QUEUE = max(setting("BENCH_MIG_QUEUE", 2000, 200), 56 * 2)
+MIG_RUNS = max(setting("BENCH_MIG_RUNS", 20, 5), 1)
+# The sampler samples for a minute after the last read of resources; the window must end
+# inside that minute, or it would measure a sleeping sampler.
+MIG_SECONDS = min(max(setting("BENCH_MIG_SECONDS", 45, 10), 1), 55)
 # Other builds' binary folders for the peers workload to start jobs on, round by round.
 COMPARE_BUILDS = [
     Path(p).resolve() for p in os.environ.get("BENCH_COMPARE", "").split(",") if p
@@ -164,6 +172,7 @@ WORKLOADS = [
     "integrity",
     "quiet",
     "listing",
+    "mig56",
 ]
 ONLY = [w.strip() for w in os.environ.get("BENCH_ONLY", "").split(",") if w.strip()]
 for w in ONLY:
@@ -1174,6 +1183,29 @@ def startpath_workload(bins: Path, rows: list[Row], notes: dict) -> None:
         h.close()
 
 
+def lane_gaps(h: Home, jobs: list[str]) -> tuple[dict[str, list[tuple[int, int]]], list[float]]:
+    """Per lane (`run.json`'s `resource_name`), the (start, end) stamps of `jobs` that wrote
+    both (`s.<job>`, `e.<job>` under `h.out`), and every gap in ms from one job's end to the
+    next job's start on the same lane."""
+    lane_of = {}
+    for d in (h.home / "tasks").iterdir():
+        try:
+            run = json.loads((d / "run.json").read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            continue
+        lane_of[run["job"]] = run["resource_name"]
+    by_lane: dict[str, list[tuple[int, int]]] = {}
+    for j in jobs:
+        s, e = read_ns(h.out / f"s.{j}"), read_ns(h.out / f"e.{j}")
+        if s is not None and e is not None and j in lane_of:
+            by_lane.setdefault(lane_of[j], []).append((s, e))
+    gaps = []
+    for spans in by_lane.values():
+        spans.sort()
+        gaps += [(b[0] - a[1]) / 1e6 for a, b in zip(spans, spans[1:])]
+    return by_lane, gaps
+
+
 def lane_handover(bins: Path, rows: list[Row], notes: dict) -> None:
     """Issue 18 part 5: BENCH_LANES lanes, each running 1-second jobs back to back with
     BENCH_LANE_QUEUE queued; per lane, the gap from a job's last act to the next job's first
@@ -1199,22 +1231,7 @@ def lane_handover(bins: Path, rows: list[Row], notes: dict) -> None:
             "the last jobs",
         )
         h.wait_idle(timeout=60)
-        lane_of = {}
-        for d in (h.home / "tasks").iterdir():
-            try:
-                run = json.loads((d / "run.json").read_text())
-            except (FileNotFoundError, json.JSONDecodeError):
-                continue
-            lane_of[run["job"]] = run["resource_name"]
-        by_lane: dict[str, list[tuple[int, int]]] = {}
-        for j in jobs:
-            s, e = read_ns(h.out / f"s.{j}"), read_ns(h.out / f"e.{j}")
-            if s is not None and e is not None and j in lane_of:
-                by_lane.setdefault(lane_of[j], []).append((s, e))
-        gaps = []
-        for spans in by_lane.values():
-            spans.sort()
-            gaps += [(b[0] - a[1]) / 1e6 for a, b in zip(spans, spans[1:])]
+        by_lane, gaps = lane_gaps(h, jobs)
         cleanup = [
             r["finished_at"] - r["ended_at"]
             for r in run_records(h)
@@ -2451,6 +2468,223 @@ def listing_workload(bins: Path, rows: list[Row], notes: dict) -> None:
 
 
 # ---------------------------------------------------------------------------------------
+# MIG lanes at scale (issue 30)
+
+MIG_CARDS = 8
+MIG_SLICES = 7
+
+FAKE_MIG = """#!/bin/sh
+# Prints a card's fields in the order the daemon asks for them, `[N/A]` for one not known
+# here (so the sampler's field list can grow without this fake going stale).
+state() {
+  line=''
+  IFS=,
+  for name in $fields; do
+    case "$name" in
+      uuid) v=$1 ;; memory.used) v=$2 ;; memory.total) v=$3 ;;
+      utilization.gpu) v=$4 ;; temperature.gpu) v=$5 ;; power.draw) v=$6 ;;
+      *) v='[N/A]' ;;
+    esac
+    line="${line:+$line, }$v"
+  done
+  unset IFS
+  printf '%s\\n' "$line"
+}
+case "$1" in
+  -L) cat <<'END'
+@LISTING@
+END
+  ;;
+  --query-compute-apps=*)
+    printf x >> '@COUNT@'
+    cat <<'END'
+@APPS@
+END
+  ;;
+  --query-gpu=*)
+    fields="${1#--query-gpu=}"
+@STATES@
+  ;;
+  *) exit 2 ;;
+esac
+"""
+
+
+def mig_fake(count: Path) -> str:
+    """The fake `nvidia-smi` of MIG_CARDS cards of MIG_SLICES slices: `-L`, the process
+    query (each call appends one byte to `count`, so the samples can be counted) and the
+    state query."""
+
+    def card(c: int) -> str:
+        return f"GPU-{c:08x}-0000-4000-8000-{c:012x}"
+
+    def mig(c: int, m: int) -> str:
+        return f"MIG-{c:04x}{m:04x}-0000-4000-8000-{c:012x}"
+
+    listing, apps, states = [], [], []
+    for c in range(MIG_CARDS):
+        listing.append(f"GPU {c}: NVIDIA H200 (UUID: {card(c)})")
+        # One process by the card's own UUID (foreign on each of its slices) ...
+        apps.append(f"{card(c)}, {200000 + c}, 2048")
+        for m in range(MIG_SLICES):
+            listing.append(f"  MIG 1g.18gb     Device  {m}: (UUID: {mig(c, m)})")
+            # ... and one on each slice, by the slice's UUID.
+            apps.append(f"{mig(c, m)}, {300000 + c * 8 + m}, {1024 + 512 * m}")
+        # A split card's utilization is not reported (`[N/A]`), as drivers do.
+        states.append(f"    state {card(c)} {30000 + 4000 * c} 143771 '[N/A]' {40 + c} {300 + 20 * c}")
+    return (
+        FAKE_MIG.replace("@LISTING@", "\n".join(listing))
+        .replace("@APPS@", "\n".join(apps))
+        .replace("@STATES@", "\n".join(states))
+        .replace("@COUNT@", str(count))
+    )
+
+
+def thread_ticks(pid: int, name: str) -> int:
+    """utime + stime of the daemon's thread called `name`."""
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            raw = Path(f"/proc/{pid}/task/{t}/stat").read_text()
+        except FileNotFoundError:
+            continue
+        if raw[raw.index("(") + 1 : raw.rindex(")")] == name:
+            f = raw[raw.rindex(")") + 2 :].split()
+            return int(f[11]) + int(f[12])
+    raise RuntimeError(f"the daemon has no thread {name!r}")
+
+
+def reaped_ticks(pid: int) -> int:
+    """cutime + cstime (fields 16 and 17): the children the process waited for."""
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    f = raw[raw.rindex(")") + 2 :].split()
+    return int(f[13]) + int(f[14])
+
+
+def mig56_workload(bins: Path, rows: list[Row], notes: dict) -> None:
+    """Issue 30: 56 MIG lanes (8 cards of 7 slices), each held, BENCH_MIG_QUEUE 1 s jobs
+    queued: `resource list --json`, a scheduling pass (settle), and the daemon's CPU with the
+    sampler on and nobody asking, scaled to an hour; then the holders go and the hand-over
+    is measured per lane while the queue drains."""
+    lanes = MIG_CARDS * MIG_SLICES
+    h = Home(bins, "mig56")
+    count = h.work / "samples.count"
+    probe = h.work / "nvidia-smi"
+    probe.write_text(mig_fake(count))
+    probe.chmod(0o755)
+    try:
+        h.start()
+        names = {r["name"] for r in h.resources()}
+        want = {f"gpu{c}-mig{m}" for c in range(MIG_CARDS) for m in range(MIG_SLICES)}
+        if names != want:
+            raise RuntimeError(f"the daemon's lanes are {sorted(names)}, not the 56 slices")
+        for i in range(lanes):
+            h.submit_api(h.spec(f"hold-{i}", h.hold_script()))
+        wait_for(lambda: len(h.executing()) == lanes, 120, 0.05, "every holder to run")
+        script = (
+            f"date +%s%N > '{h.out}/s.'\"$HOMEBASED_JOB_ID\"; sleep 1; "
+            f"exec date +%s%N > '{h.out}/e.'\"$HOMEBASED_JOB_ID\""
+        )
+        spec = h.spec("one second", script)
+        jobs = [h.submit_api(spec) for _ in range(MIG_QUEUE)]
+        log(f"{lanes} lanes held, {MIG_QUEUE} queued")
+
+        listed, settle = [], []
+        for _ in range(MIG_RUNS):
+            t0 = time.perf_counter_ns()
+            out = h.cli("--json", "resource", "list").stdout
+            listed.append((time.perf_counter_ns() - t0) / 1e6)
+            if len(json.loads(out)["resources"]) != lanes:
+                raise RuntimeError(f"resource list did not give the {lanes} lanes")
+            t0 = time.perf_counter_ns()
+            h.api.post("/v1/internal/settle", {})
+            settle.append((time.perf_counter_ns() - t0) / 1e6)
+
+        def samples() -> int:
+            try:
+                return count.stat().st_size
+            except FileNotFoundError:
+                return 0
+
+        # One read wakes the sampler for a minute; the window ends inside it.
+        h.resources()
+        h.api.close()
+        pid = h.pid
+        c0, s0, r0, n0 = cpu_ticks(pid), thread_ticks(pid, "gpu-sampler"), reaped_ticks(pid), samples()
+        time.sleep(MIG_SECONDS)
+        c1, s1, r1, n1 = cpu_ticks(pid), thread_ticks(pid, "gpu-sampler"), reaped_ticks(pid), samples()
+        if n1 == n0:
+            raise RuntimeError(f"the sampler took no sample in {MIG_SECONDS} s")
+
+        def per_hour(ticks: int) -> float:
+            return ticks / CLK_TCK * 3600 / MIG_SECONDS
+
+        # The holders go, the queue drains 56 jobs at a time. The FIFO is opened again while
+        # waiting, in case a holder reached its `read` late.
+        wait_for(h.release_hold, 10, 0.01, "the holders to wait on their FIFO")
+
+        def drained() -> bool:
+            h.release_hold()
+            return all(read_ns(h.out / f"e.{j}") for j in jobs[-lanes:])
+
+        wait_for(drained, 60 + MIG_QUEUE * 1.5 / lanes, 0.05, "the last jobs")
+        h.wait_idle(timeout=60)
+        by_lane, gaps = lane_gaps(h, jobs)
+        setup = f"{lanes} MIG lanes ({MIG_CARDS} cards of {MIG_SLICES} slices)"
+        queued = f"{MIG_QUEUE:,} queued"
+        rows.append(
+            dist_row(
+                "mig56_list",
+                f"`resource list --json` (CLI), {setup} held, {queued}",
+                "ms",
+                listed,
+            )
+        )
+        rows.append(
+            dist_row(
+                "mig56_settle",
+                f"settle (timers + one scheduling pass, socket API), {lanes} MIG lanes held, "
+                f"{queued}",
+                "ms",
+                settle,
+            )
+        )
+        rows.append(
+            Row(
+                "mig56_cpu",
+                f"daemon CPU per hour, sampler on, {lanes} MIG lanes held, {queued}, no reads "
+                f"(over {MIG_SECONDS} s, {n1 - n0} samples, ticks of {1000 / CLK_TCK:.0f} ms)",
+                "s/h",
+                p50=per_hour(c1 - c0),
+            )
+        )
+        rows.append(
+            Row("mig56_cpu_sampler", "↳ of which the `gpu-sampler` thread", "s/h",
+                p50=per_hour(s1 - s0))
+        )
+        rows.append(
+            Row(
+                "mig56_cpu_queries",
+                "↳ beside it: the reaped queries (the fake `nvidia-smi` is `sh`)",
+                "s/h",
+                p50=per_hour(r1 - r0),
+            )
+        )
+        rows.append(
+            dist_row(
+                "mig56_handover",
+                f"hand-over, {lanes} MIG lanes of 1 s jobs back to back, {queued} "
+                "(exit to next start on the lane)",
+                "ms",
+                gaps,
+                "< 100 ms p99",
+            )
+        )
+        notes["mig56_ran"] = sum(len(v) for v in by_lane.values())
+    finally:
+        h.close()
+
+
+# ---------------------------------------------------------------------------------------
 # The report
 
 
@@ -2830,6 +3064,22 @@ samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in 
   BENCH_INTEGRITY_STARTS times `daemon serve` to a working socket, each with the time of its
   store check (`PRAGMA quick_check` of the whole file, read from the daemon's `store checked`
   log line) and the store's size; then one start after a SIGKILL, whose check reads the WAL.
+- **mig56** (issue 30): a fake `nvidia-smi` lists 8 cards (`GPU n: NVIDIA H200 (UUID:
+  GPU-...)`), each split into 7 slices (`  MIG 1g.18gb     Device  m: (UUID: MIG-...)`), so
+  the daemon has 56 lanes `gpu<n>-mig<m>`; its process query lists one process per slice (by
+  the slice's UUID) and one per card (by the card's UUID, foreign on all 7 slices), 64 in
+  all; its state query answers each card's fields in the order asked (utilization `[N/A]`,
+  as drivers say for a split card). Every lane held by a holder, BENCH_MIG_QUEUE 1 s jobs
+  queued through the API. Then BENCH_MIG_RUNS rounds of `homebased --json resource list`
+  (CLI wall time) and `POST /v1/internal/settle` (the timers and one scheduling pass, over
+  the kept-alive socket connection: the daemon keeps no figure of its own for a pass); one
+  `GET /v1/resources` (a read: the sampler samples every 5 s for the next minute) and the
+  daemon's CPU over BENCH_MIG_SECONDS with nothing asked of it, scaled to an hour: its own
+  threads (utime + stime), of which the `gpu-sampler` thread, and beside them the reaped
+  queries (cutime + cstime; the fake is `sh`, a real `nvidia-smi` costs more); the fake
+  counts the samples. Last the holders are released and the 1 s jobs run back to back on the
+  56 lanes; the hand-over is measured per lane as in **hand-over, BENCH_LANES lanes of 1 s
+  jobs**.
 - **settle**: `POST /v1/internal/settle` with the queue full: the timers and one scheduling
   pass.
 """
@@ -2890,7 +3140,8 @@ def report_block(
         + f"BENCH_PREEMPT={PREEMPT} BENCH_LIST_RUNS={LIST_RUNS} BENCH_SCRAPES={SCRAPES} "
         + f"BENCH_IDLE_SECONDS={IDLE_SECONDS} BENCH_LANES={LANES} "
         + f"BENCH_FILL_BUDGET={FILL_BUDGET} BENCH_FILL_CONNECTIONS={FILL_CONNECTIONS} "
-        + f"BENCH_DASHBOARD_QUEUE={DASHBOARD_QUEUE}",
+        + f"BENCH_DASHBOARD_QUEUE={DASHBOARD_QUEUE} BENCH_MIG_QUEUE={MIG_QUEUE} "
+        + f"BENCH_MIG_RUNS={MIG_RUNS} BENCH_MIG_SECONDS={MIG_SECONDS}",
         "",
         "The other tools' figures are the ones in issue 8 (same machine class, medians); "
         + "their list, RSS and submit figures are at 2,000 queued, ours at the queue size "
@@ -2969,6 +3220,7 @@ def main() -> int:
         ("integrity", integrity_workload),
         ("quiet", quiet_workload),
         ("listing", listing_workload),
+        ("mig56", mig56_workload),
     ]
     failed = []
     for name, fn in plan:
