@@ -4,10 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::jobs::*;
-use common::{wait_until, TestHome};
+use crate::common::jobs::*;
+use crate::common::{wait_until, TestHome};
 use serde_json::{json, Value};
 use std::path::Path;
 

@@ -12,13 +12,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common::procs::{parse_stat, Proc};
 
-use common::procs::{parse_stat, Proc};
-
-use common::account::{unprivileged_account, Account};
-use common::jobs::{gated_spec, resource, sh_spec, show, wait_idle, wait_job, wait_phase_on};
-use common::{is_uuid, new_uuid, wait_until, Probe, TestHome, PATIENCE};
+use crate::common::account::{unprivileged_account, Account};
+use crate::common::jobs::{
+    gated_spec, resource, sh_spec, show, wait_idle, wait_job, wait_phase_on,
+};
+use crate::common::{is_uuid, new_uuid, wait_until, Probe, TestHome, PATIENCE};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;

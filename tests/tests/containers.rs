@@ -6,10 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::jobs::*;
-use common::{Probe, TestHome};
+use crate::common;
+use crate::common::jobs::*;
+use crate::common::{Probe, TestHome};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};

@@ -11,13 +11,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-#[path = "common/crash.rs"]
-mod crash;
-
-use common::jobs::{open_gate, show, state_of, wait_job, wait_phase};
-use common::new_uuid;
-use common::queue::move_job;
+use crate::common::crash;
+use crate::common::jobs::{open_gate, show, state_of, wait_job, wait_phase};
+use crate::common::new_uuid;
+use crate::common::queue::move_job;
 use crash::{check_dense, row, Lab, Point};
 use serde_json::json;
 

@@ -10,15 +10,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "common/attention.rs"]
-mod attention;
-mod common;
-#[path = "common/webdriver.rs"]
-mod webdriver;
-
-use common::gpus::{card_uuid, compute_apps, set_cards, set_gpu_state};
-use common::jobs::{show, wait_job, wait_phase};
-use common::{wait_until, Probe, TestHome};
+use crate::common;
+use crate::common::attention;
+use crate::common::gpus::{card_uuid, compute_apps, set_cards, set_gpu_state};
+use crate::common::jobs::{show, wait_job, wait_phase};
+use crate::common::webdriver;
+use crate::common::{wait_until, Probe, TestHome};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use webdriver::{screenshot_dir, wait_for, wait_within, Browser};

@@ -6,12 +6,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::jobs::{
+use crate::common::jobs::{
     gated_spec, home_with_gpus, open_gate, sh_spec, show, state_of, wait_job, wait_phase,
 };
-use common::{new_uuid, wait_until, TestHome};
+use crate::common::{new_uuid, wait_until, TestHome};
 use serde_json::{json, Value};
 
 fn events_of(shown: &Value) -> Vec<Value> {

@@ -4,10 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::jobs::*;
-use common::{Probe, TestHome};
+use crate::common::jobs::*;
+use crate::common::{Probe, TestHome};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 

@@ -8,10 +8,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::jobs::*;
-use common::{is_uuid, wait_until, Probe, Spec, TestHome, PATIENCE};
+use crate::common::jobs::*;
+use crate::common::{is_uuid, wait_until, Probe, Spec, TestHome, PATIENCE};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 use std::io::BufRead;

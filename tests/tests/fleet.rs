@@ -4,14 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-#[path = "common/fleet.rs"]
-mod fleet;
-#[path = "common/http.rs"]
-mod http;
-
-use common::jobs::{sh_spec, wait_job};
-use common::{new_uuid, TestHome};
+use crate::common::fleet;
+use crate::common::http;
+use crate::common::jobs::{sh_spec, wait_job};
+use crate::common::{new_uuid, TestHome};
 use fleet::{Machine, TOKEN};
 use std::time::Duration;
 

@@ -6,14 +6,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-#[path = "common/fleet.rs"]
-mod fleet;
-#[path = "common/http.rs"]
-mod http;
-
-use common::jobs::{gated_spec, open_gate, sh_spec, wait_job};
-use common::{new_uuid, wait_until, Spec};
+use crate::common;
+use crate::common::fleet;
+use crate::common::http;
+use crate::common::jobs::{gated_spec, open_gate, sh_spec, wait_job};
+use crate::common::{new_uuid, wait_until, Spec};
 use fleet::{Machine, TOKEN};
 use serde_json::{json, Value};
 

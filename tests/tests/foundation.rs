@@ -4,9 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{error_of, new_uuid, Probe, TestHome};
+use crate::common;
+use crate::common::{error_of, new_uuid, Probe, TestHome};
 use serde_json::Value;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 

@@ -4,14 +4,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::gpus::{
+use crate::common::gpus::{
     card_uuid, compute_apps, compute_apps_fail, gpu_state_hang, gpu_state_raw, mig_uuid,
     remove_gpu_state, set_cards, set_gpu_state, set_layout, set_split_cards,
 };
-use common::jobs::*;
-use common::{wait_until, Probe, TestHome};
+use crate::common::jobs::*;
+use crate::common::{wait_until, Probe, TestHome};
 use serde_json::Value;
 
 #[test]

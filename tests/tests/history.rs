@@ -4,10 +4,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::jobs::*;
-use common::{wait_until, TestHome};
+use crate::common;
+use crate::common::jobs::*;
+use crate::common::{wait_until, TestHome};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::PathBuf;

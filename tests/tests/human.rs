@@ -4,10 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::jobs::*;
-use common::wait_until;
+use crate::common::jobs::*;
+use crate::common::wait_until;
 
 /// One line with every full UUID as `<uuid>` and every age (`12s`, `3m12s`, ...) as `<age>`,
 /// blanks collapsed: the words a snapshot keeps, without what changes between runs.

@@ -5,12 +5,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-#[path = "common/http.rs"]
-mod http;
-
-use common::queue::queue_home;
-use common::{new_uuid, run_bounded, TestHome};
+use crate::common;
+use crate::common::http;
+use crate::common::queue::queue_home;
+use crate::common::{new_uuid, run_bounded, TestHome};
 use homebased_shared::spec::MAX_SPEC_BYTES;
 use homebased_shared::wire::MAX_BODY_BYTES;
 use serde_json::{json, Value};

@@ -5,10 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::jobs::*;
-use common::{wait_until, Probe, TestHome};
+use crate::common::jobs::*;
+use crate::common::{wait_until, Probe, TestHome};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 

@@ -11,12 +11,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common::procs::{parse_stat, Proc};
 
-use common::procs::{parse_stat, Proc};
-
-use common::jobs::{open_gate, runs, sh_spec, show, wait_for_gate, wait_job, wait_phase};
-use common::{Probe, TestHome};
+use crate::common::jobs::{open_gate, runs, sh_spec, show, wait_for_gate, wait_job, wait_phase};
+use crate::common::{Probe, TestHome};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::path::Path;

@@ -6,11 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-#[path = "common/http.rs"]
-mod http;
-
-use common::TestHome;
+use crate::common;
+use crate::common::http;
+use crate::common::TestHome;
 use http::Conn;
 use std::io::Write;
 use std::net::TcpStream;

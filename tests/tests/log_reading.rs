@@ -6,12 +6,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-#[path = "common/http.rs"]
-mod http;
-
-use common::jobs::*;
-use common::{wait_until, TestHome};
+use crate::common;
+use crate::common::http;
+use crate::common::jobs::*;
+use crate::common::{wait_until, TestHome};
 use std::io::Read;
 use std::process::{Child, Stdio};
 use std::time::Duration;

@@ -4,10 +4,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::jobs::*;
-use common::wait_until;
+use crate::common;
+use crate::common::jobs::*;
+use crate::common::wait_until;
 use std::io::Read;
 use std::process::Stdio;
 

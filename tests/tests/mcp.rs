@@ -12,9 +12,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::{homebased_bin, run_bounded, Probe, TestHome, PATIENCE};
+use crate::common;
+use crate::common::{homebased_bin, run_bounded, Probe, TestHome, PATIENCE};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;

@@ -7,13 +7,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-#[path = "common/http.rs"]
-mod http;
-
-use common::gpus::{card_uuid, compute_apps, set_cards, set_gpu_state};
-use common::jobs::*;
-use common::{wait_until, Probe, TestHome};
+use crate::common;
+use crate::common::gpus::{card_uuid, compute_apps, set_cards, set_gpu_state};
+use crate::common::http;
+use crate::common::jobs::*;
+use crate::common::{wait_until, Probe, TestHome};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Write;

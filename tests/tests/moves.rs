@@ -4,10 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::new_uuid;
-use common::queue::{expected, jobs_json, move_job, move_refused, queue_home, submit_all};
+use crate::common::new_uuid;
+use crate::common::queue::{expected, jobs_json, move_job, move_refused, queue_home, submit_all};
 use serde_json::json;
 
 #[test]

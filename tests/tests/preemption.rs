@@ -10,10 +10,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::jobs::*;
-use common::{wait_until, Probe, Spec, TestHome};
+use crate::common::jobs::*;
+use crate::common::{wait_until, Probe, Spec, TestHome};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

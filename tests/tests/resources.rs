@@ -4,9 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{is_uuid, new_uuid, Probe, TestHome};
+use crate::common::{is_uuid, new_uuid, Probe, TestHome};
 use serde_json::{json, Value};
 
 fn by_name<'a>(resources: &'a [Value], name: &str) -> &'a Value {

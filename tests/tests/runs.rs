@@ -8,10 +8,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::jobs::*;
-use common::{is_uuid, wait_until, Probe, Spec, TestHome};
+use crate::common;
+use crate::common::jobs::*;
+use crate::common::{is_uuid, wait_until, Probe, Spec, TestHome};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};

@@ -5,10 +5,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::jobs::*;
-use common::{homebased_bin, Probe, TestHome};
+use crate::common;
+use crate::common::jobs::*;
+use crate::common::{homebased_bin, Probe, TestHome};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;

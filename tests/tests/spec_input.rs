@@ -3,10 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::queue::{jobs_json, queue_home};
-use common::{new_uuid, Spec, TestHome};
+use crate::common;
+use crate::common::queue::{jobs_json, queue_home};
+use crate::common::{new_uuid, Spec, TestHome};
 use serde_json::{json, Value};
 
 #[test]

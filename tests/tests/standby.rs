@@ -5,10 +5,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::jobs::*;
-use common::{wait_until, Probe, TestHome};
+use crate::common;
+use crate::common::jobs::*;
+use crate::common::{wait_until, Probe, TestHome};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 

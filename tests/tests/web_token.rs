@@ -6,11 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-#[path = "common/http.rs"]
-mod http;
-
-use common::{new_uuid, TestHome};
+use crate::common;
+use crate::common::http;
+use crate::common::{new_uuid, TestHome};
 use http::Answer;
 use std::time::Duration;
 

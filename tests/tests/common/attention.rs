@@ -6,10 +6,8 @@
 //! `sleep`), its cleanup ends in `unreadable_suspects`, and its lane is held until a person
 //! releases that exact Attention. [`Held`]'s drop kills the suspect (the home's drop stops
 //! the daemon).
-//!
-//! Included with `#[path = "common/attention.rs"] mod attention;` beside `mod common;`.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common::account::unprivileged_account;
 use crate::common::jobs::{sh_spec, wait_phase_on};

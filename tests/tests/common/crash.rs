@@ -1,4 +1,4 @@
-//! The crash matrix's lab (loaded by `crash_matrix.rs` with `#[path]`): a home with one lane,
+//! The crash matrix's lab (used by `crash_matrix.rs`): a home with one lane,
 //! a daemon started with `FAILPOINTS` naming one crash point, workloads that leave a record
 //! of every step they start and finish and a marked escaped process behind, the invariants a
 //! crash must keep, and the row each test writes for `docs/RELIABILITY.md`.

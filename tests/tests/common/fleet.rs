@@ -1,13 +1,10 @@
 //! One machine of a test fleet (SPEC section 13): a real daemon on its own home with a TCP
 //! listener on its own loopback port, configured with Fleet on. Shared by the Fleet tests.
-//!
-//! Included with `#[path = "common/fleet.rs"] mod fleet;` beside `mod common;` and
-//! `#[path = "common/http.rs"] mod http;`.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use super::http;
 use crate::common::{wait_until, Probe, TestHome};
-use crate::http;
 use serde_json::Value;
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Raw HTTP/1.1 over the daemon's socket or TCP listener, for requests the typed client would
 //! never send (malformed, oversized, stalled). Every read is bounded by a timeout.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use serde_json::Value;
 use std::io::{ErrorKind, Read, Write};

@@ -9,14 +9,23 @@
 //! - [`wait_until`]: poll a condition with one generous timeout.
 //! - [`jobs`]: reading and waiting on jobs and runs; gate files.
 //! - [`queue`]: a daemon whose jobs stay queued, and the expected serving order.
+//! - [`procs`], [`gpus`]: processes by `(pid, start time)`; the fake `nvidia-smi`'s cards.
+//! - [`http`]: raw HTTP/1.1 for requests the typed client never sends; [`fleet`]: machines
+//!   of a test fleet; [`crash`]: the crash matrix's lab; [`attention`]: a real Attention;
+//!   [`webdriver`]: a headless Chromium.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod account;
+pub mod attention;
+pub mod crash;
+pub mod fleet;
 pub mod gpus;
+pub mod http;
 pub mod jobs;
 pub mod procs;
 pub mod queue;
+pub mod webdriver;
 
 use serde_json::{json, Value};
 use std::io::{Read, Write};

@@ -8,10 +8,8 @@
 //! Nothing reaches another machine: chromedriver listens on 127.0.0.1 only, and Chromium runs
 //! with background networking off, every non-loopback request sent to a dead proxy, and
 //! every host name other than `localhost` resolved to nothing.
-//!
-//! Included with `#[path = "common/webdriver.rs"] mod webdriver;` beside `mod common;`.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use serde_json::{json, Value};
 use std::io::{Read, Write};
