@@ -2,7 +2,7 @@
 //! directory is changed on the socket only; the TCP listener answers the identity and the
 //! listing, behind the token guard of `fleet::token`.
 
-use super::routes::{body, json, ApiResponse, AppState};
+use super::{body, json, ApiResponse, AppState};
 use super::{ErrorResponse, Listener};
 use crate::fleet::{Fleet, ORIGIN_HEADER};
 use axum::body::Bytes;
