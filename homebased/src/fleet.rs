@@ -31,9 +31,6 @@ use homebased_shared::wire::{
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The header a forwarding daemon adds: the machine the request comes from.
-pub const ORIGIN_HEADER: &str = "x-homebased-origin";
-
 /// This machine's directory, cheap to clone into every request.
 #[derive(Clone)]
 pub struct Fleet {
@@ -471,7 +468,7 @@ impl Fleet {
         }
     }
 
-    /// The check of a forwarded request (it carries [`ORIGIN_HEADER`]): it must name this
+    /// The check of a forwarded request (it carries [`homebased_shared::wire::ORIGIN_HEADER`]): it must name this
     /// machine by UUID, or it is answered `machine_identity_mismatch` and nothing is done.
     pub fn check_forwarded(&self, machine: Option<&str>) -> ApiResult<()> {
         let me = self.inner.identity.machine;
