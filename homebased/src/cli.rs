@@ -210,7 +210,6 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
         Command::Completions { shell } => completions::completions(shell).map(Some),
         Command::Man => completions::man().map(Some),
         Command::Config(ConfigCommand::Validate) => config_validate(config_source).map(Some),
-        Command::Resource(ResourceCommand::Schema) => Ok(Some(schema())),
         Command::Daemon(DaemonCommand::Serve { web_listen }) => {
             let config = load_config(config_source.as_ref())?;
             crate::daemon::serve(crate::daemon::ServeOptions {
@@ -270,25 +269,10 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
                 .map(Some)
         }
         Command::Events(args) => files::events(&home, &args, cli.json),
-        Command::Resource(ResourceCommand::Job(JobCommand::Log {
-            job,
-            tail,
-            follow,
-            raw,
-            machine,
-        })) => {
-            let client = Client::socket(home.socket());
-            let asked = job_log::Asked {
-                tail,
-                follow,
-                raw,
-                machine: machine.machine,
-            };
-            runtime()?.block_on(job_log::run(&client, &home, &job, asked))
-        }
         Command::Resource(cmd) => {
+            // `resource schema` needs no daemon: the client only connects when asked.
             let client = Client::socket(home.socket());
-            runtime()?.block_on(resource(cmd, &client, cli.json))
+            runtime()?.block_on(resource(cmd, &client, &home, cli.json))
         }
         Command::Fleet(cmd) => {
             let client = Client::socket(home.socket());
@@ -440,6 +424,7 @@ fn bad_input(field: &str, value: &str) -> ApiError {
 async fn resource(
     cmd: ResourceCommand,
     client: &Client,
+    home: &Home,
     as_json: bool,
 ) -> ApiResult<Option<Printed>> {
     let printed = match cmd {
@@ -508,7 +493,7 @@ async fn resource(
             Printed::answer(&released, vec![attention.to_string()], human)?
         }
         ResourceCommand::Schema => schema(),
-        ResourceCommand::Job(cmd) => job(cmd, client).await?,
+        ResourceCommand::Job(cmd) => return job(cmd, client, home).await,
     };
     Ok(Some(printed))
 }
@@ -520,8 +505,8 @@ fn schema() -> Printed {
     Printed::new(schema, vec![], human)
 }
 
-async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
-    match cmd {
+async fn job(cmd: JobCommand, client: &Client, home: &Home) -> ApiResult<Option<Printed>> {
+    let printed = match cmd {
         JobCommand::Submit {
             job_id,
             spec,
@@ -559,8 +544,22 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
             );
             Printed::answer(&submitted, vec![id.to_string()], human)
         }
-        // Read from the run directories, served in `run` with the home at hand.
-        JobCommand::Log { .. } => Err(ApiError::internal("job log is served by cli::job_log")),
+        // Read from the run directories, and printed as it is read.
+        JobCommand::Log {
+            job,
+            tail,
+            follow,
+            raw,
+            machine,
+        } => {
+            let asked = job_log::Asked {
+                tail,
+                follow,
+                raw,
+                machine: machine.machine,
+            };
+            return job_log::run(client, home, &job, asked).await;
+        }
         JobCommand::Show { job, env, machine } => {
             let id = parse_job(&job)?;
             let detail = client.job_show(id, machine.machine.as_deref()).await?;
@@ -579,7 +578,7 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
             };
             let mut human = render::job_detail(&detail, &names, &lanes);
             if !env {
-                return Printed::answer(&detail, ids, human);
+                return Printed::answer(&detail, ids, human).map(Some);
             }
             if machine.machine.is_some() {
                 return Err(ApiError::usage(
@@ -661,7 +660,8 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
             };
             Printed::answer(&result, vec![id.to_string()], human)
         }
-    }
+    };
+    printed.map(Some)
 }
 
 /// The environment host steps will run with: every variable of this CLI (Slurm and pueue do

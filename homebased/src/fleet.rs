@@ -52,17 +52,6 @@ struct Inner {
     routes_changed: tokio::sync::Notify,
 }
 
-/// One peer as the metrics see it (`homebased_fleet_peer_up{machine, name}`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PeerUp {
-    /// The UUID the peer's address is bound to; `None` before it first answered.
-    pub machine: Option<MachineId>,
-    pub name: Option<String>,
-    pub address: String,
-    /// Its last probe found it `up` (answering, same UUID, a common protocol).
-    pub up: bool,
-}
-
 /// What `fleet remove` may not remove.
 fn config_peer(address: &str) -> ApiError {
     ApiError::new(
@@ -144,20 +133,6 @@ impl Fleet {
     /// Wakes the pull task (a route was stored or settled).
     pub fn notify_routes(&self) {
         self.inner.routes_changed.notify_waiters();
-    }
-
-    /// Every peer with whether it is up, in address order: what the metrics export as
-    /// `homebased_fleet_peer_up` (1 up, 0 otherwise), labelled with machine and name.
-    pub fn peers_up(&self) -> Vec<PeerUp> {
-        self.peers()
-            .iter()
-            .map(|p| PeerUp {
-                machine: p.bound,
-                name: p.name.clone(),
-                address: p.address.clone(),
-                up: p.state == PeerState::Up,
-            })
-            .collect()
     }
 
     /// `fleet machines`: this machine first.
