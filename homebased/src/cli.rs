@@ -24,6 +24,7 @@ pub mod service;
 use crate::client::Client;
 use args::{Cli, Command, ConfigCommand, DaemonCommand, JobCommand, ResourceCommand, TaskCommand};
 use clap::Parser;
+use daemon_ctl::Lifecycle;
 use homebased_shared::config::ConfigSource;
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::home::{Home, HomeEnv};
@@ -242,12 +243,21 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
                 .block_on(service::uninstall(&home, yes, &client))
                 .map(Some)
         }
-        Command::Daemon(cmd) => {
-            if matches!(cmd, DaemonCommand::Start | DaemonCommand::Restart) {
-                // Refuse a bad config here, before anything starts or stops.
-                load_config(config_source.as_ref())?;
-            }
-            daemon_ctl::run(cmd, &home, &cli.home, &cli.config).map(Some)
+        Command::Daemon(DaemonCommand::Settle) => {
+            let client = Client::socket(home.socket());
+            runtime()?.block_on(daemon_ctl::settle(&client)).map(Some)
+        }
+        Command::Daemon(DaemonCommand::Start) => {
+            lifecycle(Lifecycle::Start, &home, &cli, config_source)
+        }
+        Command::Daemon(DaemonCommand::Stop { yes }) => {
+            lifecycle(Lifecycle::Stop { yes }, &home, &cli, config_source)
+        }
+        Command::Daemon(DaemonCommand::Restart) => {
+            lifecycle(Lifecycle::Restart, &home, &cli, config_source)
+        }
+        Command::Daemon(DaemonCommand::Status) => {
+            lifecycle(Lifecycle::Status, &home, &cli, config_source)
         }
         Command::Task(TaskCommand::Log {
             task,
@@ -287,6 +297,29 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
             runtime()?.block_on(metrics::run(&client)).map(Some)
         }
     }
+}
+
+/// `daemon start|stop|restart|status`: through the service manager while a user service
+/// serves this home (its manager starts and stops the daemon), else by this CLI.
+fn lifecycle(
+    verb: Lifecycle,
+    home: &Home,
+    cli: &Cli,
+    config_source: Option<ConfigSource>,
+) -> ApiResult<Option<Printed>> {
+    if matches!(verb, Lifecycle::Start | Lifecycle::Restart) {
+        // Refuse a bad config here, before anything starts or stops.
+        load_config(config_source.as_ref())?;
+    }
+    let client = Client::socket(home.socket());
+    runtime()?
+        .block_on(async {
+            match service::Installed::for_home(home)? {
+                Some(installed) => service::lifecycle(verb, &installed, home, &client).await,
+                None => daemon_ctl::run(verb, home, &cli.home, &cli.config, &client).await,
+            }
+        })
+        .map(Some)
 }
 
 /// Reads the config; a missing or invalid explicit file is `config_invalid`.
