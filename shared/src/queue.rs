@@ -228,6 +228,15 @@ pub enum PhaseKind {
 }
 
 impl PhaseKind {
+    /// Every phase, in the order of a run's life.
+    pub const ALL: [PhaseKind; 5] = [
+        PhaseKind::Launching,
+        PhaseKind::Executing,
+        PhaseKind::Stopping,
+        PhaseKind::Cleaning,
+        PhaseKind::Attention,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             PhaseKind::Launching => "launching",
