@@ -39,7 +39,7 @@ pub const WAIT_BUCKETS: [f64; 14] = [
 /// the current one, 0 for the others), so that a query never meets a missing series: `idle`
 /// and every [`PhaseKind`], so that a new phase is exported without a list to keep in step.
 fn phases() -> impl Iterator<Item = &'static str> {
-    std::iter::once("idle").chain(PhaseKind::ALL.into_iter().map(PhaseKind::as_str))
+    std::iter::once("idle").chain(PhaseKind::ALL.iter().map(|p| p.as_str()))
 }
 
 /// The run statuses a run can end with (SPEC section 4).
