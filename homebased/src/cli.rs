@@ -24,6 +24,7 @@ pub mod service;
 use crate::client::Client;
 use args::{Cli, Command, ConfigCommand, DaemonCommand, JobCommand, ResourceCommand, TaskCommand};
 use clap::Parser;
+use daemon_ctl::Lifecycle;
 use homebased_shared::config::ConfigSource;
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::home::{Home, HomeEnv};
@@ -210,7 +211,6 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
         Command::Completions { shell } => completions::completions(shell).map(Some),
         Command::Man => completions::man().map(Some),
         Command::Config(ConfigCommand::Validate) => config_validate(config_source).map(Some),
-        Command::Resource(ResourceCommand::Schema) => Ok(Some(schema())),
         Command::Daemon(DaemonCommand::Serve { web_listen }) => {
             let config = load_config(config_source.as_ref())?;
             crate::daemon::serve(crate::daemon::ServeOptions {
@@ -243,12 +243,21 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
                 .block_on(service::uninstall(&home, yes, &client))
                 .map(Some)
         }
-        Command::Daemon(cmd) => {
-            if matches!(cmd, DaemonCommand::Start | DaemonCommand::Restart) {
-                // Refuse a bad config here, before anything starts or stops.
-                load_config(config_source.as_ref())?;
-            }
-            daemon_ctl::run(cmd, &home, &cli.home, &cli.config).map(Some)
+        Command::Daemon(DaemonCommand::Settle) => {
+            let client = Client::socket(home.socket());
+            runtime()?.block_on(daemon_ctl::settle(&client)).map(Some)
+        }
+        Command::Daemon(DaemonCommand::Start) => {
+            lifecycle(Lifecycle::Start, &home, &cli, config_source)
+        }
+        Command::Daemon(DaemonCommand::Stop { yes }) => {
+            lifecycle(Lifecycle::Stop { yes }, &home, &cli, config_source)
+        }
+        Command::Daemon(DaemonCommand::Restart) => {
+            lifecycle(Lifecycle::Restart, &home, &cli, config_source)
+        }
+        Command::Daemon(DaemonCommand::Status) => {
+            lifecycle(Lifecycle::Status, &home, &cli, config_source)
         }
         Command::Task(TaskCommand::Log {
             task,
@@ -270,25 +279,10 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
                 .map(Some)
         }
         Command::Events(args) => files::events(&home, &args, cli.json),
-        Command::Resource(ResourceCommand::Job(JobCommand::Log {
-            job,
-            tail,
-            follow,
-            raw,
-            machine,
-        })) => {
-            let client = Client::socket(home.socket());
-            let asked = job_log::Asked {
-                tail,
-                follow,
-                raw,
-                machine: machine.machine,
-            };
-            runtime()?.block_on(job_log::run(&client, &home, &job, asked))
-        }
         Command::Resource(cmd) => {
+            // `resource schema` needs no daemon: the client only connects when asked.
             let client = Client::socket(home.socket());
-            runtime()?.block_on(resource(cmd, &client, cli.json))
+            runtime()?.block_on(resource(cmd, &client, &home, cli.json))
         }
         Command::Fleet(cmd) => {
             let client = Client::socket(home.socket());
@@ -303,6 +297,29 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
             runtime()?.block_on(metrics::run(&client)).map(Some)
         }
     }
+}
+
+/// `daemon start|stop|restart|status`: through the service manager while a user service
+/// serves this home (its manager starts and stops the daemon), else by this CLI.
+fn lifecycle(
+    verb: Lifecycle,
+    home: &Home,
+    cli: &Cli,
+    config_source: Option<ConfigSource>,
+) -> ApiResult<Option<Printed>> {
+    if matches!(verb, Lifecycle::Start | Lifecycle::Restart) {
+        // Refuse a bad config here, before anything starts or stops.
+        load_config(config_source.as_ref())?;
+    }
+    let client = Client::socket(home.socket());
+    runtime()?
+        .block_on(async {
+            match service::Installed::for_home(home)? {
+                Some(installed) => service::lifecycle(verb, &installed, home, &client).await,
+                None => daemon_ctl::run(verb, home, &cli.home, &cli.config, &client).await,
+            }
+        })
+        .map(Some)
 }
 
 /// Reads the config; a missing or invalid explicit file is `config_invalid`.
@@ -440,6 +457,7 @@ fn bad_input(field: &str, value: &str) -> ApiError {
 async fn resource(
     cmd: ResourceCommand,
     client: &Client,
+    home: &Home,
     as_json: bool,
 ) -> ApiResult<Option<Printed>> {
     let printed = match cmd {
@@ -508,7 +526,7 @@ async fn resource(
             Printed::answer(&released, vec![attention.to_string()], human)?
         }
         ResourceCommand::Schema => schema(),
-        ResourceCommand::Job(cmd) => job(cmd, client).await?,
+        ResourceCommand::Job(cmd) => return job(cmd, client, home).await,
     };
     Ok(Some(printed))
 }
@@ -520,8 +538,8 @@ fn schema() -> Printed {
     Printed::new(schema, vec![], human)
 }
 
-async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
-    match cmd {
+async fn job(cmd: JobCommand, client: &Client, home: &Home) -> ApiResult<Option<Printed>> {
+    let printed = match cmd {
         JobCommand::Submit {
             job_id,
             spec,
@@ -559,8 +577,22 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
             );
             Printed::answer(&submitted, vec![id.to_string()], human)
         }
-        // Read from the run directories, served in `run` with the home at hand.
-        JobCommand::Log { .. } => Err(ApiError::internal("job log is served by cli::job_log")),
+        // Read from the run directories, and printed as it is read.
+        JobCommand::Log {
+            job,
+            tail,
+            follow,
+            raw,
+            machine,
+        } => {
+            let asked = job_log::Asked {
+                tail,
+                follow,
+                raw,
+                machine: machine.machine,
+            };
+            return job_log::run(client, home, &job, asked).await;
+        }
         JobCommand::Show { job, env, machine } => {
             let id = parse_job(&job)?;
             let detail = client.job_show(id, machine.machine.as_deref()).await?;
@@ -579,7 +611,7 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
             };
             let mut human = render::job_detail(&detail, &names, &lanes);
             if !env {
-                return Printed::answer(&detail, ids, human);
+                return Printed::answer(&detail, ids, human).map(Some);
             }
             if machine.machine.is_some() {
                 return Err(ApiError::usage(
@@ -661,7 +693,8 @@ async fn job(cmd: JobCommand, client: &Client) -> ApiResult<Printed> {
             };
             Printed::answer(&result, vec![id.to_string()], human)
         }
-    }
+    };
+    printed.map(Some)
 }
 
 /// The environment host steps will run with: every variable of this CLI (Slurm and pueue do

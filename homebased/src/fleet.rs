@@ -31,9 +31,6 @@ use homebased_shared::wire::{
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The header a forwarding daemon adds: the machine the request comes from.
-pub const ORIGIN_HEADER: &str = "x-homebased-origin";
-
 /// This machine's directory, cheap to clone into every request.
 #[derive(Clone)]
 pub struct Fleet {
@@ -53,17 +50,6 @@ struct Inner {
     core: CoreHandle,
     /// Raised when a remote submit stored a route: the pull task looks at once.
     routes_changed: tokio::sync::Notify,
-}
-
-/// One peer as the metrics see it (`homebased_fleet_peer_up{machine, name}`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PeerUp {
-    /// The UUID the peer's address is bound to; `None` before it first answered.
-    pub machine: Option<MachineId>,
-    pub name: Option<String>,
-    pub address: String,
-    /// Its last probe found it `up` (answering, same UUID, a common protocol).
-    pub up: bool,
 }
 
 /// What `fleet remove` may not remove.
@@ -147,20 +133,6 @@ impl Fleet {
     /// Wakes the pull task (a route was stored or settled).
     pub fn notify_routes(&self) {
         self.inner.routes_changed.notify_waiters();
-    }
-
-    /// Every peer with whether it is up, in address order: what the metrics export as
-    /// `homebased_fleet_peer_up` (1 up, 0 otherwise), labelled with machine and name.
-    pub fn peers_up(&self) -> Vec<PeerUp> {
-        self.peers()
-            .iter()
-            .map(|p| PeerUp {
-                machine: p.bound,
-                name: p.name.clone(),
-                address: p.address.clone(),
-                up: p.state == PeerState::Up,
-            })
-            .collect()
     }
 
     /// `fleet machines`: this machine first.
@@ -471,7 +443,7 @@ impl Fleet {
         }
     }
 
-    /// The check of a forwarded request (it carries [`ORIGIN_HEADER`]): it must name this
+    /// The check of a forwarded request (it carries [`homebased_shared::wire::ORIGIN_HEADER`]): it must name this
     /// machine by UUID, or it is answered `machine_identity_mismatch` and nothing is done.
     pub fn check_forwarded(&self, machine: Option<&str>) -> ApiResult<()> {
         let me = self.inner.identity.machine;

@@ -36,15 +36,11 @@ pub const WAIT_BUCKETS: [f64; 14] = [
 ];
 
 /// The phases `homebased_resource_phase` names, every one written for every resource (1 for
-/// the current one, 0 for the others), so that a query never meets a missing series.
-const PHASES: [&str; 6] = [
-    "idle",
-    "launching",
-    "executing",
-    "stopping",
-    "cleaning",
-    "attention",
-];
+/// the current one, 0 for the others), so that a query never meets a missing series: `idle`
+/// and every [`PhaseKind`], so that a new phase is exported without a list to keep in step.
+fn phases() -> impl Iterator<Item = &'static str> {
+    std::iter::once("idle").chain(PhaseKind::ALL.iter().map(|p| p.as_str()))
+}
 
 /// The run statuses a run can end with (SPEC section 4).
 const END_STATUSES: [RunStatus; 5] = [
@@ -281,7 +277,7 @@ pub fn render(counters: &Counters, snapshot: &Snapshot) -> Result<String, promet
     )?;
     for (name, current) in &snapshot.resources {
         let current = current.map_or("idle", PhaseKind::as_str);
-        for p in PHASES {
+        for p in phases() {
             phase
                 .with_label_values(&[name.as_str(), p])
                 .set(i64::from(p == current));

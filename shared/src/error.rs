@@ -5,8 +5,20 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Every error code of SPEC section 10.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ErrorCode {
     InvalidSpec,
     InvalidQueueInput,
@@ -93,37 +105,9 @@ impl ErrorCode {
         )
     }
 
+    /// The name on the wire: serde's, derived by strum.
     pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::InvalidSpec => "invalid_spec",
-            ErrorCode::InvalidQueueInput => "invalid_queue_input",
-            ErrorCode::InvalidCwd => "invalid_cwd",
-            ErrorCode::MoveRefused => "move_refused",
-            ErrorCode::ThreadMismatch => "thread_mismatch",
-            ErrorCode::Usage => "usage",
-            ErrorCode::ConfigInvalid => "config_invalid",
-            ErrorCode::JobNotFound => "job_not_found",
-            ErrorCode::ResourceNotFound => "resource_not_found",
-            ErrorCode::AttentionNotFound => "attention_not_found",
-            ErrorCode::TaskNotFound => "task_not_found",
-            ErrorCode::MachineNotFound => "machine_not_found",
-            ErrorCode::ExecutableMissing => "executable_missing",
-            ErrorCode::Permission => "permission",
-            ErrorCode::JobConflict => "job_conflict",
-            ErrorCode::OperationConflict => "operation_conflict",
-            ErrorCode::ResourceConflict => "resource_conflict",
-            ErrorCode::JobTerminal => "job_terminal",
-            ErrorCode::StaleRun => "stale_run",
-            ErrorCode::DaemonAlreadyRunning => "daemon_already_running",
-            ErrorCode::JobsInFlight => "jobs_in_flight",
-            ErrorCode::MachineIdentityMismatch => "machine_identity_mismatch",
-            ErrorCode::DuplicateMachineName => "duplicate_machine_name",
-            ErrorCode::DaemonUnavailable => "daemon_unavailable",
-            ErrorCode::MachineUnavailable => "machine_unavailable",
-            ErrorCode::StorageUnavailable => "storage_unavailable",
-            ErrorCode::StorageDamaged => "storage_damaged",
-            ErrorCode::Internal => "internal",
-        }
+        self.into()
     }
 }
 
@@ -179,6 +163,20 @@ pub type ApiResult<T> = Result<T, ApiError>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_code_is_named_as_serde_names_it() {
+        for &code in <ErrorCode as strum::VariantArray>::VARIANTS {
+            assert_eq!(
+                serde_json::to_value(code).ok(),
+                Some(serde_json::json!(code.as_str()))
+            );
+        }
+        assert_eq!(
+            ErrorCode::MachineIdentityMismatch.as_str(),
+            "machine_identity_mismatch"
+        );
+    }
 
     #[test]
     fn exit_codes_follow_the_spec_table() {

@@ -9,8 +9,20 @@ use serde_json::Value;
 /// The prefix of one event line in a thread inbox or on a callback's stdin.
 pub const EVENT_LINE_PREFIX: &str = "HOMEBASED_EVENT ";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
 pub enum EventKind {
     JobSucceeded,
     JobFailed,
@@ -24,16 +36,9 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// The name on the wire: serde's, derived by strum.
     pub fn as_str(self) -> &'static str {
-        match self {
-            EventKind::JobSucceeded => "JOB_SUCCEEDED",
-            EventKind::JobFailed => "JOB_FAILED",
-            EventKind::JobCancelled => "JOB_CANCELLED",
-            EventKind::JobPreempted => "JOB_PREEMPTED",
-            EventKind::JobAttention => "JOB_ATTENTION",
-            EventKind::JobBlocked => "JOB_BLOCKED",
-            EventKind::JobCheckDue => "JOB_CHECK_DUE",
-        }
+        self.into()
     }
 
     /// Notices tell about a situation that may end; they are suppressed when no longer true.
@@ -41,20 +46,12 @@ impl EventKind {
         matches!(self, EventKind::JobBlocked | EventKind::JobCheckDue)
     }
 
-    /// Every kind, in the order of SPEC section 8.
-    pub const ALL: [EventKind; 7] = [
-        EventKind::JobSucceeded,
-        EventKind::JobFailed,
-        EventKind::JobCancelled,
-        EventKind::JobPreempted,
-        EventKind::JobAttention,
-        EventKind::JobBlocked,
-        EventKind::JobCheckDue,
-    ];
+    /// Every kind, in the order of SPEC section 8 (the declaration's, derived).
+    pub const ALL: &'static [EventKind] = <EventKind as strum::VariantArray>::VARIANTS;
 
     /// The kind named `name` (`JOB_SUCCEEDED`, ...), if any.
     pub fn from_name(name: &str) -> Option<EventKind> {
-        EventKind::ALL.into_iter().find(|k| k.as_str() == name)
+        crate::queue::variant(name)
     }
 }
 
@@ -148,11 +145,7 @@ mod tests {
 
     #[test]
     fn kinds_serialize_as_screaming_names() {
-        for k in [
-            EventKind::JobSucceeded,
-            EventKind::JobCheckDue,
-            EventKind::JobAttention,
-        ] {
+        for &k in EventKind::ALL {
             assert_eq!(
                 serde_json::to_value(k).unwrap(),
                 serde_json::json!(k.as_str())
@@ -163,7 +156,7 @@ mod tests {
     #[test]
     fn every_kind_is_found_by_its_name() {
         for k in EventKind::ALL {
-            assert_eq!(EventKind::from_name(k.as_str()), Some(k));
+            assert_eq!(EventKind::from_name(k.as_str()), Some(*k));
         }
         assert_eq!(EventKind::from_name("JOB_DONE"), None);
     }

@@ -5,13 +5,36 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
+use strum::{IntoStaticStr, VariantArray};
+
+/// The variant whose wire name is `s`: the one parse of the enums below, so that a name is
+/// written once (by the derive, checked against serde's by the tests).
+pub fn variant<T>(s: &str) -> Option<T>
+where
+    T: VariantArray + Copy + Into<&'static str>,
+{
+    T::VARIANTS.iter().copied().find(|v| (*v).into() == s)
+}
 
 /// A level of the queue. `High` serves before `Medium`, then `Low`; the derived order is
 /// the serving order's opposite, so `High > Medium > Low`.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    IntoStaticStr,
+    VariantArray,
 )]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Priority {
     Low,
     Medium,
@@ -21,12 +44,9 @@ pub enum Priority {
 impl Priority {
     pub const ALL: [Priority; 3] = [Priority::High, Priority::Medium, Priority::Low];
 
+    /// The name on the wire, the store and the CLI: serde's, derived by strum.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Priority::Low => "low",
-            Priority::Medium => "medium",
-            Priority::High => "high",
-        }
+        self.into()
     }
 
     /// The integer stored in SQLite (higher serves first).
@@ -57,20 +77,26 @@ impl fmt::Display for Priority {
 impl FromStr for Priority {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "low" => Ok(Priority::Low),
-            "medium" => Ok(Priority::Medium),
-            "high" => Ok(Priority::High),
-            other => Err(format!(
-                "priority must be low, medium or high, not {other:?}"
-            )),
-        }
+        variant(s).ok_or_else(|| format!("priority must be low, medium or high, not {s:?}"))
     }
 }
 
 /// What a run allows when strictly higher work wants its resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    IntoStaticStr,
+    VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum PreemptMode {
     /// Ask for a checkpoint (`control/yield`) and let the workload exit 75.
     Yield,
@@ -81,20 +107,30 @@ pub enum PreemptMode {
 }
 
 impl PreemptMode {
+    /// The name on the wire, the store and the CLI: serde's, derived by strum.
     pub fn as_str(self) -> &'static str {
-        match self {
-            PreemptMode::Yield => "yield",
-            PreemptMode::Restart => "restart",
-            PreemptMode::Wait => "wait",
-        }
+        self.into()
     }
 }
 
 /// Why a run is being stopped. Causes only upgrade: `Yield < Restart < UserCancel`.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    IntoStaticStr,
+    VariantArray,
 )]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum StopCause {
     Yield,
     Restart,
@@ -102,12 +138,9 @@ pub enum StopCause {
 }
 
 impl StopCause {
+    /// The name on the wire, the store and the CLI: serde's, derived by strum.
     pub fn as_str(self) -> &'static str {
-        match self {
-            StopCause::Yield => "yield",
-            StopCause::Restart => "restart",
-            StopCause::UserCancel => "user_cancel",
-        }
+        self.into()
     }
 
     /// The stronger of two causes: a stop request never weakens.
@@ -119,18 +152,16 @@ impl StopCause {
 impl FromStr for StopCause {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "yield" => Ok(StopCause::Yield),
-            "restart" => Ok(StopCause::Restart),
-            "user_cancel" => Ok(StopCause::UserCancel),
-            other => Err(format!("unknown stop cause {other:?}")),
-        }
+        variant(s).ok_or_else(|| format!("unknown stop cause {s:?}"))
     }
 }
 
 /// The coarse state of a job as stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, IntoStaticStr, VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum JobStatus {
     Queued,
     Active,
@@ -140,14 +171,9 @@ pub enum JobStatus {
 }
 
 impl JobStatus {
+    /// The name on the wire, the store and the CLI: serde's, derived by strum.
     pub fn as_str(self) -> &'static str {
-        match self {
-            JobStatus::Queued => "queued",
-            JobStatus::Active => "active",
-            JobStatus::Succeeded => "succeeded",
-            JobStatus::Failed => "failed",
-            JobStatus::Cancelled => "cancelled",
-        }
+        self.into()
     }
 
     pub fn is_terminal(self) -> bool {
@@ -161,20 +187,16 @@ impl JobStatus {
 impl FromStr for JobStatus {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "queued" => Ok(JobStatus::Queued),
-            "active" => Ok(JobStatus::Active),
-            "succeeded" => Ok(JobStatus::Succeeded),
-            "failed" => Ok(JobStatus::Failed),
-            "cancelled" => Ok(JobStatus::Cancelled),
-            other => Err(format!("unknown job state {other:?}")),
-        }
+        variant(s).ok_or_else(|| format!("unknown job state {s:?}"))
     }
 }
 
 /// The status of one run attempt in the job's history.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, IntoStaticStr, VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum RunStatus {
     Queued,
     Running,
@@ -186,39 +208,26 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    /// The name on the wire, the store and the CLI: serde's, derived by strum.
     pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Queued => "queued",
-            RunStatus::Running => "running",
-            RunStatus::Succeeded => "succeeded",
-            RunStatus::Failed => "failed",
-            RunStatus::Cancelled => "cancelled",
-            RunStatus::Preempted => "preempted",
-            RunStatus::Lost => "lost",
-        }
+        self.into()
     }
 }
 
 impl FromStr for RunStatus {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "queued" => Ok(RunStatus::Queued),
-            "running" => Ok(RunStatus::Running),
-            "succeeded" => Ok(RunStatus::Succeeded),
-            "failed" => Ok(RunStatus::Failed),
-            "cancelled" => Ok(RunStatus::Cancelled),
-            "preempted" => Ok(RunStatus::Preempted),
-            "lost" => Ok(RunStatus::Lost),
-            other => Err(format!("unknown run status {other:?}")),
-        }
+        variant(s).ok_or_else(|| format!("unknown run status {s:?}"))
     }
 }
 
 /// The phase of the run that holds a resource. A resource with no phase is idle; only an
 /// idle resource is free (cleaning and Attention are not).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, IntoStaticStr, VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum PhaseKind {
     Launching,
     Executing,
@@ -228,28 +237,19 @@ pub enum PhaseKind {
 }
 
 impl PhaseKind {
+    /// Every phase, in the order of a run's life (the derived list: a new phase is in it).
+    pub const ALL: &'static [PhaseKind] = <PhaseKind as VariantArray>::VARIANTS;
+
+    /// The name on the wire, the store and the CLI: serde's, derived by strum.
     pub fn as_str(self) -> &'static str {
-        match self {
-            PhaseKind::Launching => "launching",
-            PhaseKind::Executing => "executing",
-            PhaseKind::Stopping => "stopping",
-            PhaseKind::Cleaning => "cleaning",
-            PhaseKind::Attention => "attention",
-        }
+        self.into()
     }
 }
 
 impl FromStr for PhaseKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "launching" => Ok(PhaseKind::Launching),
-            "executing" => Ok(PhaseKind::Executing),
-            "stopping" => Ok(PhaseKind::Stopping),
-            "cleaning" => Ok(PhaseKind::Cleaning),
-            "attention" => Ok(PhaseKind::Attention),
-            other => Err(format!("unknown run phase {other:?}")),
-        }
+        variant(s).ok_or_else(|| format!("unknown run phase {s:?}"))
     }
 }
 
@@ -266,6 +266,42 @@ mod tests {
         assert_eq!(
             StopCause::UserCancel.upgrade(StopCause::Yield),
             StopCause::UserCancel
+        );
+    }
+
+    /// The derived names are serde's, exactly: the wire, the store and the CLI say one thing.
+    fn names_are_serdes<T>()
+    where
+        T: VariantArray + Copy + Into<&'static str> + Serialize + FromStr + PartialEq + fmt::Debug,
+        <T as FromStr>::Err: fmt::Debug,
+    {
+        for v in T::VARIANTS {
+            let name: &'static str = (*v).into();
+            assert_eq!(serde_json::to_value(v).ok(), Some(serde_json::json!(name)));
+            assert_eq!(name.parse::<T>().ok(), Some(*v));
+        }
+    }
+
+    #[test]
+    fn queue_names_are_the_serde_names() {
+        names_are_serdes::<Priority>();
+        names_are_serdes::<StopCause>();
+        names_are_serdes::<JobStatus>();
+        names_are_serdes::<RunStatus>();
+        names_are_serdes::<PhaseKind>();
+        for v in PreemptMode::VARIANTS {
+            assert_eq!(
+                serde_json::to_value(v).ok(),
+                Some(serde_json::json!(v.as_str()))
+            );
+        }
+        assert_eq!(
+            "nope".parse::<JobStatus>(),
+            Err("unknown job state \"nope\"".to_string())
+        );
+        assert_eq!(
+            "top".parse::<Priority>(),
+            Err("priority must be low, medium or high, not \"top\"".to_string())
         );
     }
 

@@ -21,6 +21,11 @@ pub mod jobs;
 pub mod resources;
 pub mod strict;
 
+/// The header a forwarding daemon adds: the machine the request comes from. Here, with the
+/// other shapes both ends share, so that the client that sends it and the daemon's Fleet that
+/// checks it each import it from below rather than from each other.
+pub const ORIGIN_HEADER: &str = "x-homebased-origin";
+
 /// The largest request body the daemon reads, and the CLI sends: a spec at its own limit
 /// ([`crate::spec::MAX_SPEC_BYTES`]) plus room for what the submitter's side adds (`PATH`,
 /// `HOME`, the working directory), which the kernel bounds far below this.

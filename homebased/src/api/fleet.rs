@@ -2,9 +2,9 @@
 //! directory is changed on the socket only; the TCP listener answers the identity and the
 //! listing, behind the token guard of `fleet::token`.
 
-use super::routes::{body, json, ApiResponse, AppState};
+use super::{body, json, ApiResponse, AppState};
 use super::{ErrorResponse, Listener};
-use crate::fleet::{Fleet, ORIGIN_HEADER};
+use crate::fleet::Fleet;
 use axum::body::Bytes;
 use axum::extract::Query;
 use axum::extract::{Request, State};
@@ -16,6 +16,7 @@ use homebased_shared::error::{ApiError, ErrorCode};
 use homebased_shared::ids::MachineId;
 use homebased_shared::wire::{
     AddPeerRequest, FleetEvent, FleetEvents, FleetSubmitRequest, PeerRequest, RemovedPeer,
+    ORIGIN_HEADER,
 };
 use serde::Deserialize;
 use std::time::Duration;

@@ -436,7 +436,7 @@ mod tests {
         // The Fleet token opens only what a peer sends: forwarded requests, Fleet routes.
         assert!(!t.admits(&Method::POST, "/v1/release", &with_bearer(fleet)));
         let mut forwarded = with_bearer(fleet);
-        forwarded.insert(crate::fleet::ORIGIN_HEADER, "x".parse().unwrap());
+        forwarded.insert(homebased_shared::wire::ORIGIN_HEADER, "x".parse().unwrap());
         assert!(t.admits(&Method::POST, "/v1/release", &forwarded));
         t.reads = true;
         assert!(!t.admits(&Method::GET, "/v1/jobs", &none));

@@ -2,7 +2,7 @@
 //! A prune is many short core calls, one batch each, so that requests arriving meanwhile
 //! are served between batches.
 
-use super::routes::{body, json, ApiResponse, AppState};
+use super::{body, json, ApiResponse, AppState};
 use axum::body::Bytes;
 use axum::extract::State;
 use homebased_shared::wire::{PruneRequest, PruneResult, SeedRequest};

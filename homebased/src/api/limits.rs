@@ -76,6 +76,43 @@ impl Slots {
     }
 }
 
+/// The one accept loop of the socket and TCP: a slot first (while all are taken, new clients
+/// wait in the listen backlog), then a connection, each raced against `shutdown`; a failed
+/// accept is logged and tried again after a pause. `serve` gets each connection with its
+/// slot, which the connection holds until it ends.
+pub async fn accept_loop<S, A>(
+    listener: &'static str,
+    slots: &Slots,
+    accept: impl Fn() -> A,
+    mut serve: impl FnMut(S, OwnedSemaphorePermit),
+    shutdown: impl std::future::Future<Output = ()>,
+) where
+    A: std::future::Future<Output = std::io::Result<S>>,
+{
+    tokio::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            _ = &mut shutdown => break,
+            slot = slots.take() => match slot {
+                Some(slot) => slot,
+                None => break,
+            },
+        };
+        let stream = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = accept() => match accepted {
+                Ok(stream) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "{listener} accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        serve(stream, slot);
+    }
+}
+
 /// Raises the soft limit on open files to [`WANTED_OPEN_FILES`] (or the hard limit, if
 /// lower): the default 1024 of many systems is less than both listeners' slots together.
 /// Answers the limit now in force.

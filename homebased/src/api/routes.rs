@@ -1,13 +1,13 @@
 //! The route table: which verbs exist, on which listener.
 
-use super::{limits, ErrorResponse};
+use super::{bad_body, body, json, limits, typed, ApiResponse, AppState, ErrorResponse};
 use crate::client::Client;
 use crate::core::CoreHandle;
 use crate::fleet::Fleet;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use homebased_shared::error::{ApiError, ErrorCode};
@@ -16,7 +16,7 @@ use homebased_shared::ids::TaskId;
 use homebased_shared::wire::strict::{self, StrictError};
 use homebased_shared::wire::{
     CancelRequest, MoveRequest, RegisterRequest, ReleaseRequest, ShutdownResult, SubmitRequest,
-    Versioned, MAX_BODY_BYTES,
+    MAX_BODY_BYTES,
 };
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -29,17 +29,6 @@ pub enum Listener {
     Socket,
     Tcp,
 }
-
-#[derive(Clone)]
-pub(super) struct AppState {
-    pub(super) core: CoreHandle,
-    /// Asks the daemon to shut down (`daemon stop`), socket only.
-    shutdown: tokio::sync::mpsc::UnboundedSender<()>,
-    /// The peers a `?machine=` may name, and how to reach them.
-    pub(super) fleet: Fleet,
-}
-
-pub(super) type ApiResponse = Result<Response, ErrorResponse>;
 
 type MachineParam = Result<Query<MachineQuery>, axum::extract::rejection::QueryRejection>;
 
@@ -91,27 +80,6 @@ pub fn router(
             shutdown,
             fleet,
         })
-}
-
-/// Serializes the answer in its versioned envelope straight into the body (no intermediate
-/// `Value`: a long queue listing is built once).
-pub(super) fn json<T: serde::Serialize>(answer: T) -> ApiResponse {
-    Ok(Json(Versioned::new(answer)).into_response())
-}
-
-/// Parses a body strictly: malformed JSON, duplicate keys or unknown fields are a usage
-/// error (400).
-pub(super) fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ErrorResponse> {
-    let value = strict::parse(bytes).map_err(|e| bad_body(&e))?;
-    typed(value)
-}
-
-fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ErrorResponse> {
-    serde_json::from_value(value).map_err(|e| bad_body(&e))
-}
-
-fn bad_body(e: &dyn std::fmt::Display) -> ErrorResponse {
-    ErrorResponse(ApiError::usage(format!("bad request body: {e}")))
 }
 
 /// A submit body is mostly its spec: a duplicate key inside the spec, or bytes that are not

@@ -37,29 +37,10 @@ pub async fn serve_with(
     slots: limits::Slots,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    tokio::pin!(shutdown);
-    loop {
-        // A slot first: while all are taken, new clients wait in the listen backlog.
-        let slot = tokio::select! {
-            _ = &mut shutdown => break,
-            slot = slots.take() => match slot {
-                Some(slot) => slot,
-                None => break,
-            },
-        };
-        let stream = tokio::select! {
-            _ = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::warn!(error = %e, "web accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        limits::spawn_connection(stream, &router, "web", slot);
-    }
+    let listener = &listener;
+    let accept = move || async move { listener.accept().await.map(|(stream, _)| stream) };
+    let serve = |stream, slot| limits::spawn_connection(stream, &router, "web", slot);
+    limits::accept_loop("web", &slots, accept, serve, shutdown).await
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //! one exists. The MCP tool `events_wait` and `events --thread T --follow` read through it,
 //! so following a thread never depends on the inbox file being the sink.
 
-use super::routes::{json, ApiResponse, AppState};
 use super::ErrorResponse;
+use super::{json, ApiResponse, AppState};
 use axum::extract::{Path, Query, State};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::ids::ThreadId;

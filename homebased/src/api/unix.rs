@@ -49,46 +49,23 @@ pub async fn serve(
 ) {
     let me = nix::unistd::getuid().as_raw();
     let slots = limits::Slots::new(limits::MAX_SOCKET_CONNECTIONS);
-    tokio::pin!(shutdown);
-    loop {
-        let slot = tokio::select! {
-            _ = &mut shutdown => break,
-            slot = slots.take() => match slot {
-                Some(slot) => slot,
-                None => break,
-            },
-        };
-        let stream = tokio::select! {
-            _ = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::warn!(error = %e, "socket accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        match stream.peer_cred() {
-            Ok(cred) if cred.uid() == me => {}
-            Ok(cred) => {
-                tracing::warn!(
-                    uid = cred.uid(),
-                    "refused a socket connection from another user"
-                );
-                tokio::spawn(async move {
-                    let _slot = slot;
-                    refuse_other_user(stream).await;
-                });
-                continue;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read socket peer credentials");
-                continue;
-            }
+    let listener = &listener;
+    let accept = move || async move { listener.accept().await.map(|(stream, _)| stream) };
+    let serve = |stream: tokio::net::UnixStream, slot| match stream.peer_cred() {
+        Ok(cred) if cred.uid() == me => limits::spawn_connection(stream, &router, "socket", slot),
+        Ok(cred) => {
+            tracing::warn!(
+                uid = cred.uid(),
+                "refused a socket connection from another user"
+            );
+            tokio::spawn(async move {
+                let _slot = slot;
+                refuse_other_user(stream).await;
+            });
         }
-        limits::spawn_connection(stream, &router, "socket", slot);
-    }
+        Err(e) => tracing::warn!(error = %e, "cannot read socket peer credentials"),
+    };
+    limits::accept_loop("socket", &slots, accept, serve, shutdown).await
 }
 
 /// Another user reached the socket (its mode was loosened, or a root client): it is told

@@ -1,8 +1,10 @@
 //! `daemon start|stop|restart|status`: the background lifecycle, driven through the socket
 //! and `daemon.lock`. None of it touches running work, except `stop --yes`, which cancels
 //! queued and active jobs first, as asked.
+//!
+//! It knows nothing of service managers: `cli::service` builds on it (its status lines, the
+//! drain, the one wait), and `cli` picks which of the two serves a verb.
 
-use super::args::DaemonCommand;
 use super::Printed;
 use crate::client::Client;
 use crate::daemon::lock;
@@ -28,50 +30,64 @@ const LOCK_RELEASE_BOUND: Duration = Duration::from_secs(2);
 /// read the home's files instead: `status` answers within 5 s of a hung daemon (SPEC 2).
 const PROBE_BOUND: Duration = Duration::from_secs(2);
 
-pub fn run(
-    cmd: DaemonCommand,
+/// The background lifecycle verbs: run here, or through an installed service's manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifecycle {
+    Start,
+    Stop { yes: bool },
+    Restart,
+    Status,
+}
+
+/// A lifecycle verb without a service manager: this CLI starts and stops the daemon itself.
+pub async fn run(
+    verb: Lifecycle,
     home: &Home,
     home_flag: &Option<PathBuf>,
     config_flag: &Option<PathBuf>,
+    client: &Client,
 ) -> ApiResult<Printed> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(ApiError::internal)?;
-    let client = Client::socket(home.socket());
-    rt.block_on(async {
-        // While a user service serves this home, its manager starts and stops the daemon.
-        if matches!(
-            cmd,
-            DaemonCommand::Start
-                | DaemonCommand::Stop { .. }
-                | DaemonCommand::Restart
-                | DaemonCommand::Status
-        ) {
-            if let Some(installed) = super::service::Installed::for_home(home)? {
-                return super::service::lifecycle(&cmd, &installed, home, &client).await;
-            }
+    match verb {
+        Lifecycle::Status => status(home, client).await,
+        Lifecycle::Start => start(home, home_flag, config_flag, client).await,
+        Lifecycle::Stop { yes } => stop(home, client, yes).await,
+        Lifecycle::Restart => {
+            stop_daemon(home, client).await?;
+            start(home, home_flag, config_flag, client).await
         }
-        match cmd {
-            DaemonCommand::Serve { .. }
-            | DaemonCommand::Install { .. }
-            | DaemonCommand::Uninstall { .. } => {
-                Err(ApiError::internal("not a background lifecycle verb"))
-            }
-            DaemonCommand::Status => status(home, &client).await,
-            DaemonCommand::Settle => {
-                let settled = client.settle().await?;
-                let human = format!("settled after {} passes", settled.passes);
-                Printed::answer(&settled, vec![], human)
-            }
-            DaemonCommand::Start => start(home, home_flag, config_flag, &client).await,
-            DaemonCommand::Stop { yes } => stop(home, &client, yes).await,
-            DaemonCommand::Restart => {
-                stop_daemon(home, &client).await?;
-                start(home, home_flag, config_flag, &client).await
-            }
+    }
+}
+
+/// `daemon settle` (hidden, for tests): the daemon's passes until nothing changes.
+pub async fn settle(client: &Client) -> ApiResult<Printed> {
+    let settled = client.settle().await?;
+    let human = format!("settled after {} passes", settled.passes);
+    Printed::answer(&settled, vec![], human)
+}
+
+/// Asks `check` every [`POLL`] until it answers `Some`, or `bound` has passed since the first
+/// ask (`None`): the one wait of start, stop and the service manager's verbs.
+pub(super) async fn poll<T, F, Fut>(bound: Duration, mut check: F) -> ApiResult<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ApiResult<Option<T>>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(found) = check().await? {
+            return Ok(Some(found));
         }
-    })
+        if started.elapsed() > bound {
+            return Ok(None);
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Waits up to `bound` for the daemon to release the home's lock; false when it still holds it.
+pub(super) async fn released(home: &Home, bound: Duration) -> ApiResult<bool> {
+    let free = poll(bound, || async { Ok((!lock::is_held(home)).then_some(())) }).await?;
+    Ok(free.is_some())
 }
 
 pub(super) fn printed(status: DaemonStatus, headline: &str) -> ApiResult<Printed> {
@@ -220,15 +236,11 @@ async fn start(
         }
         // A daemon killed a moment ago holds its lock until its last thread is gone: wait
         // that out. One that still holds it runs without answering: say so.
-        let since = Instant::now();
-        while lock::is_held(home) {
-            if since.elapsed() > LOCK_RELEASE_BOUND {
-                let (why, pid) = why_silent(home);
-                let mut refusal = crate::daemon::already_running(home);
-                refusal.message = silent_headline(home, why, pid);
-                return Err(refusal);
-            }
-            tokio::time::sleep(POLL).await;
+        if !released(home, LOCK_RELEASE_BOUND).await? {
+            let (why, pid) = why_silent(home);
+            let mut refusal = crate::daemon::already_running(home);
+            refusal.message = silent_headline(home, why, pid);
+            return Err(refusal);
         }
     }
     home.create()
@@ -393,22 +405,18 @@ pub(super) async fn stop_daemon(home: &Home, client: &Client) -> ApiResult<()> {
             );
         }
     }
-    let started = Instant::now();
-    while lock::is_held(home) {
-        if started.elapsed() > STOP_BOUND {
-            let pid = lock::recorded_pid(home);
-            return Err(ApiError::new(
-                ErrorCode::DaemonUnavailable,
-                format!(
-                    "the daemon (pid {}) did not exit within {}s: if it is stopped, `kill \
-                     -CONT` it; killing it does not touch running work",
-                    pid.map_or_else(|| "?".into(), |p| p.to_string()),
-                    STOP_BOUND.as_secs()
-                ),
-            )
-            .with_input(json!({ "pid": pid })));
-        }
-        tokio::time::sleep(POLL).await;
+    if !released(home, STOP_BOUND).await? {
+        let pid = lock::recorded_pid(home);
+        return Err(ApiError::new(
+            ErrorCode::DaemonUnavailable,
+            format!(
+                "the daemon (pid {}) did not exit within {}s: if it is stopped, `kill \
+                 -CONT` it; killing it does not touch running work",
+                pid.map_or_else(|| "?".into(), |p| p.to_string()),
+                STOP_BOUND.as_secs()
+            ),
+        )
+        .with_input(json!({ "pid": pid })));
     }
     Ok(())
 }

@@ -7,9 +7,9 @@
 
 pub mod unit;
 
-use super::args::DaemonCommand;
 use super::daemon_ctl::{
-    cancel_all_and_drain, in_flight_refusal, live_status, offline_status, printed, stop_daemon,
+    cancel_all_and_drain, in_flight_refusal, live_status, offline_status, poll, printed, released,
+    stop_daemon, Lifecycle,
 };
 use super::Printed;
 use crate::client::Client;
@@ -20,13 +20,12 @@ use homebased_shared::home::Home;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use unit::ServiceSpec;
 
 /// How long start and restart wait for the service's daemon to answer, and stop for it to
 /// release the home.
 const BOUND: Duration = Duration::from_secs(30);
-const POLL: Duration = Duration::from_millis(50);
 
 /// The user service manager of this platform.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -457,7 +456,7 @@ async fn offline_or_live(
 
 /// `daemon start|stop|restart|status` through the service manager of `installed`.
 pub async fn lifecycle(
-    cmd: &DaemonCommand,
+    verb: Lifecycle,
     installed: &Installed,
     home: &Home,
     client: &Client,
@@ -467,34 +466,28 @@ pub async fn lifecycle(
         let commands = installed.manager.commands(verb, &installed.path);
         run_all(&commands).map(|()| shown(&commands))
     };
-    let out = match cmd {
-        DaemonCommand::Start => {
+    let out = match verb {
+        Lifecycle::Start => {
             let ran = act(Verb::Start)?;
             let status = wait_up(client, None).await?;
             printed(status, &format!("daemon started {via}{ran}"))?
         }
-        DaemonCommand::Stop { yes } => {
-            drain_or_refuse(home, client, *yes).await?;
+        Lifecycle::Stop { yes } => {
+            drain_or_refuse(home, client, yes).await?;
             let ran = act(Verb::Stop)?;
             wait_released(home).await?;
             printed(offline_status(home)?, &format!("daemon stopped {via}{ran}"))?
         }
-        DaemonCommand::Restart => {
+        Lifecycle::Restart => {
             let old = live_status(client).await?.and_then(|s| s.pid);
             let ran = act(Verb::Restart)?;
             let status = wait_up(client, old).await?;
             printed(status, &format!("daemon restarted {via}{ran}"))?
         }
-        DaemonCommand::Status => match live_status(client).await? {
+        Lifecycle::Status => match live_status(client).await? {
             Some(s) => printed(s, "daemon is running")?,
             None => printed(offline_status(home)?, "daemon is not running")?,
         },
-        DaemonCommand::Serve { .. } | DaemonCommand::Settle => {
-            return Err(ApiError::internal("not a service-manager verb"))
-        }
-        DaemonCommand::Install { .. } | DaemonCommand::Uninstall { .. } => {
-            return Err(ApiError::internal("not a lifecycle verb"))
-        }
     };
     Ok(with_service(out, installed))
 }
@@ -523,34 +516,25 @@ async fn wait_up(
     client: &Client,
     old: Option<u32>,
 ) -> ApiResult<homebased_shared::wire::DaemonStatus> {
-    let started = Instant::now();
-    loop {
-        if let Some(s) = live_status(client).await? {
-            if old.is_none() || s.pid != old {
-                return Ok(s);
-            }
-        }
-        if started.elapsed() > BOUND {
-            return Err(ApiError::internal(format!(
-                "the service's daemon did not answer within {BOUND:?}; see the service \
-                 manager's log (journalctl --user -u {})",
-                unit::SYSTEMD_UNIT
-            )));
-        }
-        tokio::time::sleep(POLL).await;
-    }
+    let new = || async move {
+        let up = live_status(client).await?;
+        Ok(up.filter(|s| old.is_none() || s.pid != old))
+    };
+    poll(BOUND, new).await?.ok_or_else(|| {
+        ApiError::internal(format!(
+            "the service's daemon did not answer within {BOUND:?}; see the service \
+             manager's log (journalctl --user -u {})",
+            unit::SYSTEMD_UNIT
+        ))
+    })
 }
 
 async fn wait_released(home: &Home) -> ApiResult<()> {
-    let started = Instant::now();
-    while lock::is_held(home) {
-        if started.elapsed() > BOUND {
-            return Err(ApiError::internal(format!(
-                "the daemon (pid {:?}) did not exit within {BOUND:?}",
-                lock::recorded_pid(home)
-            )));
-        }
-        tokio::time::sleep(POLL).await;
+    if released(home, BOUND).await? {
+        return Ok(());
     }
-    Ok(())
+    Err(ApiError::internal(format!(
+        "the daemon (pid {:?}) did not exit within {BOUND:?}",
+        lock::recorded_pid(home)
+    )))
 }

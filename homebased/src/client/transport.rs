@@ -338,7 +338,7 @@ impl Client {
             request = request.header("authorization", format!("Bearer {token}"));
         }
         if let Some(origin) = self.origin {
-            request = request.header(crate::fleet::ORIGIN_HEADER, origin.to_string());
+            request = request.header(homebased_shared::wire::ORIGIN_HEADER, origin.to_string());
         }
         let request = request
             .body(Full::new(body.unwrap_or_default()))

@@ -3,12 +3,13 @@
 //! (it carries the origin header), unless it brings `Authorization: Bearer <the token>`.
 //! The comparison takes the same time wherever the two differ.
 
-use super::{Fleet, ORIGIN_HEADER};
+use super::Fleet;
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use homebased_shared::error::{ApiError, ErrorCode};
+use homebased_shared::wire::ORIGIN_HEADER;
 
 /// Whether two secrets are equal, in time independent of where they differ and of their
 /// lengths: both are hashed first, then every byte of the digests is compared.

@@ -28,6 +28,16 @@ pub enum Seen<T> {
 
 /// `docker inspect --type container` by id or name.
 pub fn state(docker: &Docker, container: &str) -> Seen<ContainerState> {
+    state_within(docker, container, COMMAND_BOUND)
+}
+
+/// [`state`] with its own bound for the `docker inspect` (a caller's deadline): the one
+/// inspect of the worker's watch and the removal.
+pub fn state_within(
+    docker: &Docker,
+    container: &str,
+    bound: std::time::Duration,
+) -> Seen<ContainerState> {
     let args = [
         "inspect",
         "--type",
@@ -36,7 +46,7 @@ pub fn state(docker: &Docker, container: &str) -> Seen<ContainerState> {
         "{{json .State}}",
         container,
     ];
-    match docker.run(&args, COMMAND_BOUND) {
+    match docker.run(&args, bound) {
         Ok(reply) if reply.success => match parse_state(&reply.stdout) {
             Some(state) => Seen::Present(state),
             None => Seen::Unknown(format!(
@@ -97,7 +107,7 @@ pub fn listed_within(
 }
 
 /// The `.State` object printed by `docker inspect --format '{{json .State}}'`.
-pub fn parse_state(text: &str) -> Option<ContainerState> {
+fn parse_state(text: &str) -> Option<ContainerState> {
     let v: Value = serde_json::from_str(text.trim()).ok()?;
     Some(ContainerState {
         running: v.get("Running")?.as_bool()?,

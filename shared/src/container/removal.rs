@@ -124,29 +124,9 @@ fn present(
 
 /// [`inspect::state`], within the removal's deadline.
 fn state(docker: &Docker, id: &str, within: Within) -> Seen<ContainerState> {
-    let args = [
-        "inspect",
-        "--type",
-        "container",
-        "--format",
-        "{{json .State}}",
-        id,
-    ];
-    let bound = match within.bound(COMMAND_BOUND, "inspect") {
-        Ok(bound) => bound,
-        Err(e) => return Seen::Unknown(e),
-    };
-    match docker.run(&args, bound) {
-        Ok(reply) if reply.success => match inspect::parse_state(&reply.stdout) {
-            Some(state) => Seen::Present(state),
-            None => Seen::Unknown(format!(
-                "docker inspect gave an unreadable state: {:?}",
-                reply.stdout.trim()
-            )),
-        },
-        Ok(reply) if inspect::says_absent(&reply.stderr) => Seen::Absent,
-        Ok(reply) => Seen::Unknown(format!("docker inspect: {}", reply.complaint())),
-        Err(e) => Seen::Unknown(e.to_string()),
+    match within.bound(COMMAND_BOUND, "inspect") {
+        Ok(bound) => inspect::state_within(docker, id, bound),
+        Err(e) => Seen::Unknown(e),
     }
 }
 

@@ -1,7 +1,7 @@
 //! The `container` step: one pinned image run with the Docker CLI, with only the options the
 //! queue can clean up after. Everything else Docker offers is refused.
 
-use super::input::{argv, invalid, text, Fields, Ptr};
+use super::input::{argv, env_map, invalid, text, EnvRule, Fields, Ptr};
 use super::{ContainerStep, Mount, Step, MIN_CONTAINER_MEMORY};
 use crate::error::ApiError;
 use serde_json::Value;
@@ -57,7 +57,7 @@ pub(super) fn container_step(v: &Value, at: &Ptr, elsewhere: bool) -> Result<Ste
         None => Vec::new(),
     };
     let env = match f.optional("env") {
-        Some((v, at)) => env(v, &at)?,
+        Some((v, at)) => env_map(v, &at, EnvRule::Container)?,
         None => BTreeMap::new(),
     };
 
@@ -341,36 +341,6 @@ fn docker_socket(source: &Path) -> Option<String> {
         ));
     }
     None
-}
-
-fn env(v: &Value, at: &Ptr) -> Result<BTreeMap<String, String>, ApiError> {
-    let map = v
-        .as_object()
-        .ok_or_else(|| invalid(at, v, "must be an object of NAME: \"value\""))?;
-    let mut out = BTreeMap::new();
-    for (key, value) in map {
-        let at = at.key(key);
-        if key.is_empty() || key.contains(['=', '\0']) {
-            return Err(invalid(
-                &at,
-                value,
-                "names must be non-empty, without = or NUL",
-            ));
-        }
-        if key.starts_with("HOMEBASED_") {
-            return Err(invalid(
-                &at,
-                value,
-                "HOMEBASED_* variables are set by the queue for each run",
-            ));
-        }
-        let s = value
-            .as_str()
-            .filter(|s| !s.contains('\0'))
-            .ok_or_else(|| invalid(&at, value, "must be an explicit string without NUL bytes"))?;
-        out.insert(key.clone(), s.to_string());
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

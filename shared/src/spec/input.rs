@@ -148,12 +148,53 @@ pub(super) fn argv(v: &Value, at: &Ptr, first_nonempty: bool) -> Result<Vec<Stri
     Ok(out)
 }
 
-/// A task step's `env`: names a shell could export (`[A-Za-z_][A-Za-z0-9_]*`), never one the
-/// queue sets for each run (`HOMEBASED_*`, `CUDA_VISIBLE_DEVICES`), values explicit strings
-/// without NUL bytes.
+/// Which of SPEC section 3's rules a step's `env` keys follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum EnvRule {
+    /// A task step (on the host): names a shell could export (`[A-Za-z_][A-Za-z0-9_]*`),
+    /// never one the queue sets for each run (`HOMEBASED_*`, `CUDA_VISIBLE_DEVICES`).
+    Host,
+    /// A container step: any name Docker's `--env` takes (non-empty, without `=` or NUL),
+    /// never `HOMEBASED_*`; the queue does not set `CUDA_VISIBLE_DEVICES` inside.
+    Container,
+}
+
+impl EnvRule {
+    /// Why `key` is refused under this rule, if it is.
+    fn refusal(self, key: &str) -> Option<&'static str> {
+        match self {
+            EnvRule::Host => {
+                let mut chars = key.chars();
+                let first_ok = chars
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+                if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    Some("names are letters, digits and _, not starting with a digit")
+                } else if crate::rundir::is_run_variable(key) {
+                    Some("HOMEBASED_* and CUDA_VISIBLE_DEVICES are set by the queue for each run")
+                } else {
+                    None
+                }
+            }
+            EnvRule::Container => {
+                if key.is_empty() || key.contains(['=', '\0']) {
+                    Some("names must be non-empty, without = or NUL")
+                } else if key.starts_with("HOMEBASED_") {
+                    Some("HOMEBASED_* variables are set by the queue for each run")
+                } else {
+                    None
+                }
+            }
+        }
+    }
+}
+
+/// A step's `env`, the one validator of host and container steps: an object of names (by
+/// `rule`) to explicit strings without NUL bytes.
 pub(super) fn env_map(
     v: &Value,
     at: &Ptr,
+    rule: EnvRule,
 ) -> Result<std::collections::BTreeMap<String, String>, ApiError> {
     let map = v
         .as_object()
@@ -161,23 +202,8 @@ pub(super) fn env_map(
     let mut out = std::collections::BTreeMap::new();
     for (key, value) in map {
         let at = at.key(key);
-        let mut chars = key.chars();
-        let first_ok = chars
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-        if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(invalid(
-                &at,
-                value,
-                "names are letters, digits and _, not starting with a digit",
-            ));
-        }
-        if crate::rundir::is_run_variable(key) {
-            return Err(invalid(
-                &at,
-                value,
-                "HOMEBASED_* and CUDA_VISIBLE_DEVICES are set by the queue for each run",
-            ));
+        if let Some(why) = rule.refusal(key) {
+            return Err(invalid(&at, value, why));
         }
         let s = value
             .as_str()
@@ -196,5 +222,23 @@ mod tests {
     fn pointers_escape_tilde_and_slash() {
         let at = Ptr::root().key("env").key("a/b~c").index(3);
         assert_eq!(at.to_string(), "/env/a~1b~0c/3");
+    }
+
+    #[test]
+    fn env_names_follow_the_rule_of_their_step() {
+        let refused = |rule: EnvRule, key: &str| rule.refusal(key).is_some();
+        for key in ["PATH", "_x1", "lower"] {
+            assert!(!refused(EnvRule::Host, key), "{key}");
+            assert!(!refused(EnvRule::Container, key), "{key}");
+        }
+        // A container takes names no shell could export, and sets no CUDA_VISIBLE_DEVICES.
+        for key in ["1X", "a-b", "a.b", "CUDA_VISIBLE_DEVICES"] {
+            assert!(refused(EnvRule::Host, key), "{key}");
+            assert!(!refused(EnvRule::Container, key), "{key}");
+        }
+        for key in ["", "A=B", "HOMEBASED_JOB"] {
+            assert!(refused(EnvRule::Host, key), "{key}");
+            assert!(refused(EnvRule::Container, key), "{key}");
+        }
     }
 }

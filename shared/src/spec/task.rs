@@ -1,7 +1,7 @@
 //! The `task` step: one host command, its program resolved at submit, escape entry points
 //! refused.
 
-use super::input::{argv, env_map, invalid, refuse, Fields, Ptr};
+use super::input::{argv, env_map, invalid, refuse, EnvRule, Fields, Ptr};
 use super::validate::SubmitContext;
 use super::{Step, YieldCodes, MAX_YIELD_CODES};
 use crate::error::{ApiError, ErrorCode};
@@ -48,7 +48,7 @@ pub(super) fn task_step(
     if ctx.elsewhere {
         // The program is resolved by the machine that runs it, against its own PATH.
         let env = match f.optional("env") {
-            Some((v, at)) => env_map(v, &at)?,
+            Some((v, at)) => env_map(v, &at, EnvRule::Host)?,
             None => Default::default(),
         };
         return Ok(Step::Task {
@@ -86,7 +86,7 @@ pub(super) fn task_step(
         ));
     }
     let env = match f.optional("env") {
-        Some((v, at)) => env_map(v, &at)?,
+        Some((v, at)) => env_map(v, &at, EnvRule::Host)?,
         None => Default::default(),
     };
     Ok(Step::Task {

@@ -226,14 +226,6 @@ impl FakeTable {
     pub fn sent(&self) -> Vec<Signalled> {
         self.state().sent.clone()
     }
-
-    /// The signals delivered to `pid`, whichever process held it.
-    pub fn sent_to(&self, pid: u32) -> Vec<Signalled> {
-        self.sent()
-            .into_iter()
-            .filter(|s| s.process.pid == pid)
-            .collect()
-    }
 }
 
 impl ProcessTable for FakeTable {

@@ -7,8 +7,19 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// How a resource came to exist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum ResourceOrigin {
     Detected,
     Fallback,
@@ -16,24 +27,16 @@ pub enum ResourceOrigin {
 }
 
 impl ResourceOrigin {
+    /// The name on the wire: serde's, derived by strum.
     pub fn as_str(self) -> &'static str {
-        match self {
-            ResourceOrigin::Detected => "detected",
-            ResourceOrigin::Fallback => "fallback",
-            ResourceOrigin::Manual => "manual",
-        }
+        self.into()
     }
 }
 
 impl std::str::FromStr for ResourceOrigin {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "detected" => Ok(ResourceOrigin::Detected),
-            "fallback" => Ok(ResourceOrigin::Fallback),
-            "manual" => Ok(ResourceOrigin::Manual),
-            other => Err(format!("unknown resource origin {other:?}")),
-        }
+        crate::queue::variant(s).ok_or_else(|| format!("unknown resource origin {s:?}"))
     }
 }
 
@@ -191,4 +194,24 @@ pub struct ReleaseRequest {
 pub struct ReleaseResult {
     pub resource: ResourceId,
     pub attention: AttentionId,
+}
+
+#[cfg(test)]
+mod origin_tests {
+    use super::ResourceOrigin;
+
+    #[test]
+    fn origins_are_named_as_serde_names_them_and_parse_back() {
+        for &origin in <ResourceOrigin as strum::VariantArray>::VARIANTS {
+            assert_eq!(
+                serde_json::to_value(origin).ok(),
+                Some(serde_json::json!(origin.as_str()))
+            );
+            assert_eq!(origin.as_str().parse::<ResourceOrigin>(), Ok(origin));
+        }
+        assert_eq!(
+            "found".parse::<ResourceOrigin>(),
+            Err("unknown resource origin \"found\"".to_string())
+        );
+    }
 }
