@@ -21,6 +21,9 @@ use tokio::sync::mpsc;
 /// How a job's record written without its reason ends.
 const WAITING_NULL: &[u8] = b"\"waiting\":null}";
 
+/// How a record of the table's form ends when its reason is the previous record's.
+const WAITING_AS_ABOVE: &[u8] = b"\"waiting_as_above\":true}";
+
 /// A chunk goes out once it holds this much.
 const CHUNK_BYTES: usize = 1024 * 1024;
 
@@ -59,7 +62,8 @@ pub enum ListingView {
 }
 
 /// A listed job with only the fields of the human table, in the order of the full record,
-/// `waiting` last as there.
+/// `waiting` last as there; a job whose reason is the previous job's says
+/// `"waiting_as_above":true` instead (`cli::render::TableList` reads both).
 #[derive(serde::Serialize)]
 struct TableRow<'a> {
     id: &'a homebased_shared::ids::JobId,
@@ -270,16 +274,31 @@ impl ListingWriter {
                 "a listed job's record does not end with its waiting reason",
             ));
         }
-        self.buf.truncate(self.buf.len() - b"null}".len());
         match &self.last_waiting {
-            Some((last, json)) if *last == waiting => self.buf.extend_from_slice(json),
+            // The table's form says "as the job above" instead of repeating it: along a long
+            // queue that is most of the answer, for the daemon to copy and the CLI to parse.
+            Some((last, _)) if *last == waiting && self.view == ListingView::Table => {
+                self.buf.truncate(self.buf.len() - WAITING_NULL.len());
+                self.buf.extend_from_slice(WAITING_AS_ABOVE);
+                return self.chunk_if_full();
+            }
+            Some((last, json)) if *last == waiting => {
+                self.buf.truncate(self.buf.len() - b"null}".len());
+                self.buf.extend_from_slice(json);
+            }
             _ => {
+                self.buf.truncate(self.buf.len() - b"null}".len());
                 let json = serde_json::to_vec(&waiting).map_err(ApiError::internal)?;
                 self.buf.extend_from_slice(&json);
                 self.last_waiting = Some((waiting, json));
             }
         }
         self.buf.push(b'}');
+        self.chunk_if_full()
+    }
+
+    /// The buffer as a chunk once it holds [`CHUNK_BYTES`].
+    fn chunk_if_full(&mut self) -> ApiResult<Option<Bytes>> {
         if self.buf.len() < CHUNK_BYTES {
             return Ok(None);
         }
@@ -486,7 +505,8 @@ mod tests {
     }
 
     #[test]
-    fn the_table_view_is_the_full_listing_less_the_fields_the_table_does_not_show() {
+    fn the_table_view_is_the_full_listing_less_the_fields_the_table_does_not_show_and_each_repeated_reason_said_once(
+    ) {
         let machine = MachineId::new();
         let names: Names = [(homebased_shared::ids::ResourceId::new(), "gpu0".to_string())].into();
         let jobs: Vec<JobSummary> = (1..=3_000).map(job).collect();
@@ -500,7 +520,18 @@ mod tests {
                 assert!(job.remove(gone).is_some(), "{gone}");
             }
         }
-        let table: serde_json::Value = serde_json::from_slice(&table).unwrap();
+        let mut table: serde_json::Value = serde_json::from_slice(&table).unwrap();
+        let mut above = serde_json::Value::Null;
+        let mut shortened = 0;
+        for job in table["jobs"].as_array_mut().unwrap() {
+            let job = job.as_object_mut().unwrap();
+            if job.remove("waiting_as_above") == Some(serde_json::Value::Bool(true)) {
+                shortened += 1;
+                job.insert("waiting".into(), above.clone());
+            }
+            above = job["waiting"].clone();
+        }
+        assert!(shortened > 0, "a repeated reason is said once");
         assert_eq!(table, expected);
     }
 }

@@ -207,6 +207,10 @@ pub struct TableJob<'a> {
     pub target: Cow<'a, str>,
     #[serde(default, borrow)]
     pub waiting: Option<&'a serde_json::value::RawValue>,
+    /// The table's form of the listing (`view=table`): this job's reason is the previous
+    /// job's, not repeated.
+    #[serde(default)]
+    pub waiting_as_above: bool,
 }
 
 /// A listed job's state as the table shows it: its name only.
@@ -241,19 +245,26 @@ pub fn jobs(list: &TableList) -> String {
         .collect();
     // Each distinct reason worded once, in order; a row points at its words.
     let mut worded: Vec<(&str, String)> = Vec::new();
+    let mut above: Option<usize> = None;
     let reason_of: Vec<Option<usize>> = list
         .jobs
         .iter()
         .map(|j| {
-            let raw = j.waiting?.get();
-            if worded.last().is_none_or(|(seen, _)| *seen != raw) {
-                let text = serde_json::from_str::<Waiting>(raw).map_or_else(
-                    |_| raw.to_string(),
-                    |w| waiting_reason(&w, &job_names, &names),
-                );
-                worded.push((raw, text));
+            if j.waiting_as_above {
+                return above;
             }
-            Some(worded.len() - 1)
+            above = j.waiting.map(|raw| {
+                let raw = raw.get();
+                if worded.last().is_none_or(|(seen, _)| *seen != raw) {
+                    let text = serde_json::from_str::<Waiting>(raw).map_or_else(
+                        |_| raw.to_string(),
+                        |w| waiting_reason(&w, &job_names, &names),
+                    );
+                    worded.push((raw, text));
+                }
+                worded.len() - 1
+            });
+            above
         })
         .collect();
     let rows: Vec<[Cow<str>; 6]> = list
