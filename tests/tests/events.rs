@@ -560,19 +560,27 @@ fn follow(h: &TestHome, thread: &str) -> (std::process::Child, std::sync::mpsc::
     (child, rx)
 }
 
+/// The first event `events --follow` printed, and its line; the follower is then ended.
+fn first_followed(
+    mut child: std::process::Child,
+    rx: &std::sync::mpsc::Receiver<String>,
+) -> (Value, String) {
+    let line = rx.recv_timeout(PATIENCE);
+    let _ = child.kill();
+    let _ = child.wait();
+    let line = line.expect("events --follow printed the new event");
+    (serde_json::from_str(&line).unwrap(), line)
+}
+
 #[test]
 fn events_follow_shows_a_new_event_as_it_happens() {
     let mut h = TestHome::new(Probe::Gpus(1));
     h.start_daemon();
     let spec = quick_spec(&h, "followed");
     let thread = spec.thread();
-    let (mut child, rx) = follow(&h, &thread);
+    let (child, rx) = follow(&h, &thread);
     let job = h.submit(&spec);
-    let line = rx.recv_timeout(PATIENCE);
-    let _ = child.kill();
-    let _ = child.wait();
-    let line = line.expect("events --follow printed the new event");
-    let event: Value = serde_json::from_str(&line).unwrap();
+    let (event, line) = first_followed(child, &rx);
     assert_eq!(event["event"], "JOB_SUCCEEDED", "{line}");
     assert_eq!(event["job"], job.as_str());
 }
@@ -586,14 +594,10 @@ fn events_follow_reads_the_store_whatever_the_sink_and_waits_out_a_daemon_restar
     h.start_daemon();
     let spec = quick_spec(&h, "followed without an inbox");
     let thread = spec.thread();
-    let (mut child, rx) = follow(&h, &thread);
+    let (child, rx) = follow(&h, &thread);
     h.json(&["daemon", "restart"]);
     let job = h.submit(&spec);
-    let line = rx.recv_timeout(PATIENCE);
-    let _ = child.kill();
-    let _ = child.wait();
-    let line = line.expect("events --follow printed the new event");
-    let event: Value = serde_json::from_str(&line).unwrap();
+    let (event, line) = first_followed(child, &rx);
     assert_eq!(event["event"], "JOB_SUCCEEDED", "{line}");
     assert_eq!(event["job"], job.as_str());
     assert!(
