@@ -67,11 +67,12 @@ pub fn serve(home: Home) -> ApiResult<()> {
 
 /// The MCP form of a catalog entry.
 fn tool(def: tools::ToolDef) -> Tool {
-    // Submit, move and cancel are safe to repeat with the same job or operation id.
+    // Move and cancel are safe to repeat (their operation id is required); a submit only with
+    // its optional `job_id`, so it is not announced as idempotent.
     let annotations = ToolAnnotations::new()
         .read_only(def.read_only)
         .destructive(def.name == "job_cancel")
-        .idempotent(true);
+        .idempotent(def.name != "job_submit");
     Tool::new(def.name, def.description, def.input_schema).with_annotations(annotations)
 }
 

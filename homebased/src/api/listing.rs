@@ -277,7 +277,9 @@ impl ListingWriter {
         match &self.last_waiting {
             // The table's form says "as the job above" instead of repeating it: along a long
             // queue that is most of the answer, for the daemon to copy and the CLI to parse.
-            Some((last, _)) if *last == waiting && self.view == ListingView::Table => {
+            Some((last, _))
+                if *last == waiting && waiting.is_some() && self.view == ListingView::Table =>
+            {
                 self.buf.truncate(self.buf.len() - WAITING_NULL.len());
                 self.buf.extend_from_slice(WAITING_AS_ABOVE);
                 return self.chunk_if_full();

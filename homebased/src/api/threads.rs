@@ -73,7 +73,7 @@ pub(super) async fn events(
     })?;
     let after = parse_cursor(q.after.as_deref())?;
     let wait = parse_wait(q.wait.as_deref())?;
-    let wake = s.core.call(|c| Ok(c.events_wake())).await?;
+    let wake = s.core.call(|c| Ok(c.fleet_wake())).await?;
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         // Armed before the read, so an event appended between the two still wakes it.

@@ -140,15 +140,8 @@ pub fn cancel_for(db: Db, machine: MachineId, job: JobId, cause: JobId) -> ApiRe
         detail: Some(EventCause::DependencyFailed { job: cause }),
         ..EventDetail::default()
     };
-    let cancelled = jobs::require(db, job)?;
-    events::append(
-        db,
-        machine,
-        &cancelled,
-        EventKind::JobCancelled,
-        None,
-        detail,
-    )?;
+    // The event reads the job's id, thread and name, which finishing does not change.
+    events::append(db, machine, &queued, EventKind::JobCancelled, None, detail)?;
     Ok(())
 }
 
@@ -219,13 +212,14 @@ mod tests {
             JobId::new(),
             JobId::new(),
         );
-        // d names both a and b; b names a; c was cancelled by hand, e waits on c.
+        // d names both a and b; b names a; c was cancelled by hand, e still waits on c: the
+        // walk does not pass through a job that had already ended.
         let g = graph(&[
             (a, b, JobStatus::Queued),
             (a, d, JobStatus::Queued),
             (a, c, JobStatus::Cancelled),
             (b, d, JobStatus::Queued),
-            (c, e, JobStatus::Cancelled),
+            (c, e, JobStatus::Queued),
         ]);
         assert_eq!(run(&g, a), vec![(b, a), (d, a)]);
     }

@@ -46,7 +46,8 @@ pub const PULL_BATCH: u32 = 256;
 pub type Pulled = Vec<(u64, serde_json::Value)>;
 
 impl Core {
-    /// The long polls of `GET /v1/fleet/events` wait on this.
+    /// Raised with every delivery wake (wherever events are appended): the long polls of
+    /// `GET /v1/fleet/events` and of `GET /v1/threads/{thread}/events` wait on it.
     pub fn fleet_wake(&self) -> std::sync::Arc<tokio::sync::Notify> {
         self.fleet_wake.clone()
     }

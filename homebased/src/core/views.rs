@@ -527,11 +527,4 @@ impl Core {
     ) -> ApiResult<Vec<(u64, serde_json::Value)>> {
         events::for_thread(self.store.db(), thread, after, THREAD_BATCH)
     }
-
-    /// Raised with every delivery wake (the pass that follows every change, a notice falling
-    /// due, a pulled batch: wherever events are appended): the long polls of thread events
-    /// wait on it, as Fleet's do.
-    pub fn events_wake(&self) -> std::sync::Arc<tokio::sync::Notify> {
-        self.fleet_wake.clone()
-    }
 }

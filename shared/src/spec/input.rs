@@ -181,6 +181,10 @@ impl EnvRule {
                     Some("names must be non-empty, without = or NUL")
                 } else if key.starts_with("HOMEBASED_") {
                     Some("HOMEBASED_* variables are set by the queue for each run")
+                } else if GPU_SELECTION.contains(&key) {
+                    // The NVIDIA runtime reads these from the container's environment: one
+                    // would hand the container GPUs the queue did not give it (`all`).
+                    Some("the queue owns GPU selection (NVIDIA_VISIBLE_DEVICES, NVIDIA_MIG_CONFIG_DEVICES, CUDA_VISIBLE_DEVICES)")
                 } else {
                     None
                 }
@@ -188,6 +192,14 @@ impl EnvRule {
         }
     }
 }
+
+/// Variables that choose a container's GPUs, refused as `gpus` is (SPEC 3: the queue owns GPU
+/// selection).
+const GPU_SELECTION: [&str; 3] = [
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_MIG_CONFIG_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+];
 
 /// A step's `env`, the one validator of host and container steps: an object of names (by
 /// `rule`) to explicit strings without NUL bytes.
@@ -231,12 +243,17 @@ mod tests {
             assert!(!refused(EnvRule::Host, key), "{key}");
             assert!(!refused(EnvRule::Container, key), "{key}");
         }
-        // A container takes names no shell could export, and sets no CUDA_VISIBLE_DEVICES.
-        for key in ["1X", "a-b", "a.b", "CUDA_VISIBLE_DEVICES"] {
+        // A container takes names no shell could export.
+        for key in ["1X", "a-b", "a.b"] {
             assert!(refused(EnvRule::Host, key), "{key}");
             assert!(!refused(EnvRule::Container, key), "{key}");
         }
-        for key in ["", "A=B", "HOMEBASED_JOB"] {
+        // Nor may it choose its GPUs: the NVIDIA runtime would hand it `all`.
+        for key in ["NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES"] {
+            assert!(!refused(EnvRule::Host, key), "{key}");
+            assert!(refused(EnvRule::Container, key), "{key}");
+        }
+        for key in ["", "A=B", "HOMEBASED_JOB", "CUDA_VISIBLE_DEVICES"] {
             assert!(refused(EnvRule::Host, key), "{key}");
             assert!(refused(EnvRule::Container, key), "{key}");
         }
