@@ -296,3 +296,24 @@ fn retention_keeps_a_finished_job_that_a_live_job_still_names() {
         h.cli(&["--json", "resource", "job", "show", &done]).code() == 3
     });
 }
+
+#[test]
+fn cancelling_the_job_a_chain_waits_on_cancels_the_chain_whether_it_was_queued_or_running() {
+    let h = home_with_gpus(1);
+    let gate = h.tmp().join("gate");
+    let running = h.submit(&gated_spec(&h, "running", "", &gate, ""));
+    wait_phase(&h, &running, "executing");
+    // Queued behind it on the one GPU, and a job after that one.
+    let queued = h.submit(&sh_spec(&h, "queued", "exit 0", &[]));
+    let after_queued = submit_after(&h, "after-queued", &[&queued]);
+    let after_running = submit_after(&h, "after-running", &[&running]);
+    for (cancelled, dependent) in [(&queued, &after_queued), (&running, &after_running)] {
+        h.json(&["resource", "job", "cancel", cancelled]);
+        wait_job(&h, cancelled, "cancelled");
+        let shown = show(&h, dependent);
+        assert_eq!(state_of(&shown), "cancelled", "{shown:#}");
+        let event = the_cancel_event(&shown);
+        assert_eq!(event["detail"]["cause"], "dependency_failed", "{event}");
+        assert_eq!(event["detail"]["job"], cancelled.as_str(), "{event}");
+    }
+}

@@ -115,10 +115,12 @@ impl Core {
         let holding = runs::list_holding(db)?;
         let mut slots = Vec::new();
         // MIG slices the last detection no longer found as recorded (the layout changed):
-        // listed and flagged, but no new work is run on a slice that may not exist.
+        // listed and flagged, but no new work is run on a slice that may not exist. Nor on a
+        // slice without its MIG UUID: a run there would get no CUDA device and see every card.
         let mut retired = Vec::new();
         for r in resources::list(db)? {
-            if r.mig.is_some() && r.gpu.as_ref().is_some_and(|g| g.changed) {
+            let changed = r.gpu.as_ref().is_some_and(|g| g.changed);
+            if r.mig.is_some() && (changed || r.cuda_device().is_none()) {
                 retired.push(r.id);
             }
             let run = match holding.iter().find(|run| run.resource == r.id) {
