@@ -603,7 +603,9 @@ async fn job(cmd: JobCommand, client: &Client, home: &Home) -> ApiResult<Option<
                 None => std::collections::HashMap::new(),
             };
             // Lane names for a pinned target and a waiting reason, which carry UUIDs.
-            let lanes = if detail.waiting.is_some() || detail.target != "any" {
+            let lanes = if detail.waiting.is_some()
+                || detail.target != homebased_shared::wire::JobTarget::Any
+            {
                 // The job's authority's lanes (this machine, or the peer that answered).
                 lane_names(client, Some(&detail.machine.to_string())).await
             } else {

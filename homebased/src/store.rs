@@ -3,7 +3,7 @@
 //! queue listing) take a [`ReadSnapshot`]: a read-only connection of their own, pinned to the
 //! store as it was when the core handed it out.
 //!
-//! - `schema.sql`, `schema_v2.sql` to `schema_v13.sql` and [`MIGRATIONS`]: versioned schema
+//! - `schema.sql`, `schema_v2.sql` to `schema_v14.sql` and [`MIGRATIONS`]: versioned schema
 //!   (`PRAGMA user_version`), one file per version.
 //! - [`machine`], [`resources`], [`jobs`], [`runs`], [`attentions`], [`events`],
 //!   [`operations`], [`durability`]: one file per table, typed verbs over a [`Db`] (the connection or the
@@ -14,6 +14,7 @@
 //!   and the pull cursor per authority (`schema_v7.sql`).
 //! - [`history`]: retention's reads and removals of finished jobs (`schema_v8.sql`).
 //! - [`dependencies`]: the jobs each job's `after` names (`schema_v12.sql`).
+//! - The lanes of each run live with [`runs`] (`schema_v14.sql`, `run_lanes`).
 //! - [`integrity`]: the check at start, read-only, before [`Store::open`] writes anything.
 
 pub mod attentions;
@@ -50,6 +51,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("store/schema_v11.sql"),
     include_str!("store/schema_v12.sql"),
     include_str!("store/schema_v13.sql"),
+    include_str!("store/schema_v14.sql"),
 ];
 
 /// The schema version this build writes.
@@ -610,7 +612,7 @@ mod tests {
                 let spec = serde_json::json!({});
                 let job = jobs::NewJob::for_test(&spec, homebased_shared::queue::Priority::Low);
                 jobs::insert(tx, &job)?;
-                let run = runs::reserve(tx, job.id, lane.id)?.unwrap();
+                let run = runs::reserve(tx, job.id, &[lane.id])?.unwrap();
                 assert_eq!(runs::get(tx, run.task)?.unwrap().gpu_memory_peak_mib, None);
                 Ok(())
             })

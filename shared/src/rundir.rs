@@ -135,11 +135,9 @@ pub struct RunSpec {
     /// `user_home` over it.
     #[serde(default)]
     pub environment: Option<BTreeMap<String, String>>,
-    pub resource_name: String,
-    pub device: Option<u32>,
-    /// The MIG instance the run's lane is, instead of a device index (SPEC section 7).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mig: Option<MigDevice>,
+    /// The lanes the run holds, in resource order (one for a job with `gpus` 1); never
+    /// empty.
+    pub lanes: Vec<RunLane>,
     /// The state home (`HOMEBASED_HOME`).
     pub home: PathBuf,
     /// `<home>/jobs/<job>/state` (`HOMEBASED_JOB_DIR` for host steps).
@@ -158,6 +156,28 @@ pub struct RunSpec {
     /// breakdown; absent in a `run.json` written before they were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stamps: Option<LaunchStamps>,
+}
+
+/// One lane of a run as its workload is given it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunLane {
+    pub name: String,
+    pub device: Option<u32>,
+    /// The MIG instance the lane is, instead of a device index (SPEC section 7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<MigDevice>,
+}
+
+impl RunLane {
+    /// The lane's CUDA device on the host: its index, or a slice's MIG UUID.
+    pub fn cuda_device(&self) -> Option<String> {
+        match (&self.mig, self.device) {
+            (Some(mig), _) => Some(mig.uuid.clone()),
+            (None, Some(index)) => Some(index.to_string()),
+            (None, None) => None,
+        }
+    }
 }
 
 /// One MIG instance: `CUDA_VISIBLE_DEVICES` is its UUID on the host; a container is given
@@ -224,15 +244,41 @@ impl RunSpec {
             "HOMEBASED_YIELD_FILE".into(),
             run_dir.yield_file().display().to_string(),
         );
-        v.insert("HOMEBASED_RESOURCE".into(), self.resource_name.clone());
+        v.insert("HOMEBASED_RESOURCE".into(), self.lane_names());
         v.insert("HOMEBASED_HOME".into(), self.home.display().to_string());
-        if let Some(device) = self.device {
-            v.insert("CUDA_VISIBLE_DEVICES".into(), device.to_string());
-        }
-        if let Some(mig) = &self.mig {
-            v.insert("CUDA_VISIBLE_DEVICES".into(), mig.uuid.clone());
+        if let Some(devices) = self.cuda_visible_devices() {
+            v.insert("CUDA_VISIBLE_DEVICES".into(), devices);
+            // `nvidia-smi` numbers cards in PCI bus order, CUDA by default fastest first: on a
+            // machine with mixed cards an index would name another card than the lane's.
+            v.insert("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into());
         }
         v
+    }
+
+    /// The lanes' names, comma-separated in resource order (`HOMEBASED_RESOURCE`).
+    pub fn lane_names(&self) -> String {
+        self.lanes
+            .iter()
+            .map(|lane| lane.name.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// `CUDA_VISIBLE_DEVICES` on the host: every lane's device in ascending order, or `None`
+    /// when a lane has none (the fallback `gpu0`, a manual lane: the queue selects nothing).
+    pub fn cuda_visible_devices(&self) -> Option<String> {
+        let mut indexed: Vec<(Option<u32>, String)> = Vec::with_capacity(self.lanes.len());
+        for lane in &self.lanes {
+            indexed.push((lane.device, lane.cuda_device()?));
+        }
+        indexed.sort();
+        Some(
+            indexed
+                .into_iter()
+                .map(|(_, device)| device)
+                .collect::<Vec<_>>()
+                .join(","),
+        )
     }
 }
 
@@ -252,7 +298,7 @@ pub const PER_RUN_VARIABLES: [&str; 8] = [
 
 /// True for an inherited variable that must never reach a workload unscrubbed.
 pub fn is_run_variable(name: &str) -> bool {
-    name.starts_with("HOMEBASED_") || name == "CUDA_VISIBLE_DEVICES"
+    name.starts_with("HOMEBASED_") || name == "CUDA_VISIBLE_DEVICES" || name == "CUDA_DEVICE_ORDER"
 }
 
 /// A process identity: a pid alone can be reused, the pair cannot.

@@ -34,6 +34,9 @@ use std::time::Duration;
 pub const MAX_STEPS: usize = 32;
 /// The most jobs one `after` may name (SPEC section 3).
 pub const MAX_AFTER: usize = 32;
+/// The most lanes a job may ask for at the spec's level; the daemon then checks `gpus`
+/// against the lanes the machine has (SPEC section 3).
+pub const MAX_GPUS: u32 = 1024;
 pub const MAX_NAME_CHARS: usize = 120;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 pub const MIN_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -61,8 +64,15 @@ pub struct JobSpec {
     pub timeout: Duration,
     /// A Fleet machine name or UUID; `None` is local.
     pub machine: Option<String>,
-    /// A resource name or UUID the job is pinned to.
+    /// A resource name or UUID the job is pinned to (only with `gpus` 1).
     pub resource: Option<String>,
+    /// How many lanes each run of the job holds at once (SPEC section 3). Left out of the
+    /// canonical spec at 1, so a one-lane spec keeps the digest it always had.
+    #[serde(default = "one_gpu", skip_serializing_if = "is_one_gpu")]
+    pub gpus: u32,
+    /// `gpus` distinct resource names or UUIDs the job is pinned to, as given; empty: any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<String>,
     /// Jobs of this machine that must succeed before this one may start (SPEC section 4,
     /// dependencies), in the order given. Left out of the canonical spec while empty, so a
     /// spec without one keeps the digest it always had (and a job stored before the field
@@ -70,6 +80,16 @@ pub struct JobSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<crate::ids::JobId>,
     pub steps: Vec<Step>,
+}
+
+fn one_gpu() -> u32 {
+    1
+}
+
+// serde's `skip_serializing_if` hands a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_one_gpu(gpus: &u32) -> bool {
+    *gpus == 1
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

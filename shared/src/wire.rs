@@ -64,8 +64,8 @@ pub use job_writes::{
     Submitter,
 };
 pub use jobs::{
-    JobDetail, JobEnvironment, JobLink, JobList, JobStateView, JobSummary, RunView, Waiting,
-    WaitingBlocker,
+    JobDetail, JobEnvironment, JobLink, JobList, JobStateView, JobSummary, JobTarget, RunView,
+    Waiting, WaitingBlocker,
 };
 pub use resources::{
     ActiveRunView, Device, GpuProcessView, GpuView, PhaseView, QueueProcessOwner, RegisterRequest,

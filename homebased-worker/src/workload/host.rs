@@ -203,9 +203,11 @@ mod tests {
             path: Some("/usr/bin:/bin".into()),
             user_home: Some("/home/sub".into()),
             environment: None,
-            resource_name: "gpu0".into(),
-            device,
-            mig: None,
+            lanes: vec![homebased_shared::rundir::RunLane {
+                name: "gpu0".into(),
+                device,
+                mig: None,
+            }],
             home: "/h".into(),
             job_dir: "/h/jobs/j/state".into(),
             poke_socket: "/h/poke.sock".into(),
@@ -262,6 +264,30 @@ mod tests {
         assert_eq!(env["PATH"], "/worker/bin");
         assert_eq!(env["HOME"], "/worker");
         assert_eq!(env["CUDA_VISIBLE_DEVICES"], "3");
+    }
+
+    /// A run on several lanes sees all their devices, ascending, numbered as `nvidia-smi`
+    /// numbers them (PCI bus order), and every lane's name.
+    #[test]
+    fn several_lanes_are_one_device_list_in_pci_bus_order() {
+        let mut r = run(Some(3));
+        r.lanes.insert(
+            0,
+            homebased_shared::rundir::RunLane {
+                name: "gpu1".into(),
+                device: Some(1),
+                mig: None,
+            },
+        );
+        r.environment = Some(BTreeMap::from([(
+            "CUDA_DEVICE_ORDER".to_string(),
+            "FASTEST_FIRST".to_string(),
+        )]));
+        let dir = RunDir::new("/h/tasks/t");
+        let env = as_map(environment(&r, &dir, []));
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "1,3");
+        assert_eq!(env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
+        assert_eq!(env["HOMEBASED_RESOURCE"], "gpu1,gpu0");
     }
 
     #[test]

@@ -49,6 +49,7 @@ fn expected(run: &Run, resume: &str, device: Option<&str>) -> BTreeMap<String, S
     ]);
     if let Some(device) = device {
         want.insert("CUDA_VISIBLE_DEVICES".into(), device.into());
+        want.insert("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into());
     }
     want
 }
@@ -73,7 +74,7 @@ const STALE: &[(&str, &str)] = &[
 #[test]
 fn the_workload_gets_exactly_the_run_variables_for_a_device() {
     let mut run = env_run();
-    run.set("device", json!(2));
+    run.set("lanes", json!([{"name": "gpu0", "device": 2}]));
     run.set("resume", json!(true));
     let env = workload_env(&run, STALE);
     assert_eq!(run_variables(&env), expected(&run, "1", Some("2")));

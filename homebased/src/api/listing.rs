@@ -71,7 +71,8 @@ struct TableRow<'a> {
     priority: &'a homebased_shared::queue::Priority,
     position: Option<u32>,
     state: &'a homebased_shared::wire::JobStateView,
-    target: &'a str,
+    target: &'a homebased_shared::wire::JobTarget,
+    gpus: u32,
     waiting: Option<&'a Waiting>,
 }
 
@@ -264,6 +265,7 @@ impl ListingWriter {
                     position: job.position,
                     state: &job.state,
                     target: &job.target,
+                    gpus: job.gpus,
                     waiting: None,
                 },
             ),
@@ -364,7 +366,8 @@ mod tests {
             state: JobStateView::Queued {
                 resume: n.is_multiple_of(2),
             },
-            target: "any".to_string(),
+            target: homebased_shared::wire::JobTarget::Any,
+            gpus: 1,
             step: 0,
             steps: 2,
             runs: n % 3,

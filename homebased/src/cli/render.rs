@@ -8,7 +8,7 @@ pub use words::{age, process_result};
 use homebased_shared::ids::{JobId, ResourceId};
 use homebased_shared::queue::PhaseKind;
 use homebased_shared::time::{now_ms, Millis};
-use homebased_shared::wire::{PhaseView, ResourceList, Waiting};
+use homebased_shared::wire::{JobTarget, PhaseView, ResourceList, Waiting};
 use std::borrow::Cow;
 use std::collections::HashMap;
 
@@ -203,14 +203,19 @@ pub struct TableJob<'a> {
     pub position: Option<u32>,
     #[serde(borrow)]
     pub state: TableState<'a>,
-    #[serde(borrow)]
-    pub target: Cow<'a, str>,
+    pub target: JobTarget,
+    #[serde(default = "one_gpu")]
+    pub gpus: u32,
     #[serde(default, borrow)]
     pub waiting: Option<&'a serde_json::value::RawValue>,
     /// The table's form of the listing (`view=table`): this job's reason is the previous
     /// job's, not repeated.
     #[serde(default)]
     pub waiting_as_above: bool,
+}
+
+fn one_gpu() -> u32 {
+    1
 }
 
 /// A listed job's state as the table shows it: its name only.
@@ -278,7 +283,11 @@ pub fn jobs(list: &TableList) -> String {
                 j.position
                     .map_or(Cow::Borrowed("-"), |p| Cow::Owned(p.to_string())),
                 Cow::Borrowed(j.state.state.as_ref()),
-                Cow::Owned(format!("{} / {}", target_name(&j.target, &names), j.name)),
+                Cow::Owned(format!(
+                    "{} / {}",
+                    target_name(&j.target, j.gpus, &names),
+                    j.name
+                )),
                 reason.map_or(Cow::Borrowed("-"), |i| Cow::Borrowed(worded[i].1.as_str())),
             ]
         })
@@ -301,14 +310,17 @@ fn run_time(started: Option<Millis>, ended: Option<Millis>) -> String {
     started.map_or_else(|| "-".into(), |s| age(ended.unwrap_or_else(now_ms) - s))
 }
 
-/// A job's target as a person names it: `any`, or the pinned lane's name (its UUID when the
-/// name is not known here).
-pub fn target_name<'a>(target: &'a str, names: &'a HashMap<ResourceId, String>) -> &'a str {
-    target
-        .parse::<ResourceId>()
-        .ok()
-        .and_then(|id| names.get(&id))
-        .map_or(target, String::as_str)
+/// A job's target as a person names it: `any`, the pinned lane's name (its UUID when the
+/// name is not known here), or a pinned set's names; a job holding several lanes says how
+/// many (`2 x any`, `gpu0,gpu1`).
+pub fn target_name(target: &JobTarget, gpus: u32, names: &HashMap<ResourceId, String>) -> String {
+    let name = |id: &ResourceId| names.get(id).cloned().unwrap_or_else(|| id.to_string());
+    match target {
+        JobTarget::Any if gpus > 1 => format!("{gpus} x any"),
+        JobTarget::Any => "any".to_string(),
+        JobTarget::Lane(lane) => name(lane),
+        JobTarget::Lanes(lanes) => lanes.iter().map(name).collect::<Vec<_>>().join(","),
+    }
 }
 
 /// A waiting reason in a few words: "behind gpu0: train-7 (high)".
@@ -426,7 +438,7 @@ pub fn job_detail(
         j.priority,
         j.position.map_or_else(|| "-".into(), |p| p.to_string()),
         job_progress(j.step, j.steps),
-        target_name(&j.target, lanes),
+        target_name(&j.target, j.gpus, lanes),
         d.thread,
     );
     out.push_str(&format!("  submitted {} ago", since(j.created_at)));

@@ -62,7 +62,7 @@ impl Core {
                             stopped = Some(moved);
                         }
                         CancelResult::Stopping {
-                            resource: run.resource,
+                            resource: run.first_lane(),
                             task: run.task,
                         }
                     }

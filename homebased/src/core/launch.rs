@@ -82,7 +82,7 @@ impl Core {
         let decided = now_us();
         let reserved = match self
             .store
-            .write(|db| runs::reserve(db, launch.job, launch.resource))
+            .write(|db| runs::reserve(db, launch.job, &[launch.resource]))
         {
             Ok(Some(r)) => r,
             Ok(None) => return,
@@ -143,15 +143,7 @@ impl Core {
             path: r.job.env_path.clone(),
             user_home: r.job.env_home.clone(),
             environment: r.job.env.clone(),
-            resource_name: r.resource.name.clone(),
-            device: r.resource.device,
-            mig: r.resource.mig.and_then(|place| {
-                Some(homebased_shared::rundir::MigDevice {
-                    uuid: r.resource.gpu.as_ref()?.uuid.clone()?,
-                    gpu: place.gpu,
-                    instance: place.instance,
-                })
-            }),
+            lanes: r.lanes.iter().map(run_lane).collect(),
             home: self.home.root().to_path_buf(),
             job_dir: self.home.job_state_dir(r.job.id),
             poke_socket: self.home.poke_socket(),
@@ -178,7 +170,7 @@ impl Core {
         })?;
         fail::fail_point!("launch.worker-spawned", |_| std::process::abort());
         tracing::info!(
-            task = %r.task, job = %r.job.id, resource = %r.resource.name,
+            task = %r.task, job = %r.job.id, resources = %run_lanes_text(r),
             run_number = r.run_number, step = r.job.step, resume = r.job.resume,
             "launched"
         );
@@ -200,7 +192,7 @@ impl Core {
         let Some(crate::lifecycle::RunPhase::Executing { started_at }) = run.phase else {
             return Ok(());
         };
-        if run.resource != stop.resource {
+        if !run.holds(stop.resource) {
             return Ok(());
         }
         let job = jobs::require(self.store.db(), run.job)?;
@@ -235,4 +227,27 @@ fn nth_step(job: &jobs::Job, spec: &JobSpec, index: u32) -> ApiResult<Step> {
 /// Step `index` of `job`'s stored spec.
 pub(super) fn step_of(job: &jobs::Job, index: u32) -> ApiResult<Step> {
     nth_step(job, &spec_of(job)?, index)
+}
+
+/// A lane as the worker hands it to the workload.
+fn run_lane(lane: &crate::store::resources::Resource) -> homebased_shared::rundir::RunLane {
+    homebased_shared::rundir::RunLane {
+        name: lane.name.clone(),
+        device: lane.device,
+        mig: lane.mig.and_then(|place| {
+            Some(homebased_shared::rundir::MigDevice {
+                uuid: lane.gpu.as_ref()?.uuid.clone()?,
+                gpu: place.gpu,
+                instance: place.instance,
+            })
+        }),
+    }
+}
+
+fn run_lanes_text(r: &Reservation) -> String {
+    r.lanes
+        .iter()
+        .map(|lane| lane.name.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
 }

@@ -167,27 +167,26 @@ impl Core {
     /// The blockers of SPEC section 8: every busy lane the head may use.
     fn blockers_json(&self, head: &BlockedHead) -> ApiResult<Value> {
         let holding = runs::list_holding(self.store.db())?;
-        let list = head
-            .blockers
-            .iter()
-            .map(|b| match *b {
-                Blocker::Run {
-                    resource,
-                    job,
-                    task,
-                } => json!({ "kind": "run", "resource": resource, "job": job, "task": task }),
-                Blocker::Attention { resource } => {
-                    let attention = holding
-                        .iter()
-                        .find(|r| r.resource == resource)
-                        .and_then(|r| match &r.phase {
-                            Some(RunPhase::Attention { id, .. }) => Some(*id),
-                            _ => None,
+        let list =
+            head.blockers
+                .iter()
+                .map(|b| match *b {
+                    Blocker::Run {
+                        resource,
+                        job,
+                        task,
+                    } => json!({ "kind": "run", "resource": resource, "job": job, "task": task }),
+                    Blocker::Attention { resource } => {
+                        let attention = holding.iter().find(|r| r.holds(resource)).and_then(|r| {
+                            match &r.phase {
+                                Some(RunPhase::Attention { id, .. }) => Some(*id),
+                                _ => None,
+                            }
                         });
-                    json!({ "kind": "attention", "resource": resource, "attention": attention })
-                }
-            })
-            .collect();
+                        json!({ "kind": "attention", "resource": resource, "attention": attention })
+                    }
+                })
+                .collect();
         Ok(Value::Array(list))
     }
 

@@ -123,7 +123,7 @@ impl Core {
             if r.mig.is_some() && (changed || r.cuda_device().is_none()) {
                 retired.push(r.id);
             }
-            let run = match holding.iter().find(|run| run.resource == r.id) {
+            let run = match holding.iter().find(|run| run.holds(r.id)) {
                 None => None,
                 Some(run) => Some(run_slot(db, run)?),
             };

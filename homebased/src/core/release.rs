@@ -53,7 +53,7 @@ impl Core {
                 moved.commit(db, machine)?;
                 released = Some(moved);
                 Ok(ReleaseResult {
-                    resource: run.resource,
+                    resource: run.first_lane(),
                     attention: req.attention,
                 })
             })

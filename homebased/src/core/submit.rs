@@ -7,6 +7,7 @@ use super::Core;
 use crate::store::dependencies as store_dependencies;
 use crate::store::{jobs, resources, runs};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
+use homebased_shared::ids::ResourceId;
 use homebased_shared::spec::{self, SubmitContext};
 use homebased_shared::wire::{SubmitRequest, SubmitResult};
 
@@ -58,6 +59,9 @@ impl Core {
                     .id,
             ),
         };
+        let lanes = resources::list(db)?;
+        let target_lanes = lane_set(&valid.spec.resources, &lanes)?;
+        check_gpus(valid.spec.gpus, &lanes)?;
         // The queue owns the run variables: inherited copies are never stored.
         let captured = req.submitter.env.as_ref().map(|env| {
             env.iter()
@@ -91,6 +95,8 @@ impl Core {
                     name: &valid.spec.name,
                     priority: valid.spec.priority,
                     target,
+                    gpus: valid.spec.gpus,
+                    target_lanes: &target_lanes,
                     spec: &valid.canonical,
                     digest: &valid.digest,
                     request_digest: &request_digest,
@@ -176,4 +182,71 @@ fn request_digest(spec: &[u8], cwd: &std::path::Path) -> String {
     h.update([0]);
     h.update(cwd.as_os_str().as_encoded_bytes());
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The lanes of a spec's `resources`, resolved on this machine in the order given: each must
+/// exist, be a distinct lane once names and UUIDs are resolved, and be a whole card (a
+/// process sees one MIG slice at most).
+fn lane_set(names: &[String], lanes: &[resources::Resource]) -> ApiResult<Vec<ResourceId>> {
+    let mut set: Vec<ResourceId> = Vec::with_capacity(names.len());
+    for (i, name) in names.iter().enumerate() {
+        let pointer = format!("/resources/{i}");
+        let input = serde_json::json!({ "pointer": pointer, "value": name });
+        let lane = lanes
+            .iter()
+            .find(|r| r.name == *name || r.id.to_string() == *name)
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::ResourceNotFound,
+                    format!("{pointer}: no resource {name:?} on this machine to pin the job to"),
+                )
+                .with_input(input.clone())
+            })?;
+        if set.contains(&lane.id) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidSpec,
+                format!("{pointer}: names {} again: each lane once", lane.name),
+            )
+            .with_input(input));
+        }
+        if names.len() > 1 && lane.mig.is_some() {
+            return Err(ApiError::new(
+                ErrorCode::InvalidSpec,
+                format!(
+                    "{pointer}: {} is a MIG slice, and a process sees one slice at most: a job \
+                     with gpus above 1 runs on whole GPUs",
+                    lane.name
+                ),
+            )
+            .with_input(input));
+        }
+        set.push(lane.id);
+    }
+    Ok(set)
+}
+
+/// `gpus` against this machine's lanes (SPEC section 3): a job asking for more than it has
+/// could never start. A job with gpus above 1 counts whole cards only.
+fn check_gpus(gpus: u32, lanes: &[resources::Resource]) -> ApiResult<()> {
+    if gpus <= 1 {
+        return Ok(());
+    }
+    let whole: Vec<&str> = lanes
+        .iter()
+        .filter(|r| r.mig.is_none())
+        .map(|r| r.name.as_str())
+        .collect();
+    if gpus as usize <= whole.len() {
+        return Ok(());
+    }
+    let has = match whole.len() {
+        0 => "no lane of a whole GPU".to_string(),
+        1 => format!("1 lane of a whole GPU ({})", whole[0]),
+        n => format!("{n} lanes of whole GPUs ({})", whole.join(", ")),
+    };
+    Err(ApiError::new(
+        ErrorCode::InvalidSpec,
+        format!("/gpus: asks for {gpus} GPUs at once, but this machine has {has}"),
+    )
+    .with_input(serde_json::json!({ "pointer": "/gpus", "value": gpus })))
 }

@@ -176,7 +176,13 @@ fn read_live_run(dir: &RunDir, task: TaskId) -> Result<LiveRun, String> {
         run_number: spec.run_number,
         step: spec.step_index,
         resume: spec.resume,
-        resource_name: spec.resource_name,
+        // Its first lane: a hold names one lane (see docs/ARCHITECTURE.md, unknown runs on
+        // several lanes).
+        resource_name: spec
+            .lanes
+            .first()
+            .map(|lane| lane.name.clone())
+            .ok_or("run.json names no lane")?,
         pid,
     })
 }
@@ -189,8 +195,7 @@ fn known(db: Db, run: &LiveRun) -> ApiResult<Known> {
     };
     let lane_taken = match lane {
         Some(lane) => {
-            attentions::is_held(db, lane)?
-                || runs::list_holding(db)?.iter().any(|r| r.resource == lane)
+            attentions::is_held(db, lane)? || runs::list_holding(db)?.iter().any(|r| r.holds(lane))
         }
         None => false,
     };

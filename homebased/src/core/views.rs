@@ -10,7 +10,7 @@ use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::ids::JobId;
 use homebased_shared::queue::JobStatus;
 use homebased_shared::wire::{
-    ActiveRunView, DaemonStatus, GpuView, JobDetail, JobLink, JobStateView, JobSummary,
+    ActiveRunView, DaemonStatus, GpuView, JobDetail, JobLink, JobStateView, JobSummary, JobTarget,
     ResourceList, ResourceView, RunView, StorageStatus,
 };
 
@@ -63,7 +63,7 @@ impl Core {
         let resources = resources::list(db)?
             .into_iter()
             .map(|r| {
-                let run = holding.iter().find(|run| run.resource == r.id);
+                let run = holding.iter().find(|run| run.holds(r.id));
                 let hold = holds.iter().find(|hold| hold.resource == r.id);
                 let mut view = resource_view(r, run);
                 if let (None, Some(hold)) = (&view.run, hold) {
@@ -112,7 +112,7 @@ impl Core {
             .filter(|r| r.device.is_some() || r.mig.is_some())
             .filter_map(|r| {
                 let gpu_uuid = r.gpu.as_ref()?.uuid.clone()?;
-                let run = holding.iter().find(|run| run.resource == r.id);
+                let run = holding.iter().find(|run| run.holds(r.id));
                 Some(crate::sampler::Lane {
                     resource: r.id,
                     gpu_uuid,
@@ -197,6 +197,7 @@ impl Core {
             position: summary.position,
             state: summary.state,
             target: summary.target,
+            gpus: summary.gpus,
             step: summary.step,
             steps: summary.steps,
             created_at: summary.created_at,
@@ -371,8 +372,11 @@ pub fn resource_view(r: Resource, run: Option<&Run>) -> ResourceView {
 pub fn job_state_view(job: &JobHead) -> JobStateView {
     match job.status {
         JobStatus::Queued => JobStateView::Queued { resume: job.resume },
-        JobStatus::Active => match job.active_resource {
-            Some(resource) => JobStateView::Active { resource },
+        JobStatus::Active => match job.active_lanes.first() {
+            Some(resource) => JobStateView::Active {
+                resource: *resource,
+                resources: job.active_lanes.clone(),
+            },
             // Cannot happen while the store keeps its invariants; show it as queued.
             None => JobStateView::Queued { resume: job.resume },
         },
@@ -391,9 +395,8 @@ pub fn job_summary(job: &JobHead) -> JobSummary {
         priority: job.priority,
         position: job.position,
         state: job_state_view(job),
-        target: job
-            .target
-            .map_or_else(|| "any".to_string(), |t| t.to_string()),
+        target: job_target(job),
+        gpus: job.gpus,
         step: job.step,
         steps: job.steps,
         runs: job.runs,
@@ -403,12 +406,22 @@ pub fn job_summary(job: &JobHead) -> JobSummary {
     }
 }
 
+/// Where a job may run, as the wire says it.
+pub fn job_target(job: &JobHead) -> JobTarget {
+    match (job.target, job.target_lanes.is_empty()) {
+        (_, false) => JobTarget::Lanes(job.target_lanes.clone()),
+        (Some(lane), true) => JobTarget::Lane(lane),
+        (None, true) => JobTarget::Any,
+    }
+}
+
 pub fn run_view(run: &Run) -> RunView {
     RunView {
         task: run.task,
         run_number: run.run_number,
         step: run.step,
-        resource: run.resource,
+        resource: run.first_lane(),
+        resources: run.lanes.clone(),
         status: run.status,
         resume: run.resume,
         stop_cause: run.stop.map(|s| s.cause),
@@ -473,7 +486,7 @@ impl Core {
             .map(|r| {
                 let phase = holding
                     .iter()
-                    .find(|run| run.resource == r.id)
+                    .find(|run| run.holds(r.id))
                     .and_then(|run| run.phase.as_ref())
                     .map(RunPhase::kind);
                 (r.name, phase)

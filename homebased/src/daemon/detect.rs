@@ -78,7 +78,7 @@ pub fn detect(store: &mut Store) -> ApiResult<()> {
         let existing: Vec<ExistingResource> = resources::list(tx)?
             .into_iter()
             .map(|r| ExistingResource {
-                busy: holding.iter().any(|run| run.resource == r.id),
+                busy: holding.iter().any(|run| run.holds(r.id)),
                 id: r.id,
                 name: r.name,
                 device: r.device,

@@ -31,7 +31,7 @@ impl EventRun {
     /// The run fields of an event about `run`.
     pub fn of(run: &super::runs::Run) -> EventRun {
         EventRun {
-            resource: run.resource,
+            resource: run.first_lane(),
             task: run.task,
             run_number: run.run_number,
             step: run.step,

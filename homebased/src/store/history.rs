@@ -206,7 +206,7 @@ mod tests {
                     homebased_shared::wire::ResourceOrigin::Manual,
                 )?;
                 let job = test_job(tx);
-                let reserved = crate::store::runs::reserve(tx, job.id, lane.id)?.unwrap();
+                let reserved = crate::store::runs::reserve(tx, job.id, &[lane.id])?.unwrap();
                 let job = jobs::require(tx, job.id)?;
                 jobs::finish(tx, &job, JobStatus::Failed, Some(reserved.task))?;
                 Ok((job.id, reserved.task))

@@ -38,8 +38,14 @@ pub struct JobHead {
     pub event_seq: u32,
     pub failed_run: Option<TaskId>,
     pub last_stop_cause: Option<StopCause>,
-    /// The lane of the run that holds the job while it is active.
-    pub active_resource: Option<ResourceId>,
+    /// The lanes of the run that holds the job while it is active, in resource order;
+    /// empty otherwise.
+    pub active_lanes: Vec<ResourceId>,
+    /// How many lanes each of its runs holds (`gpus`).
+    pub gpus: u32,
+    /// The lanes a multi-lane job is pinned to (`resources`), in the order given; empty
+    /// otherwise (a one-lane job is pinned by `target`).
+    pub target_lanes: Vec<ResourceId>,
     /// The first job of its `after` (in the order given) that has not succeeded, with that
     /// job's state: while there is one, the job waits for it (SPEC section 4).
     pub dependency: Option<(JobId, JobStatus)>,
@@ -77,6 +83,10 @@ pub struct NewJob<'a> {
     pub name: &'a str,
     pub priority: Priority,
     pub target: Option<ResourceId>,
+    /// `gpus` of the spec.
+    pub gpus: u32,
+    /// The lanes of `resources`, resolved, in the order given; empty when not pinned so.
+    pub target_lanes: &'a [ResourceId],
     pub spec: &'a Value,
     pub digest: &'a str,
     pub request_digest: &'a str,
@@ -98,6 +108,8 @@ impl<'a> NewJob<'a> {
             name: "test job",
             priority,
             target: None,
+            gpus: 1,
+            target_lanes: &[],
             spec,
             digest: "d",
             request_digest: "r",
@@ -116,9 +128,11 @@ const HEAD_COLUMNS: &str = concat!(
     "j.id, j.thread, j.name, j.priority, j.slot_key, j.state, j.resume, \
     j.target, j.step, j.steps, j.runs, j.event_seq, j.failed_run, j.last_stop_cause, \
     j.created_at, j.updated_at, \
-    (SELECT r.resource FROM runs r WHERE r.job = j.id \
-       AND r.phase IN ('launching', 'executing', 'stopping')) AS active_resource, ",
-    dependencies::first_unmet_sql!()
+    (SELECT group_concat(l.resource, ',' ORDER BY l.ord) FROM runs r \
+       JOIN run_lanes l ON l.task = r.task WHERE r.job = j.id \
+       AND r.phase IN ('launching', 'executing', 'stopping')) AS active_lanes, ",
+    dependencies::first_unmet_sql!(),
+    ", j.gpus, j.target_lanes"
 );
 
 /// A whole [`Job`]: its head's columns, then the stored submission.
@@ -126,10 +140,11 @@ const COLUMNS: &str = concat!(
     "j.id, j.thread, j.name, j.priority, j.slot_key, j.state, j.resume, \
     j.target, j.step, j.steps, j.runs, j.event_seq, j.failed_run, j.last_stop_cause, \
     j.created_at, j.updated_at, \
-    (SELECT r.resource FROM runs r WHERE r.job = j.id \
-       AND r.phase IN ('launching', 'executing', 'stopping')) AS active_resource, ",
+    (SELECT group_concat(l.resource, ',' ORDER BY l.ord) FROM runs r \
+       JOIN run_lanes l ON l.task = r.task WHERE r.job = j.id \
+       AND r.phase IN ('launching', 'executing', 'stopping')) AS active_lanes, ",
     dependencies::first_unmet_sql!(),
-    ", j.spec, j.digest, j.env_path, j.env_home, j.env, j.origin"
+    ", j.gpus, j.target_lanes, j.spec, j.digest, j.env_path, j.env_home, j.env, j.origin"
 );
 
 /// Column `index` of a row, parsed from its text in place (a long listing reads several
@@ -181,26 +196,43 @@ fn head_from_row(r: &Row) -> rusqlite::Result<(JobHead, Option<i64>)> {
         last_stop_cause: opt(r, 13, "last_stop_cause")?,
         created_at: r.get(14)?,
         updated_at: r.get(15)?,
-        active_resource: opt(r, 16, "active_resource")?,
+        active_lanes: lane_list(r, 16, "active_lanes")?,
         dependency: dependencies::first_unmet(r, 17)?,
+        gpus: r.get(18)?,
+        target_lanes: lane_list(r, 19, "target_lanes")?,
     };
     Ok((head, key))
 }
 
+/// A comma-separated list of lane UUIDs; `NULL` is none.
+fn lane_list(r: &Row, index: usize, name: &str) -> rusqlite::Result<Vec<ResourceId>> {
+    match r
+        .get_ref(index)?
+        .as_str_or_null()
+        .map_err(|e| bad_column(name, e))?
+    {
+        None => Ok(Vec::new()),
+        Some(text) => text
+            .split(',')
+            .map(|id| id.parse().map_err(|e| bad_column(name, e)))
+            .collect(),
+    }
+}
+
 fn from_row(r: &Row) -> rusqlite::Result<(Job, Option<i64>)> {
-    let spec: String = r.get(18)?;
+    let spec: String = r.get(20)?;
     let (head, key) = head_from_row(r)?;
     let job = Job {
         head,
         spec: serde_json::from_str(&spec).map_err(|e| bad_column("spec", e))?,
-        digest: r.get(19)?,
-        env_path: r.get(20)?,
-        env_home: r.get(21)?,
+        digest: r.get(21)?,
+        env_path: r.get(22)?,
+        env_home: r.get(23)?,
         env: r
-            .get::<_, Option<String>>(22)?
+            .get::<_, Option<String>>(24)?
             .map(|text| serde_json::from_str(&text).map_err(|e| bad_column("env", e)))
             .transpose()?,
-        origin: opt(r, 23, "origin")?,
+        origin: opt(r, 25, "origin")?,
     };
     Ok((job, key))
 }
@@ -331,12 +363,15 @@ pub fn visit_open(db: Db, mut visit: impl FnMut(JobHead) -> bool) -> ApiResult<(
 }
 
 /// A queued job as the scheduler sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waiting {
     pub id: JobId,
     pub priority: Priority,
     pub position: u32,
     pub target: Option<ResourceId>,
+    /// As [`JobHead::gpus`] and [`JobHead::target_lanes`].
+    pub gpus: u32,
+    pub target_lanes: Vec<ResourceId>,
     /// As [`JobHead::dependency`].
     pub dependency: Option<(JobId, JobStatus)>,
 }
@@ -350,7 +385,7 @@ pub fn visit_waiting(db: Db, mut visit: impl FnMut(Waiting) -> bool) -> ApiResul
         .conn
         .prepare_cached(&format!(
             "SELECT j.id, j.state = 'queued', j.target, \
-             CASE WHEN j.state = 'queued' THEN {} END FROM jobs j \
+             CASE WHEN j.state = 'queued' THEN {} END, j.gpus, j.target_lanes FROM jobs j \
              WHERE j.priority = ?1 AND j.slot_key IS NOT NULL \
              ORDER BY j.slot_key ASC",
             dependencies::FIRST_UNMET
@@ -371,6 +406,8 @@ pub fn visit_waiting(db: Db, mut visit: impl FnMut(Waiting) -> bool) -> ApiResul
                 position,
                 target: opt(row, 2, "target").db("list waiting jobs")?,
                 dependency: dependencies::first_unmet(row, 3).db("list waiting jobs")?,
+                gpus: row.get(4).db("list waiting jobs")?,
+                target_lanes: lane_list(row, 5, "target_lanes").db("list waiting jobs")?,
             };
             if !visit(waiting) {
                 return Ok(());
@@ -404,9 +441,9 @@ pub fn insert(db: Db, job: &NewJob) -> ApiResult<()> {
         .prepare_cached(
             "INSERT INTO jobs (id, thread, name, priority, slot_key, state, resume, target, spec, \
          digest, env_path, env_home, step, steps, created_at, updated_at, request_digest, env, \
-         origin) \
+         origin, gpus, target_lanes) \
          VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 0, ?6, ?7, ?8, ?9, ?10, 0, ?11, ?12, ?12, ?13, ?14, \
-         ?15)",
+         ?15, ?16, ?17)",
         )
         .db("insert job")?
         .execute(rusqlite::params![
@@ -428,6 +465,14 @@ pub fn insert(db: Db, job: &NewJob) -> ApiResult<()> {
                 .transpose()
                 .map_err(ApiError::internal)?,
             job.origin.map(|o| o.to_string()),
+            job.gpus,
+            (!job.target_lanes.is_empty()).then(|| {
+                job.target_lanes
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }),
         ])
         .db("insert job")?;
     Ok(())

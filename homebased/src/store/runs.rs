@@ -1,4 +1,5 @@
-//! Runs: the history of every attempt, and the phase of the one run that holds a lane.
+//! Runs: the history of every attempt, the lanes each holds (`run_lanes`), and the phase of
+//! the one run that holds a lane.
 
 use super::jobs::{self, Job};
 use super::resources::{self, Resource};
@@ -17,7 +18,9 @@ use serde_json::Value;
 pub struct Run {
     pub task: TaskId,
     pub job: JobId,
-    pub resource: ResourceId,
+    /// The lanes the run holds, or held, in resource order: one for a job with `gpus` 1.
+    /// Never empty.
+    pub lanes: Vec<ResourceId>,
     pub run_number: u32,
     pub step: u32,
     pub resume: bool,
@@ -37,8 +40,10 @@ pub struct Run {
     pub gpu_memory_peak_mib: Option<u64>,
 }
 
-pub(crate) const COLUMNS: &str = "task, job, resource, run_number, step, resume, status, phase, \
-    stop_cause, stop_requested_at, stop_for_job, reserved_at, started_at, workload_started_at, \
+/// Read `FROM runs` (not aliased): the lanes come from `run_lanes` in their order.
+pub(crate) const COLUMNS: &str = "task, job, \
+    (SELECT group_concat(l.resource, ',' ORDER BY l.ord) FROM run_lanes l \
+     WHERE l.task = runs.task) AS lanes, run_number, step, resume, status, phase, stop_cause, stop_requested_at, stop_for_job, reserved_at, started_at, workload_started_at, \
     ended_at, process, cleanup, cleanup_attempt, attention, gpu_memory_peak_mib";
 
 fn parse<T: std::str::FromStr>(name: &str, text: Option<String>) -> rusqlite::Result<Option<T>>
@@ -47,6 +52,25 @@ where
 {
     text.map(|t| t.parse().map_err(|e| bad_column(name, e)))
         .transpose()
+}
+
+/// A run's lanes as `run_lanes` lists them; a run without any is a broken row.
+fn lanes(text: Option<String>) -> rusqlite::Result<Vec<ResourceId>> {
+    let text = text.ok_or_else(|| bad_column("lanes", "a run without lanes"))?;
+    text.split(',')
+        .map(|id| id.parse().map_err(|e| bad_column("lanes", e)))
+        .collect()
+}
+
+impl Run {
+    /// The first of its lanes in resource order: where its Attention is recorded.
+    pub fn first_lane(&self) -> ResourceId {
+        self.lanes[0]
+    }
+
+    pub fn holds(&self, lane: ResourceId) -> bool {
+        self.lanes.contains(&lane)
+    }
 }
 
 fn required<T>(name: &str, v: Option<T>) -> rusqlite::Result<T> {
@@ -129,7 +153,7 @@ pub(crate) fn from_row(r: &Row) -> rusqlite::Result<Run> {
     Ok(Run {
         task: required("task", parse("task", r.get("task")?)?)?,
         job: required("job", parse("job", r.get("job")?)?)?,
-        resource: required("resource", parse("resource", r.get("resource")?)?)?,
+        lanes: lanes(r.get("lanes")?)?,
         run_number: r.get("run_number")?,
         step: r.get("step")?,
         resume: r.get("resume")?,
@@ -181,11 +205,12 @@ pub fn list_holding(db: Db) -> ApiResult<Vec<Run>> {
     rows.collect::<Result<_, _>>().db("list active runs")
 }
 
-/// A lane reserved for a queued job: the new run, launching.
+/// Lanes reserved for a queued job: the new run, launching.
 #[derive(Debug, Clone)]
 pub struct Reservation {
     pub job: Job,
-    pub resource: Resource,
+    /// In resource order, as the scheduler gave them.
+    pub lanes: Vec<Resource>,
     pub task: TaskId,
     pub run_number: u32,
     /// Since when the job waited in its slot: its submission, or the end of its previous
@@ -196,29 +221,35 @@ pub struct Reservation {
     pub reserved_at: Millis,
 }
 
-/// Reserves `resource` for `job` if both are still as the scheduler saw them (the job
-/// queued, neither holding a run): a new run, launching, and the job active.
-pub fn reserve(db: Db, job: JobId, resource: ResourceId) -> ApiResult<Option<Reservation>> {
+/// Reserves `lanes` for `job` if all are still as the scheduler saw them (the job queued,
+/// holding no run, as many lanes as it asks for, none of them held by any run or hold): a
+/// new run, launching, with all its lanes, and the job active. All or nothing: `None`
+/// changes nothing.
+pub fn reserve(db: Db, job: JobId, lanes: &[ResourceId]) -> ApiResult<Option<Reservation>> {
     let Some(job) = jobs::get(db, job)? else {
         return Ok(None);
     };
-    if job.status != JobStatus::Queued {
+    if job.status != JobStatus::Queued || lanes.is_empty() || lanes.len() != job.gpus as usize {
         return Ok(None);
     }
     let holding = list_holding(db)?;
     if holding
         .iter()
-        .any(|r| r.resource == resource || r.job == job.id)
+        .any(|r| r.job == job.id || lanes.iter().any(|lane| r.holds(*lane)))
     {
         return Ok(None);
     }
-    // A lane held for a live run the store does not know has no holding run.
-    if super::attentions::is_held(db, resource)? {
-        return Ok(None);
+    let mut resources = Vec::with_capacity(lanes.len());
+    for (i, lane) in lanes.iter().enumerate() {
+        // A lane held for a live run the store does not know has no holding run.
+        if lanes[..i].contains(lane) || super::attentions::is_held(db, *lane)? {
+            return Ok(None);
+        }
+        let Some(resource) = resources::get(db, *lane)? else {
+            return Ok(None);
+        };
+        resources.push(resource);
     }
-    let Some(resource) = resources::get(db, resource)? else {
-        return Ok(None);
-    };
     let task = TaskId::new();
     let run_number = job.runs + 1;
     let now = now_ms();
@@ -232,17 +263,29 @@ pub fn reserve(db: Db, job: JobId, resource: ResourceId) -> ApiResult<Option<Res
         .execute((
             task.to_string(),
             job.id.to_string(),
-            resource.id.to_string(),
+            lanes[0].to_string(),
             run_number,
             job.step,
             job.resume,
             now,
         ))
         .db("reserve run")?;
+    for (ord, lane) in lanes.iter().enumerate() {
+        db.conn
+            .prepare_cached(
+                "INSERT INTO run_lanes (task, ord, resource, held) VALUES (?1, ?2, ?3, 1)",
+            )
+            .db("reserve a run's lane")?
+            .execute((task.to_string(), ord, lane.to_string()))
+            .db("reserve a run's lane")?;
+        if ord == 0 {
+            fail::fail_point!("reserve.first-lane", |_| std::process::abort());
+        }
+    }
     jobs::activate(db, job.id, run_number, now)?;
     Ok(Some(Reservation {
         job,
-        resource,
+        lanes: resources,
         task,
         run_number,
         queued_since,
@@ -406,7 +449,7 @@ mod tests {
         let spec = serde_json::json!({});
         let new = jobs::NewJob::for_test(&spec, homebased_shared::queue::Priority::Low);
         jobs::insert(db, &new).unwrap();
-        let first = reserve(db, new.id, lane.id).unwrap().unwrap();
+        let first = reserve(db, new.id, &[lane.id]).unwrap().unwrap();
         assert_eq!(
             first.queued_since,
             jobs::require(db, new.id).unwrap().created_at
@@ -415,7 +458,7 @@ mod tests {
         record_end(db, first.task, RunStatus::Preempted, None, 123_456).unwrap();
         set_phase(db, first.task, None).unwrap();
         jobs::requeue(db, new.id, true, 123_456).unwrap();
-        let second = reserve(db, new.id, lane.id).unwrap().unwrap();
+        let second = reserve(db, new.id, &[lane.id]).unwrap().unwrap();
         assert_eq!(second.queued_since, 123_456);
     }
 
@@ -434,7 +477,7 @@ mod tests {
         let spec = serde_json::json!({});
         let new = jobs::NewJob::for_test(&spec, homebased_shared::queue::Priority::Low);
         jobs::insert(db, &new).unwrap();
-        let run = reserve(db, new.id, lane.id).unwrap().unwrap();
+        let run = reserve(db, new.id, &[lane.id]).unwrap().unwrap();
         let peak = || get(db, run.task).unwrap().unwrap().gpu_memory_peak_mib;
         assert_eq!(peak(), None);
         assert!(raise_gpu_peak(db, run.task, 0).unwrap());

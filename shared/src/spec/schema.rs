@@ -53,8 +53,21 @@ pub fn json_schema() -> Value {
                 "$ref": "#/$defs/reference"
             },
             "resource": {
-                "description": "Resource name or UUID to pin the job to.",
+                "description": "Resource name or UUID to pin the job to (only with gpus 1).",
                 "$ref": "#/$defs/reference"
+            },
+            "gpus": {
+                "description": "How many lanes each run holds at once, from 1 (the default) to the number of whole GPUs of the machine that runs it.",
+                "type": ["integer", "null"],
+                "minimum": 1,
+                "maximum": 1024
+            },
+            "resources": {
+                "description": "Exactly gpus distinct resource names or UUIDs to pin a multi-GPU job to; not with resource.",
+                "type": ["array", "null"],
+                "minItems": 1,
+                "uniqueItems": true,
+                "items": { "$ref": "#/$defs/reference" }
             },
             "after": {
                 "description": "Jobs of this machine that must succeed before this job may start; if one fails or is cancelled, this job is cancelled.",

@@ -93,6 +93,8 @@ impl Fixture {
 pub(in crate::spec) enum Edit {
     Set(String, Value),
     Remove(String),
+    /// Several edits, in order.
+    All(Vec<Edit>),
 }
 
 impl Edit {
@@ -104,8 +106,26 @@ impl Edit {
         Edit::Remove(pointer.into())
     }
 
+    /// This edit, then a set of `pointer` (a rule between two fields).
+    pub fn and_set(self, pointer: &str, value: Value) -> Edit {
+        let mut all = match self {
+            Edit::All(all) => all,
+            one => vec![one],
+        };
+        all.push(Edit::set(pointer, value));
+        Edit::All(all)
+    }
+
     pub fn apply(&self, spec: &mut Value) {
-        let (Edit::Set(pointer, _) | Edit::Remove(pointer)) = self;
+        let pointer = match self {
+            Edit::Set(pointer, _) | Edit::Remove(pointer) => pointer,
+            Edit::All(all) => {
+                for edit in all {
+                    edit.apply(spec);
+                }
+                return;
+            }
+        };
         let (parent, key) = pointer.rsplit_once('/').unwrap();
         let key = key.replace("~1", "/").replace("~0", "~");
         match (spec.pointer_mut(parent).unwrap(), self) {

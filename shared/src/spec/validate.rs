@@ -6,8 +6,8 @@
 
 use super::input::{invalid, parse, refuse, text, Fields, Ptr};
 use super::{
-    container, task, JobSpec, Preempt, Step, ValidSpec, DEFAULT_TIMEOUT, MAX_AFTER, MAX_NAME_CHARS,
-    MAX_RESTART_WITHIN, MAX_STEPS, MAX_TIMEOUT, MIN_RESTART_WITHIN, MIN_TIMEOUT,
+    container, task, JobSpec, Preempt, Step, ValidSpec, DEFAULT_TIMEOUT, MAX_AFTER, MAX_GPUS,
+    MAX_NAME_CHARS, MAX_RESTART_WITHIN, MAX_STEPS, MAX_TIMEOUT, MIN_RESTART_WITHIN, MIN_TIMEOUT,
 };
 use crate::error::{ApiError, ErrorCode};
 use crate::ids::ThreadId;
@@ -42,6 +42,8 @@ pub(super) const JOB_FIELDS: &[&str] = &[
     "timeout",
     "machine",
     "resource",
+    "gpus",
+    "resources",
     "after",
     "workload",
     "steps",
@@ -145,6 +147,31 @@ fn job_spec(doc: &Value, ctx: &SubmitContext) -> Result<JobSpec, ApiError> {
         .optional("resource")
         .map(|(v, at)| reference(v, &at))
         .transpose()?;
+    let gpus = match job.optional("gpus") {
+        None => 1,
+        Some((v, at)) => gpus(v, &at)?,
+    };
+    let resources = match job.optional("resources") {
+        None => Vec::new(),
+        Some((v, at)) => {
+            if resource.is_some() {
+                return Err(invalid(
+                    &at,
+                    v,
+                    "give resource (one lane) or resources (a set of gpus lanes), not both",
+                ));
+            }
+            resource_set(v, &at, gpus)?
+        }
+    };
+    if gpus > 1 && resource.is_some() {
+        let (v, at) = job.required("resource")?;
+        return Err(invalid(
+            &at,
+            v,
+            "pins one lane; a job with gpus above 1 is pinned with resources (a list of gpus lanes)",
+        ));
+    }
 
     let after = match job.optional("after") {
         None => Vec::new(),
@@ -189,9 +216,57 @@ fn job_spec(doc: &Value, ctx: &SubmitContext) -> Result<JobSpec, ApiError> {
         timeout,
         machine,
         resource,
+        gpus,
+        resources,
         after,
         steps,
     })
+}
+
+/// `gpus`: a whole number from 1; the daemon checks it against its lanes.
+fn gpus(v: &Value, at: &Ptr) -> Result<u32, ApiError> {
+    v.as_u64()
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| (1..=MAX_GPUS).contains(n))
+        .ok_or_else(|| {
+            invalid(
+                at,
+                v,
+                "must be a whole number of GPUs from 1 to the number of lanes the machine has",
+            )
+        })
+}
+
+/// `resources`: exactly `gpus` distinct names or UUIDs. Whether they exist, and are distinct
+/// lanes once resolved, is the daemon's to check.
+fn resource_set(v: &Value, at: &Ptr, gpus: u32) -> Result<Vec<String>, ApiError> {
+    let list = v
+        .as_array()
+        .ok_or_else(|| invalid(at, v, "must be an array of resource names or UUIDs"))?;
+    if list.len() != gpus as usize {
+        return Err(invalid(
+            at,
+            v,
+            format!(
+                "names {} lanes but gpus is {gpus}: give exactly gpus lanes",
+                list.len()
+            ),
+        ));
+    }
+    let mut names: Vec<String> = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let item_at = at.index(i);
+        let name = reference(item, &item_at)?;
+        if let Some(first) = names.iter().position(|n| *n == name) {
+            return Err(invalid(
+                &item_at,
+                item,
+                format!("names the same lane as {at}/{first}: each lane once"),
+            ));
+        }
+        names.push(name);
+    }
+    Ok(names)
 }
 
 /// `after`: 1 to [`MAX_AFTER`] distinct job UUIDs. Whether they exist, and on this machine,
@@ -230,8 +305,9 @@ fn job_hint(field: &str) -> Option<&'static str> {
         "command" | "image" | "type" => {
             "put the work in a step: \"workload\": {\"type\":\"task\",\"command\":[...]}"
         }
-        "gpus" | "gpu" | "device" => {
-            "the queue owns GPU selection; pin the job with \"resource\" if it must use one lane"
+        "gpu" | "gpu_count" | "device" | "devices" => {
+            "the queue owns GPU selection: ask for a count with \"gpus\", pin with \"resource\" \
+             (one lane) or \"resources\" (a set)"
         }
         "id" | "job" | "job_id" => "the job id is given at submit (--job-id), not in the spec",
         "env" | "environment" => {
@@ -443,7 +519,19 @@ mod tests {
             ("after malformed", Edit::set("/after", json!([JOB_A, "0190a0c4"])), Invalid, "/after/1"),
             ("after not text", Edit::set("/after", json!([7])), Invalid, "/after/0"),
             ("after duplicate", Edit::set("/after", json!([JOB_A, JOB_B, JOB_A.to_uppercase()])), Invalid, "/after/2"),
-            ("unknown field", Edit::set("/gpus", json!(1)), Invalid, "/gpus"),
+            ("unknown field", Edit::set("/gpu", json!(1)), Invalid, "/gpu"),
+            ("gpus zero", Edit::set("/gpus", json!(0)), Invalid, "/gpus"),
+            ("gpus negative", Edit::set("/gpus", json!(-2)), Invalid, "/gpus"),
+            ("gpus fraction", Edit::set("/gpus", json!(1.5)), Invalid, "/gpus"),
+            ("gpus text", Edit::set("/gpus", json!("2")), Invalid, "/gpus"),
+            ("gpus huge", Edit::set("/gpus", json!(1u64 << 40)), Invalid, "/gpus"),
+            ("resource with gpus 2", Edit::set("/gpus", json!(2)).and_set("/resource", json!("gpu0")), Invalid, "/resource"),
+            ("resources with resource", Edit::set("/resources", json!(["gpu0"])).and_set("/resource", json!("gpu0")), Invalid, "/resources"),
+            ("resources too few", Edit::set("/gpus", json!(2)).and_set("/resources", json!(["gpu0"])), Invalid, "/resources"),
+            ("resources without gpus", Edit::set("/resources", json!(["gpu0", "gpu1"])), Invalid, "/resources"),
+            ("resources duplicate", Edit::set("/gpus", json!(2)).and_set("/resources", json!(["gpu1", "gpu1"])), Invalid, "/resources/1"),
+            ("resources not a list", Edit::set("/resources", json!("gpu0")), Invalid, "/resources"),
+            ("resources entry padded", Edit::set("/gpus", json!(2)).and_set("/resources", json!(["gpu0", "gpu1 "])), Invalid, "/resources/1"),
             ("field name case", Edit::set("/Name", json!("x")), Invalid, "/Name"),
             ("field with slash", Edit::set("/a~1b~0c", json!(true)), Invalid, "/a~1b~0c"),
             ("both workload and steps", Edit::set("/steps", json!([])), Invalid, "/workload"),
@@ -478,8 +566,8 @@ mod tests {
     fn unknown_fields_name_the_common_mistake() {
         let fx = Fixture::new();
         let mut spec = fx.spec();
-        Edit::set("/gpus", json!("all")).apply(&mut spec);
-        let err = fx.assert_refused("gpus", &spec, ErrorCode::InvalidSpec, "/gpus");
+        Edit::set("/gpu", json!("all")).apply(&mut spec);
+        let err = fx.assert_refused("gpu", &spec, ErrorCode::InvalidSpec, "/gpu");
         assert!(
             err.message.contains("owns GPU selection"),
             "{}",

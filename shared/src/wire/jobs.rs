@@ -10,10 +10,18 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "lowercase")]
 pub enum JobStateView {
-    Queued { resume: bool },
-    Active { resource: ResourceId },
+    Queued {
+        resume: bool,
+    },
+    /// `resource` is the first of `resources`, the run's lanes in resource order.
+    Active {
+        resource: ResourceId,
+        resources: Vec<ResourceId>,
+    },
     Succeeded,
-    Failed { run: Option<TaskId> },
+    Failed {
+        run: Option<TaskId>,
+    },
     Cancelled,
 }
 
@@ -29,6 +37,57 @@ impl JobStateView {
     }
 }
 
+/// Where a job may run: `"any"`, the UUID of the lane it is pinned to (`resource`), or the
+/// lanes of its `resources`, in the order given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobTarget {
+    Any,
+    Lane(ResourceId),
+    Lanes(Vec<ResourceId>),
+}
+
+impl JobTarget {
+    /// The lanes it names, none for `any`.
+    pub fn lanes(&self) -> &[ResourceId] {
+        match self {
+            JobTarget::Any => &[],
+            JobTarget::Lane(lane) => std::slice::from_ref(lane),
+            JobTarget::Lanes(lanes) => lanes,
+        }
+    }
+}
+
+/// The wire form: a string (`"any"` or a UUID) or an array of UUIDs.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum JobTargetWire {
+    Text(String),
+    Lanes(Vec<ResourceId>),
+}
+
+impl Serialize for JobTarget {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            JobTarget::Any => s.serialize_str("any"),
+            JobTarget::Lane(lane) => lane.serialize(s),
+            JobTarget::Lanes(lanes) => lanes.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for JobTarget {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match JobTargetWire::deserialize(d)? {
+            JobTargetWire::Text(text) if text == "any" => Ok(JobTarget::Any),
+            JobTargetWire::Text(text) => text
+                .parse()
+                .map(JobTarget::Lane)
+                .map_err(serde::de::Error::custom),
+            JobTargetWire::Lanes(lanes) => Ok(JobTarget::Lanes(lanes)),
+        }
+    }
+}
+
 /// One job as `resource jobs` lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobSummary {
@@ -38,8 +97,9 @@ pub struct JobSummary {
     /// The 1-based slot within the level; `null` once the job is terminal.
     pub position: Option<u32>,
     pub state: JobStateView,
-    /// `"any"` or the pinned resource UUID.
-    pub target: String,
+    pub target: JobTarget,
+    /// How many lanes each run holds.
+    pub gpus: u32,
     pub step: u32,
     pub steps: u32,
     pub runs: u32,
@@ -127,7 +187,11 @@ pub struct RunView {
     pub task: TaskId,
     pub run_number: u32,
     pub step: u32,
+    /// The first of `resources`.
     pub resource: ResourceId,
+    /// Every lane the run held, in resource order.
+    #[serde(default)]
+    pub resources: Vec<ResourceId>,
     pub status: RunStatus,
     pub resume: bool,
     pub stop_cause: Option<StopCause>,
@@ -163,7 +227,8 @@ pub struct JobDetail {
     pub priority: Priority,
     pub position: Option<u32>,
     pub state: JobStateView,
-    pub target: String,
+    pub target: JobTarget,
+    pub gpus: u32,
     pub step: u32,
     pub steps: u32,
     #[serde(with = "serde_rfc3339")]

@@ -27,11 +27,8 @@ pub fn docker_create_args(run: &RunSpec, step: &ContainerStep, dir: &RunDir) -> 
         format!("--memory-swap={}", step.memory),
         format!("--cidfile={}", dir.container_id().display()),
     ];
-    if let Some(device) = run.device {
-        args.push(format!("--gpus=device={device}"));
-    }
-    if let Some(mig) = &run.mig {
-        args.push(format!("--gpus=device={}:{}", mig.gpu, mig.instance));
+    if let Some(gpus) = gpus_argument(run) {
+        args.push(gpus);
     }
     args.push(bind_mount(&run.job_dir, JOB_DIR_TARGET, false));
     args.push(bind_mount(&dir.control_dir(), CONTROL_TARGET, true));
@@ -74,14 +71,49 @@ pub fn container_variables(run: &RunSpec, dir: &RunDir) -> BTreeMap<String, Stri
         "HOMEBASED_YIELD_FILE".into(),
         format!("{CONTROL_TARGET}/{YIELD_FILE}"),
     );
-    if run.device.is_some() || run.mig.is_some() {
-        // `--gpus device=<index>` (or `<index>:<instance>`) exposes that one device, which
-        // is device 0 inside.
-        vars.insert("CUDA_VISIBLE_DEVICES".into(), "0".into());
-    } else {
-        vars.remove("CUDA_VISIBLE_DEVICES");
+    match container_devices(run) {
+        // `--gpus` exposes exactly the run's devices, numbered from 0 inside in the order
+        // given.
+        Some(devices) => {
+            let inside: Vec<String> = (0..devices.len()).map(|i| i.to_string()).collect();
+            vars.insert("CUDA_VISIBLE_DEVICES".into(), inside.join(","));
+        }
+        None => {
+            vars.remove("CUDA_VISIBLE_DEVICES");
+            vars.remove("CUDA_DEVICE_ORDER");
+        }
     }
     vars
+}
+
+/// The devices Docker exposes, as `--gpus device=` names them (`<index>`, or a MIG slice's
+/// `<index>:<instance>`), ascending; `None` when a lane has no device (nothing is exposed).
+fn container_devices(run: &RunSpec) -> Option<Vec<String>> {
+    let mut devices: Vec<(u32, u32, String)> = Vec::with_capacity(run.lanes.len());
+    for lane in &run.lanes {
+        devices.push(match (&lane.mig, lane.device) {
+            (Some(mig), _) => (
+                mig.gpu,
+                mig.instance,
+                format!("{}:{}", mig.gpu, mig.instance),
+            ),
+            (None, Some(index)) => (index, 0, index.to_string()),
+            (None, None) => return None,
+        });
+    }
+    devices.sort();
+    Some(devices.into_iter().map(|(_, _, name)| name).collect())
+}
+
+/// `--gpus` for the run's devices: `device=0` for one, and for several the value in literal
+/// double quotes (`"device=0,1"`): Docker reads the value as CSV, where an unquoted comma
+/// starts a second option.
+fn gpus_argument(run: &RunSpec) -> Option<String> {
+    let devices = container_devices(run)?;
+    Some(match devices.as_slice() {
+        [one] => format!("--gpus=device={one}"),
+        many => format!("--gpus=\"device={}\"", many.join(",")),
+    })
 }
 
 /// `--mount=type=bind,source=..,target=..[,readonly]`. Docker reads the value as one CSV
@@ -141,9 +173,11 @@ mod tests {
             path: Some("/usr/bin:/bin".into()),
             user_home: Some("/home/sub".into()),
             environment: None,
-            resource_name: "gpu0".into(),
-            device,
-            mig: None,
+            lanes: vec![homebased_shared::rundir::RunLane {
+                name: "gpu0".into(),
+                device,
+                mig: None,
+            }],
             home: "/h".into(),
             job_dir: "/h/jobs/j/state".into(),
             poke_socket: "/h/poke.sock".into(),
@@ -206,6 +240,34 @@ mod tests {
         let gpus: Vec<_> = indexed.iter().filter(|a| a.starts_with("--gpus")).collect();
         assert_eq!(gpus, ["--gpus=device=3"]);
         assert_eq!(envs(&indexed)["CUDA_VISIBLE_DEVICES"], "0");
+    }
+
+    /// Several lanes: one `--gpus` whose value carries its double quotes (an unquoted comma
+    /// would be a second option to Docker), the devices ascending; inside they are 0..n.
+    #[test]
+    fn several_lanes_are_one_quoted_gpus_argument() {
+        let step = step();
+        let mut run = run(&step, Some(3));
+        run.lanes.insert(
+            0,
+            homebased_shared::rundir::RunLane {
+                name: "gpu5".into(),
+                device: Some(5),
+                mig: None,
+            },
+        );
+        let dir = RunDir::new(format!("/h/tasks/{}", run.task));
+        let args = docker_create_args(&run, &step, &dir);
+        let gpus: Vec<_> = args.iter().filter(|a| a.starts_with("--gpus")).collect();
+        assert_eq!(gpus, ["--gpus=\"device=3,5\""]);
+        let env = envs(&args);
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "0,1");
+        assert_eq!(env["HOMEBASED_RESOURCE"], "gpu5,gpu0");
+        // A lane without a device: nothing is exposed, as for one such lane.
+        run.lanes[1].device = None;
+        let args = docker_create_args(&run, &step, &dir);
+        assert!(!args.iter().any(|a| a.starts_with("--gpus")));
+        assert!(!envs(&args).contains_key("CUDA_VISIBLE_DEVICES"));
     }
 
     #[test]

@@ -61,6 +61,8 @@ impl Fixture {
             timeout,
             machine: None,
             resource: None,
+            gpus: 1,
+            resources: Vec::new(),
             after: Vec::new(),
             steps: vec![Step::Task {
                 command: vec!["true".into()],
@@ -98,7 +100,7 @@ impl Fixture {
                     homebased_shared::wire::ResourceOrigin::Manual,
                 )?;
                 let reserved =
-                    runs::reserve(db, job, lane.id)?.expect("a free lane and a queued job");
+                    runs::reserve(db, job, &[lane.id])?.expect("a free lane and a queued job");
                 let executing = RunPhase::Executing { started_at };
                 runs::set_phase(db, reserved.task, Some(&executing))?;
                 Ok(reserved.task)
