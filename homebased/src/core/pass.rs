@@ -46,6 +46,8 @@ impl LastPass {
             priority: job.priority,
             position: job.position.unwrap_or(u32::MAX),
             target: job.target.map_or(Target::Any, Target::Pinned),
+            gpus: 1,
+            time_limit: None,
             blocked_by_own_run,
             dependency: job.dependency,
         };
@@ -131,6 +133,7 @@ impl Core {
                 id: r.id,
                 name: r.name,
                 device: r.device,
+                mig: r.mig.is_some(),
                 run,
             });
         }
@@ -149,6 +152,7 @@ impl Core {
                     mode: PreemptMode::Wait,
                     restart_within: None,
                     phase: SlotPhase::Attention { attention: hold.id },
+                    deadline: None,
                 });
             }
         }
@@ -176,6 +180,8 @@ impl Core {
                 priority: job.priority,
                 position: job.position,
                 target: job.target.map_or(Target::Any, Target::Pinned),
+                gpus: 1,
+                time_limit: None,
                 blocked_by_own_run,
                 dependency: job.dependency,
             });
@@ -186,6 +192,8 @@ impl Core {
             resources: slots,
             jobs: waiting,
             storage_unavailable_since: self.storage.as_ref().map(|fault| fault.since),
+            reservations: true,
+            cleanup_bound: self.config.resource.cleanup.bound,
         })
     }
 }
@@ -218,5 +226,6 @@ fn run_slot(db: Db, run: &runs::Run) -> ApiResult<RunSlot> {
         mode: preempt.mode,
         restart_within: preempt.restart_within,
         phase,
+        deadline: None,
     })
 }
