@@ -42,6 +42,12 @@ pub struct Snapshot {
     /// Since when launches are held back because a run directory could not be made; `None`
     /// while storage works. Decisions are the same either way: it only names the reason.
     pub storage_unavailable_since: Option<Millis>,
+    /// `[resource] reservations`: whether the first multi-lane job that cannot start holds
+    /// lanes against the jobs behind it (SPEC section 4). Off, such a job is passed over
+    /// like any other.
+    pub reservations: bool,
+    /// The cleanup bound added to a run's deadline for when its lanes are estimated free.
+    pub cleanup_bound: Duration,
 }
 
 /// One exclusive lane and the run that holds it, if any.
@@ -51,6 +57,9 @@ pub struct ResourceSlot {
     pub name: String,
     /// The CUDA device index; lanes with one are preferred for `any` jobs.
     pub device: Option<u32>,
+    /// A MIG slice: a process sees one at most, so a job needing several lanes never gets
+    /// one.
+    pub mig: bool,
     /// `None` is the only free state: a run in any phase holds the lane.
     pub run: Option<RunSlot>,
 }
@@ -61,7 +70,7 @@ impl ResourceSlot {
     }
 }
 
-/// The run holding a resource.
+/// The run holding a resource. A run on several lanes appears, the same, on each of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunSlot {
     pub job: JobId,
@@ -73,6 +82,9 @@ pub struct RunSlot {
     /// The owning job's permission to restart young work, if it gave one.
     pub restart_within: Option<Duration>,
     pub phase: SlotPhase,
+    /// `started_at + time_limit` of an executing or stopping run whose job has a limit,
+    /// else `None`: the only source of estimates for when a lane frees.
+    pub deadline: Option<Millis>,
 }
 
 /// The phase of a run, with only the data `decide` needs.
@@ -115,12 +127,14 @@ impl SlotPhase {
 }
 
 /// Where a job may run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Target {
     /// Any resource; free ones are taken in [`resource_order`].
     Any,
     /// Only this resource.
     Pinned(ResourceId),
+    /// Exactly these lanes, all of them (`resources`, as many as `gpus`).
+    Lanes(Vec<ResourceId>),
 }
 
 impl Target {
@@ -128,6 +142,7 @@ impl Target {
         match self {
             Target::Any => true,
             Target::Pinned(pinned) => *pinned == resource,
+            Target::Lanes(lanes) => lanes.contains(&resource),
         }
     }
 }
@@ -140,6 +155,11 @@ pub struct WaitingJob {
     /// The 1-based slot within its level.
     pub position: u32,
     pub target: Target,
+    /// How many lanes it takes at once, at least 1.
+    pub gpus: u32,
+    /// Its `time_limit`, if it has one: the only way a job behind a reservation may use a
+    /// reserved lane is to end, by this, before the reservation's estimated start.
+    pub time_limit: Option<Duration>,
     /// Its previous run is still cleaning or in Attention somewhere: leftovers could still
     /// write to its checkpoint directory, so it neither starts nor preempts.
     pub blocked_by_own_run: bool,
@@ -169,6 +189,18 @@ pub struct Decisions {
     pub claims: Vec<Claim>,
     /// Why each job of the snapshot that did not get a lane waits, in serving order.
     pub waiting: Vec<(JobId, Waiting)>,
+    /// The lanes held for the first multi-lane job that cannot start, if any.
+    pub reservation: Option<Reservation>,
+}
+
+/// Lanes held for one multi-lane job (SPEC section 4, reservations): recomputed every pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    pub job: JobId,
+    /// In resource order, as many as the job needs.
+    pub resources: Vec<ResourceId>,
+    /// The latest estimate of its lanes; `None` when any is unknown.
+    pub estimated_start: Option<Millis>,
 }
 
 /// A lane that is stopping or cleaning, counted on by a waiting job.
@@ -178,15 +210,19 @@ pub struct Claim {
     pub resource: ResourceId,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Free lanes to reserve for one job, all of them in one go.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launch {
     pub job: JobId,
-    pub resource: ResourceId,
+    /// In resource order, as many as the job's `gpus`.
+    pub resources: Vec<ResourceId>,
 }
 
-/// A preemptive stop of an executing run, decided for one waiting job.
+/// A preemptive stop of an executing run, decided for one waiting job. At most one per run,
+/// however many lanes it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stop {
+    /// The victim's first lane in resource order; the core stops the run by `task`.
     pub resource: ResourceId,
     /// The exact run to stop: the core re-checks that it still holds the lane.
     pub task: TaskId,
@@ -245,6 +281,7 @@ pub fn decide(snapshot: &Snapshot) -> Decisions {
         first_blocked,
         claims,
         waiting: Vec::new(),
+        reservation: None,
     };
     // Jobs held by their own previous run or a dependency come last: they took no part in
     // the pass.

@@ -95,6 +95,9 @@ pub struct ResourceConfig {
     /// A run's `output.log` at most, in bytes (SPEC section 5); shown as a size (`16g`).
     #[serde(serialize_with = "size_text")]
     pub output_limit: u64,
+    /// Multi-lane jobs reserve the lanes they wait for (SPEC section 4); `false`: they are
+    /// skipped like any other job, and may wait forever on a busy machine.
+    pub reservations: bool,
 }
 
 impl Default for ResourceConfig {
@@ -103,6 +106,7 @@ impl Default for ResourceConfig {
             notify_blocked_after: NotifyBlockedAfter::default(),
             cleanup: CleanupConfig::default(),
             output_limit: crate::output_cap::DEFAULT_LIMIT,
+            reservations: true,
         }
     }
 }
@@ -277,6 +281,7 @@ struct RawResource {
     notify_blocked_after: Option<RawNotify>,
     cleanup: Option<RawCleanup>,
     output_limit: Option<String>,
+    reservations: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -494,6 +499,7 @@ impl Config {
                 notify_blocked_after: notify,
                 cleanup,
                 output_limit,
+                reservations: raw.resource.reservations.unwrap_or(true),
             },
             events: EventsConfig {
                 command: raw.events.command,
@@ -644,6 +650,14 @@ address = "http://main:7677"
             c.fleet.token.as_ref().unwrap().expose(),
             "0123456789abcdef0123456789abcdef"
         );
+    }
+
+    #[test]
+    fn reservations_are_on_unless_turned_off() {
+        assert!(Config::default().resource.reservations);
+        let off = Config::parse("[resource]\nreservations = false\n").unwrap();
+        assert!(!off.resource.reservations);
+        assert!(Config::parse("[resource]\nreservations = \"no\"\n").is_err());
     }
 
     #[test]

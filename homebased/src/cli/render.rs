@@ -372,12 +372,43 @@ pub fn waiting_reason(
         Waiting::Ahead { job: j } => format!("{} goes first", job(j)),
         Waiting::Dependency { job: j, state } => format!("after {} ({})", job(j), state.as_str()),
         Waiting::NoResources => "no resource it may use".into(),
+        Waiting::Reserved {
+            job: j,
+            estimated_start,
+            ..
+        } => format!(
+            "reserved for {}, which starts {}",
+            job(j),
+            estimate(*estimated_start)
+        ),
+        Waiting::Gathering {
+            resources,
+            free,
+            estimated_start,
+            ..
+        } => format!(
+            "gathering lanes, {} of {} free, starts {}",
+            free.len(),
+            resources.len(),
+            estimate(*estimated_start)
+        ),
         Waiting::StorageUnavailable { since: s } => {
             format!(
                 "storage unavailable for {}: run directories cannot be made",
                 since(*s)
             )
         }
+    }
+}
+
+/// When a reservation's lanes are estimated free: "~now", "in ~3m 10s", or "at an unknown
+/// time" (a run without a time limit holds one).
+fn estimate(at: Option<Millis>) -> String {
+    let now = now_ms();
+    match at {
+        None => "at an unknown time".into(),
+        Some(at) if at <= now => "~now".into(),
+        Some(at) => format!("in ~{}", age(at - now)),
     }
 }
 

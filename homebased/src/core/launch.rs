@@ -82,7 +82,7 @@ impl Core {
         let decided = now_us();
         let reserved = match self
             .store
-            .write(|db| runs::reserve(db, launch.job, &[launch.resource]))
+            .write(|db| runs::reserve(db, launch.job, &launch.resources))
         {
             Ok(Some(r)) => r,
             Ok(None) => return,

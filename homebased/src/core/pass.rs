@@ -45,7 +45,9 @@ impl LastPass {
             id: job.id,
             priority: job.priority,
             position: job.position.unwrap_or(u32::MAX),
-            target: job.target.map_or(Target::Any, Target::Pinned),
+            target: target_of(job.target, &job.target_lanes),
+            gpus: job.gpus,
+            time_limit: None,
             blocked_by_own_run,
             dependency: job.dependency,
         };
@@ -131,6 +133,7 @@ impl Core {
                 id: r.id,
                 name: r.name,
                 device: r.device,
+                mig: r.mig.is_some(),
                 run,
             });
         }
@@ -149,6 +152,7 @@ impl Core {
                     mode: PreemptMode::Wait,
                     restart_within: None,
                     phase: SlotPhase::Attention { attention: hold.id },
+                    deadline: None,
                 });
             }
         }
@@ -175,7 +179,9 @@ impl Core {
                 id: job.id,
                 priority: job.priority,
                 position: job.position,
-                target: job.target.map_or(Target::Any, Target::Pinned),
+                target: target_of(job.target, &job.target_lanes),
+                gpus: job.gpus,
+                time_limit: None,
                 blocked_by_own_run,
                 dependency: job.dependency,
             });
@@ -186,7 +192,21 @@ impl Core {
             resources: slots,
             jobs: waiting,
             storage_unavailable_since: self.storage.as_ref().map(|fault| fault.since),
+            reservations: self.config.resource.reservations,
+            cleanup_bound: self.config.resource.cleanup.bound,
         })
+    }
+}
+
+/// Where a job may run, from its stored target: a pinned set, one pinned lane, or any.
+fn target_of(
+    lane: Option<homebased_shared::ids::ResourceId>,
+    lanes: &[homebased_shared::ids::ResourceId],
+) -> Target {
+    match (lane, lanes) {
+        (_, [_, ..]) => Target::Lanes(lanes.to_vec()),
+        (Some(lane), []) => Target::Pinned(lane),
+        (None, []) => Target::Any,
     }
 }
 
@@ -218,5 +238,6 @@ fn run_slot(db: Db, run: &runs::Run) -> ApiResult<RunSlot> {
         mode: preempt.mode,
         restart_within: preempt.restart_within,
         phase,
+        deadline: None,
     })
 }

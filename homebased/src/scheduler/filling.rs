@@ -23,7 +23,7 @@ pub(super) fn fill<'a>(resources: &[&ResourceSlot], jobs: &[&'a WaitingJob]) -> 
                 let resource = free.remove(index);
                 launches.push(Launch {
                     job: job.id,
-                    resource: resource.id,
+                    resources: vec![resource.id],
                 });
             }
             None => waiting.push(job),

@@ -115,6 +115,7 @@ mod tests {
             id: ResourceId::new(),
             name: name.to_string(),
             device,
+            mig: false,
             run: None,
         }
     }

@@ -226,6 +226,7 @@ mod tests {
             id: ResourceId::new(),
             name: name.to_string(),
             device: None,
+            mig: false,
             run: Some(RunSlot {
                 job: JobId::new(),
                 task: TaskId::new(),
@@ -233,6 +234,7 @@ mod tests {
                 mode: PreemptMode::Yield,
                 restart_within: None,
                 phase,
+                deadline: None,
             }),
         }
     }
@@ -244,6 +246,8 @@ mod tests {
             priority: Priority::High,
             position: 1,
             target: Target::Any,
+            gpus: 1,
+            time_limit: None,
             blocked_by_own_run: false,
             dependency: None,
         };

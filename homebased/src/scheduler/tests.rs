@@ -12,6 +12,7 @@ fn lane(name: &str, device: Option<u32>) -> ResourceSlot {
         id: ResourceId::new(),
         name: name.to_string(),
         device,
+        mig: false,
         run: None,
     }
 }
@@ -31,6 +32,7 @@ fn run(priority: Priority, mode: PreemptMode, phase: SlotPhase) -> RunSlot {
         mode,
         restart_within: None,
         phase,
+        deadline: None,
     }
 }
 
@@ -73,6 +75,8 @@ fn job(priority: Priority, position: u32) -> WaitingJob {
         priority,
         position,
         target: Target::Any,
+        gpus: 1,
+        time_limit: None,
         blocked_by_own_run: false,
         dependency: None,
     }
@@ -91,13 +95,15 @@ fn decide_on(resources: Vec<ResourceSlot>, jobs: Vec<WaitingJob>) -> Decisions {
         resources,
         jobs,
         storage_unavailable_since: None,
+        reservations: true,
+        cleanup_bound: Duration::from_secs(60),
     })
 }
 
 fn launch(job: &WaitingJob, resource: &ResourceSlot) -> Launch {
     Launch {
         job: job.id,
-        resource: resource.id,
+        resources: vec![resource.id],
     }
 }
 
@@ -181,7 +187,7 @@ fn any_jobs_take_lowest_device_then_unindexed_lanes_by_natural_name() {
         .launches
         .iter()
         .map(|l| {
-            let resource = resources.iter().find(|r| r.id == l.resource).unwrap();
+            let resource = resources.iter().find(|r| r.id == l.resources[0]).unwrap();
             resource.name.as_str()
         })
         .collect();
@@ -291,6 +297,8 @@ fn the_dependency_reason_comes_first_even_beyond_the_snapshot() {
         resources: vec![gpu0],
         jobs: vec![head],
         storage_unavailable_since: None,
+        reservations: true,
+        cleanup_bound: Duration::from_secs(60),
     };
     assert_eq!(
         crate::scheduler::waiting_beyond(&snapshot, &d, &unread),
@@ -896,6 +904,8 @@ fn a_job_given_a_lane_while_storage_is_unavailable_waits_for_storage() {
         resources: vec![gpu0.clone()],
         jobs: jobs.clone(),
         storage_unavailable_since: Some(NOW - 5_000),
+        reservations: true,
+        cleanup_bound: Duration::from_secs(60),
     });
     // The same decisions: only the launched job's reason differs.
     let free = decide_on(vec![gpu0.clone()], jobs);
@@ -919,6 +929,8 @@ fn a_job_the_snapshot_did_not_read_gets_the_reason_the_same_pass_implies() {
         resources: vec![gpu0.clone()],
         jobs: vec![head.clone()],
         storage_unavailable_since: None,
+        reservations: true,
+        cleanup_bound: Duration::from_secs(60),
     };
     let d = decide(&snapshot);
     let unread = job(Low, 7);

@@ -80,7 +80,7 @@ pub(super) fn reason(job: &WaitingJob, pass: &Pass<'_>) -> Option<Waiting> {
             None => decisions
                 .launches
                 .iter()
-                .find(|l| l.resource == lane.id)
+                .find(|l| l.resources.contains(&lane.id))
                 .map(|l| l.job),
             Some(run) if run.phase.is_becoming_free() => decisions
                 .claims
@@ -100,7 +100,7 @@ pub(super) fn reason(job: &WaitingJob, pass: &Pass<'_>) -> Option<Waiting> {
             }
         }
     }
-    if let (super::Target::Pinned(_), [lane]) = (job.target, allowed.as_slice()) {
+    if let (super::Target::Pinned(_), [lane]) = (&job.target, allowed.as_slice()) {
         if let Some(SlotPhase::Attention { attention }) = lane.run.as_ref().map(|r| r.phase) {
             return Some(Waiting::Attention {
                 resource: lane.id,

@@ -149,6 +149,24 @@ pub enum Waiting {
     /// `job`, named in its `after`, has not succeeded yet (the first such, in the order
     /// given); `state` is that job's, queued or active.
     Dependency { job: JobId, state: JobStatus },
+    /// A free lane it may use is reserved for `job`, a multi-lane job earlier in serving
+    /// order, and this job cannot end before that job's estimated start (or has no
+    /// `time_limit`). `estimated_start` is `null` when unknown.
+    Reserved {
+        job: JobId,
+        resources: Vec<ResourceId>,
+        #[serde(with = "serde_rfc3339::option")]
+        estimated_start: Option<Millis>,
+    },
+    /// This multi-lane job holds the reservation (`resources`) and waits for the rest of
+    /// its lanes: `free` are free now, `blockers` hold the others.
+    Gathering {
+        resources: Vec<ResourceId>,
+        free: Vec<ResourceId>,
+        #[serde(with = "serde_rfc3339::option")]
+        estimated_start: Option<Millis>,
+        blockers: Vec<WaitingBlocker>,
+    },
 }
 
 /// A job named in another's `after`, or one that names it (`job show`).
@@ -252,4 +270,41 @@ pub struct JobDetail {
     /// The machine a remote job was submitted from (Fleet); absent for a local job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<crate::ids::MachineId>,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// SPEC section 9: the reservation reasons are tagged like the others, with
+    /// `estimated_start` an RFC 3339 time or `null` when unknown.
+    #[test]
+    fn reservation_reasons_serialize_as_spec_9_says() {
+        let (job, lane) = (JobId::new(), ResourceId::new());
+        let reserved = Waiting::Reserved {
+            job,
+            resources: vec![lane],
+            estimated_start: None,
+        };
+        let value = serde_json::to_value(&reserved).unwrap();
+        assert_eq!(
+            value,
+            json!({"reason": "reserved", "job": job, "resources": [lane], "estimated_start": null})
+        );
+        assert_eq!(serde_json::from_value::<Waiting>(value).unwrap(), reserved);
+
+        let gathering = Waiting::Gathering {
+            resources: vec![lane],
+            free: vec![lane],
+            estimated_start: Some(1_700_000_000_000),
+            blockers: Vec::new(),
+        };
+        let value = serde_json::to_value(&gathering).unwrap();
+        assert_eq!(value["reason"], "gathering");
+        assert_eq!(value["estimated_start"], "2023-11-14T22:13:20.000Z");
+        assert_eq!(value["free"], json!([lane]));
+        assert_eq!(serde_json::from_value::<Waiting>(value).unwrap(), gathering);
+    }
 }

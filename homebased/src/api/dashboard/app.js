@@ -188,7 +188,11 @@ const idText = (uuid) => el("code", { title: uuid, class: "id" }, short(uuid));
 function age(since) {
   const t = Date.parse(since);
   if (Number.isNaN(t)) return "-";
-  let s = Math.max(0, Math.round((Date.now() + state.skew - t) / 1000));
+  return span(Math.max(0, Math.round((Date.now() + state.skew - t) / 1000)));
+}
+
+// Whole seconds in a few characters: "42s", "3m 5s", "2h 10m", "3d 4h".
+function span(s) {
   if (s < 120) return `${s}s`;
   const m = Math.floor(s / 60);
   if (m < 120) return `${m}m ${s % 60}s`;
@@ -482,6 +486,10 @@ function waitingText(w) {
       return `${jobName(w.job)}, earlier in serving order, takes the free resource`;
     case "no_resources":
       return "this machine has no resource it may use";
+    case "reserved":
+      return `a free resource is reserved for ${jobName(w.job)}, starting ${estimateText(w.estimated_start)}`;
+    case "gathering":
+      return `gathering its resources: ${w.free.length} of ${w.resources.length} free, all ${estimateText(w.estimated_start)}`;
     case "storage_unavailable":
       return `storage unavailable for ${age(w.since)}: run directories cannot be made`;
     case "dependency":
@@ -490,6 +498,16 @@ function waitingText(w) {
     default:
       return w.reason;
   }
+}
+
+// When a reservation's resources are estimated free (null: a run without a time limit
+// holds one).
+function estimateText(at) {
+  if (!at) return "at an unknown time";
+  const t = Date.parse(at);
+  if (Number.isNaN(t)) return "at an unknown time";
+  const s = Math.round((t - (Date.now() + state.skew)) / 1000);
+  return s <= 0 ? "about now" : `in about ${span(s)}`;
 }
 
 // The jobs a job names in `after`, or those naming it, as `job show` lists them.
