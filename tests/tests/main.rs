@@ -37,6 +37,7 @@ mod logs;
 mod mcp;
 mod metrics;
 mod moves;
+mod multi_gpu;
 mod preemption;
 mod queue;
 mod resources;

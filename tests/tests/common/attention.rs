@@ -47,6 +47,16 @@ pub struct Held {
 impl Held {
     /// `None` when the unprivileged tests are skipped.
     pub fn new(config: &str) -> Option<Held> {
+        Held::with_fields(config, json!({"resource": "gpu0"}))
+    }
+
+    /// As [`Held::new`] for a job with the spec `fields` (`{"gpus": 2}`: the run holds both
+    /// lanes, gpu0 and gpu1).
+    pub fn new_on_lanes(fields: Value) -> Option<Held> {
+        Held::with_fields("", fields)
+    }
+
+    fn with_fields(config: &str, fields: Value) -> Option<Held> {
         let account = unprivileged_account()?;
         let mut h = TestHome::new(Probe::Gpus(2));
         h.use_config(&format!(
@@ -60,13 +70,15 @@ impl Held {
         std::fs::set_permissions(&xsleep, std::fs::Permissions::from_mode(0o111)).unwrap();
         h.spawn_serve();
         let pidfile = h.tmp().join("suspect.pid");
-        let spec = sh_spec(
+        let mut spec = sh_spec(
             &h,
             "leaves-an-unreadable-process",
             LEAVE_A_SUSPECT,
             &[&pidfile, &xsleep],
-        )
-        .set("resource", json!("gpu0"));
+        );
+        for (key, value) in fields.as_object().expect("spec fields") {
+            spec = spec.set(key, value.clone());
+        }
         let job = h.submit(&spec);
         // No CLI call while the cleanup sweeps (each one is briefly an unreadable process
         // of the same user): wait for the cleanup record on disk.
