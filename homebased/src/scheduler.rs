@@ -19,6 +19,9 @@
 mod filling;
 mod order;
 mod preemption;
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod props;
 mod reservation;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

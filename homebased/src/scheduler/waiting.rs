@@ -83,6 +83,17 @@ pub(super) fn reason(job: &WaitingJob, pass: &Pass<'_>) -> Option<Waiting> {
             }
         }
     }
+    // The reservation first: it is what keeps this job off a free lane, whoever took the
+    // other free lanes in this pass (a backfill by a job behind it may have).
+    let barred =
+        |lane: &&&ResourceSlot| lane.is_free() && pass.held.is_some_and(|h| h.bars(job, lane.id));
+    if let (Some(held), Some(_)) = (pass.held, allowed.iter().find(barred)) {
+        return Some(Waiting::Reserved {
+            job: held.reservation.job,
+            resources: held.reservation.resources.clone(),
+            estimated_start: held.reservation.estimated_start,
+        });
+    }
     for lane in &allowed {
         let taken_by = match &lane.run {
             None => match decisions
@@ -91,17 +102,8 @@ pub(super) fn reason(job: &WaitingJob, pass: &Pass<'_>) -> Option<Waiting> {
                 .find(|l| l.resources.contains(&lane.id))
             {
                 Some(launch) => Some(launch.job),
-                None => match pass.held.filter(|h| h.bars(job, lane.id)) {
-                    Some(held) => {
-                        return Some(Waiting::Reserved {
-                            job: held.reservation.job,
-                            resources: held.reservation.resources.clone(),
-                            estimated_start: held.reservation.estimated_start,
-                        })
-                    }
-                    // Free, but too few for a job of several lanes.
-                    None => continue,
-                },
+                // Free, but too few for a job of several lanes.
+                None => continue,
             },
             Some(run) if run.phase.is_becoming_free() => decisions
                 .claims
