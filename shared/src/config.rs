@@ -95,6 +95,9 @@ pub struct ResourceConfig {
     /// A run's `output.log` at most, in bytes (SPEC section 5); shown as a size (`16g`).
     #[serde(serialize_with = "size_text")]
     pub output_limit: u64,
+    /// Whether the first multi-lane job that cannot start holds lanes against the jobs
+    /// behind it (SPEC section 4); off, it is passed over like any other and may starve.
+    pub reservations: bool,
 }
 
 impl Default for ResourceConfig {
@@ -103,6 +106,7 @@ impl Default for ResourceConfig {
             notify_blocked_after: NotifyBlockedAfter::default(),
             cleanup: CleanupConfig::default(),
             output_limit: crate::output_cap::DEFAULT_LIMIT,
+            reservations: true,
         }
     }
 }
@@ -277,6 +281,7 @@ struct RawResource {
     notify_blocked_after: Option<RawNotify>,
     cleanup: Option<RawCleanup>,
     output_limit: Option<String>,
+    reservations: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -494,6 +499,10 @@ impl Config {
                 notify_blocked_after: notify,
                 cleanup,
                 output_limit,
+                reservations: raw
+                    .resource
+                    .reservations
+                    .unwrap_or(defaults.resource.reservations),
             },
             events: EventsConfig {
                 command: raw.events.command,
@@ -674,6 +683,18 @@ address = "http://main:7677"
         assert!(small.0.contains("at least 1m"), "{small}");
         let shown = serde_json::to_value(Config::parse("").unwrap()).unwrap();
         assert_eq!(shown["resource"]["output_limit"], "16g");
+    }
+
+    #[test]
+    fn reservations_are_on_unless_turned_off() {
+        assert!(Config::parse("").unwrap().resource.reservations);
+        let off = Config::parse("[resource]\nreservations = false").unwrap();
+        assert!(!off.resource.reservations);
+        assert!(Config::parse("[resource]\nreservations = \"no\"").is_err());
+        assert_eq!(
+            serde_json::to_value(&off).unwrap()["resource"]["reservations"],
+            false
+        );
     }
 
     #[test]

@@ -192,7 +192,7 @@ impl Core {
             resources: slots,
             jobs: waiting,
             storage_unavailable_since: self.storage.as_ref().map(|fault| fault.since),
-            reservations: true,
+            reservations: self.config.resource.reservations,
             cleanup_bound: self.config.resource.cleanup.bound,
         })
     }
