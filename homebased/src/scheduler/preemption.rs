@@ -48,22 +48,31 @@ pub(super) fn choose_victims(
     held: Option<Held<'_>>,
 ) -> (Vec<Stop>, Vec<Claim>) {
     let waiting_ids: Vec<JobId> = waiting.iter().map(|job| job.id).collect();
+    // The lanes a job may count on: a held lane it is kept off would only free for the
+    // holder, so stopping a run there, or waiting for one, gives it nothing.
+    let lanes_for = |job: &WaitingJob| -> Vec<&ResourceSlot> {
+        resources
+            .iter()
+            .copied()
+            .filter(|r| job.may_use(r) && !held.is_some_and(|h| h.bars(job, r.id)))
+            .collect()
+    };
     let mut counted: Vec<ResourceId> = Vec::new();
     let mut claims = Vec::new();
     let mut short = Vec::new();
     for &job in waiting {
         let need = job.needs();
-        let usable_free: Vec<ResourceId> = resources
+        let lanes = lanes_for(job);
+        let usable_free: Vec<ResourceId> = lanes
             .iter()
-            .filter(|r| free.contains(&r.id) && job.may_use(r) && !counted.contains(&r.id))
-            .filter(|r| !held.is_some_and(|h| h.bars(job, r.id)))
+            .filter(|r| free.contains(&r.id) && !counted.contains(&r.id))
             .map(|r| r.id)
             .take(need)
             .collect();
         let mut have = usable_free.len();
         counted.extend(usable_free);
         while have < need {
-            let Some(lane) = becoming_free_lane(job, resources, &counted, &waiting_ids) else {
+            let Some(lane) = becoming_free_lane(job, &lanes, &counted, &waiting_ids) else {
                 break;
             };
             counted.push(lane);
@@ -81,9 +90,9 @@ pub(super) fn choose_victims(
     let mut stops: Vec<Stop> = Vec::new();
     for (job, missing) in short {
         let mut candidates: Vec<Candidate<'_>> = Vec::new();
-        for &lane in resources
-            .iter()
-            .filter(|r| job.may_use(r) && !counted.contains(&r.id))
+        for lane in lanes_for(job)
+            .into_iter()
+            .filter(|r| !counted.contains(&r.id))
         {
             let Some(candidate) = Candidate::for_job(job, lane, now) else {
                 continue;

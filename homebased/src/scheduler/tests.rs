@@ -1471,3 +1471,27 @@ fn a_job_the_snapshot_did_not_read_is_reserved_off_a_held_free_lane() {
         })
     );
 }
+
+#[test]
+fn a_job_kept_off_the_held_lanes_stops_nothing_there() {
+    // The holder cannot gather its four lanes, even with the one low run it may stop. The
+    // job behind it may stop that run, but the lane would free for the holder only.
+    let free = gpu(0);
+    let wait_mode = gpu_busy(1, ending_in(executing(Low, Wait, 60), 10));
+    let victim = gpu_busy(2, ending_in(executing(Low, Yield, 60), 20));
+    let equal = gpu_busy(3, ending_in(executing(Medium, Yield, 60), 30));
+    let four = gpus(Medium, 1, 4);
+    let behind = job(Medium, 2);
+    let d = decide_on(
+        vec![
+            free.clone(),
+            wait_mode.clone(),
+            victim.clone(),
+            equal.clone(),
+        ],
+        vec![four.clone(), behind.clone()],
+    );
+    assert_eq!(d.reservation.as_ref().map(|r| r.resources.len()), Some(4));
+    assert!(d.stops.is_empty());
+    assert!(matches!(reason_of(&d, &behind), Waiting::Reserved { job, .. } if job == four.id));
+}
