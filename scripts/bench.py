@@ -33,8 +33,9 @@ Python 3.11 standard library only. Settings (environment):
   BENCH_INTEGRITY_STARTS timed `daemon serve` starts per integrity size            [7 / 3]
   BENCH_ONLY             comma list of workloads to run (default all): floor,start,handover,
                          queue,preempt,sweep,kill9,sampler,fleet,dashboard,history,metrics,
-                         startpath,peers,integrity,quiet,listing,mig56 (peers needs
-                         task-spooler's `tsp`)
+                         startpath,peers,integrity,quiet,listing,mig56,schedule (peers
+                         needs task-spooler's `tsp`; schedule runs the simulator
+                         examples/schedule_sim.rs through cargo)
   BENCH_STARTPATH        starts per path (CLI, API) taken apart by the startpath workload [50 / 20]
   BENCH_COMPARE          comma list of other builds' binary folders: the peers workload
                          starts a job on each in every round too (before/after a change)
@@ -173,6 +174,7 @@ WORKLOADS = [
     "quiet",
     "listing",
     "mig56",
+    "schedule",
 ]
 ONLY = [w.strip() for w in os.environ.get("BENCH_ONLY", "").split(",") if w.strip()]
 for w in ONLY:
@@ -2560,6 +2562,45 @@ def reaped_ticks(pid: int) -> int:
     return int(f[13]) + int(f[14])
 
 
+def schedule_workload(bins: Path, rows: list[Row], notes: dict) -> None:
+    """Issue 27: the scheduling simulator (homebased/examples/schedule_sim.rs) drives the
+    real `decide` over two seeded weeks on a virtual clock, no daemon: per trace and policy
+    the GPU utilization and what jobs of several GPUs wait."""
+    built = bins / "examples" / "schedule_sim"
+    cmd = (
+        [str(built), "--json"]
+        if built.is_file()
+        else ["cargo", "run", "--release", "--quiet", "--locked", "-p", "homebased",
+              "--example", "schedule_sim", "--", "--json"]
+    )
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    if out.returncode != 0:
+        raise RuntimeError(f"schedule_sim exited {out.returncode}: {out.stderr.strip()[-400:]}")
+    report = json.loads(out.stdout)
+
+    def hours(seconds):
+        return "-" if seconds is None else f"{seconds / 3600:.1f} h"
+
+    for r in report["results"]:
+        tag = f"sched_{r['trace']}_{r['policy']}"
+        rows.append(
+            Row(f"{tag}_util", f"schedule sim, {r['trace']}, {r['policy']}: GPU utilization",
+                "%", p50=r["utilization"] * 100, n=r["jobs"])
+        )
+        rows.append(
+            Row(f"{tag}_multi", "↳ multi-GPU jobs' wait: p95 / longest / never started", "h",
+                text=f"{hours(r['multi_wait_p95_s'])} / {hours(r['multi_wait_max_s'])} / "
+                f"{r['multi_never']} of {r['multi_jobs']}")
+        )
+        if r["policy"] == "ours":
+            rows.append(
+                Row(f"{tag}_held", "↳ from holding the reservation to starting, at most", "h",
+                    text=f"{hours(r['held_max_s'])} (longest time limit "
+                    f"{hours(r['limit_max_s'])} + {r['cleanup_bound_s']} s)")
+            )
+    notes["schedule_elapsed"] = report["elapsed_s"]
+
+
 def mig56_workload(bins: Path, rows: list[Row], notes: dict) -> None:
     """Issue 30: 56 MIG lanes (8 cards of 7 slices), each held, BENCH_MIG_QUEUE 1 s jobs
     queued: `resource list --json`, a scheduling pass (settle), and the daemon's CPU with the
@@ -3080,6 +3121,14 @@ samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in 
   counts the samples. Last the holders are released and the 1 s jobs run back to back on the
   56 lanes; the hand-over is measured per lane as in **hand-over, BENCH_LANES lanes of 1 s
   jobs**.
+- **schedule** (issue 27): `homebased/examples/schedule_sim.rs --json`, no daemon: the real
+  `decide` on a virtual clock over two seeded weeks on 8 lanes (steady: 1-GPU jobs of 5
+  minutes to 2 hours at level medium plus one 8-GPU job an hour; research: 1/2/4-GPU jobs of
+  15 minutes to 8 hours at all levels), for `ours` (reservations), `greedy` (reservations
+  off: gflow's and task-spooler's policy) and `fifo` (the head blocks everyone). Time
+  limits are 1.2 to 2 times the work; launches execute at once, a stopped run keeps its
+  lanes 30 s then cleans, every run's lanes free 60 s (the cleanup bound) after it ends.
+  Utilization is executing lane time over the week; waits are arrival to first start.
 - **settle**: `POST /v1/internal/settle` with the queue full: the timers and one scheduling
   pass.
 """
@@ -3221,6 +3270,7 @@ def main() -> int:
         ("quiet", quiet_workload),
         ("listing", listing_workload),
         ("mig56", mig56_workload),
+        ("schedule", schedule_workload),
     ]
     failed = []
     for name, fn in plan:

@@ -9,13 +9,20 @@
 //!
 //! # Layout
 //! - [`order`]: serving order of jobs, resource order and natural name order.
-//! - [`filling`]: free resources to waiting jobs.
-//! - [`preemption`]: the victim-mode table and the choice of victims.
+//! - [`filling`]: free resources to waiting jobs, all of a job's lanes or none.
+//! - [`reservation`]: the lanes held for the first multi-lane job that cannot start, their
+//!   estimates, and which jobs behind it may backfill them.
+//! - [`preemption`]: the victim-mode table and the choice of victims, enough for all of a
+//!   job's lanes or none.
 //! - [`waiting`]: why each job that did not start waits, from the same pass.
 
 mod filling;
 mod order;
 mod preemption;
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod props;
+mod reservation;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests;
@@ -170,6 +177,22 @@ pub struct WaitingJob {
 }
 
 impl WaitingJob {
+    /// How many lanes it takes at once: its `gpus` (at least 1), or every lane of a pinned
+    /// set, should the set be larger.
+    pub fn needs(&self) -> usize {
+        let gpus = usize::try_from(self.gpus.max(1)).unwrap_or(usize::MAX);
+        match &self.target {
+            Target::Lanes(lanes) => gpus.max(lanes.len()),
+            Target::Any | Target::Pinned(_) => gpus,
+        }
+    }
+
+    /// Whether it may run on `lane`: its target allows it, and a MIG slice only for a job of
+    /// one lane (a process sees one slice at most).
+    pub fn may_use(&self, lane: &ResourceSlot) -> bool {
+        self.target.allows(lane.id) && (self.needs() == 1 || !lane.mig)
+    }
+
     /// Whether the job takes part in the pass: only a job free to start now does.
     fn takes_part(&self) -> bool {
         !self.blocked_by_own_run && self.dependency.is_none()
@@ -268,8 +291,26 @@ pub fn decide(snapshot: &Snapshot) -> Decisions {
         .collect();
     jobs.sort_by(|a, b| order::serving_order(a, b));
 
-    let filled = filling::fill(&resources, &jobs);
-    let (stops, claims) = preemption::choose_victims(snapshot.now, &resources, &filled.waiting);
+    let clock = reservation::Clock {
+        now: snapshot.now,
+        cleanup_bound: snapshot.cleanup_bound,
+    };
+    let filled = filling::fill(clock, snapshot.reservations, &resources, &jobs);
+    let held = filled
+        .reservation
+        .as_ref()
+        .map(|(reservation, holder)| reservation::Held {
+            reservation,
+            holder,
+            clock,
+        });
+    let (stops, claims) = preemption::choose_victims(
+        snapshot.now,
+        &resources,
+        &filled.waiting,
+        &filled.free,
+        held,
+    );
     let first_blocked = filled
         .waiting
         .first()
@@ -281,7 +322,7 @@ pub fn decide(snapshot: &Snapshot) -> Decisions {
         first_blocked,
         claims,
         waiting: Vec::new(),
-        reservation: None,
+        reservation: held.map(|h| h.reservation.clone()),
     };
     // Jobs held by their own previous run or a dependency come last: they took no part in
     // the pass.
@@ -302,6 +343,7 @@ pub fn decide(snapshot: &Snapshot) -> Decisions {
             resources: &resources,
             decisions: &decisions,
             storage_unavailable_since: snapshot.storage_unavailable_since,
+            held,
         };
         filled
             .waiting
@@ -324,6 +366,17 @@ pub fn waiting_beyond(
     job: &WaitingJob,
 ) -> Option<Waiting> {
     let resources = order::sorted_resources(&snapshot.resources);
+    let held = decisions.reservation.as_ref().and_then(|reservation| {
+        let holder = snapshot.jobs.iter().find(|j| j.id == reservation.job)?;
+        Some(reservation::Held {
+            reservation,
+            holder,
+            clock: reservation::Clock {
+                now: snapshot.now,
+                cleanup_bound: snapshot.cleanup_bound,
+            },
+        })
+    });
     waiting::reason(
         job,
         &waiting::Pass {
@@ -331,6 +384,7 @@ pub fn waiting_beyond(
             resources: &resources,
             decisions,
             storage_unavailable_since: snapshot.storage_unavailable_since,
+            held,
         },
     )
 }
@@ -340,7 +394,7 @@ fn blocked_head(job: &WaitingJob, resources: &[&ResourceSlot], stops: &[Stop]) -
     let mut yield_requested = stops
         .iter()
         .any(|stop| stop.for_job == job.id && stop.cause == StopCause::Yield);
-    for resource in resources.iter().filter(|r| job.target.allows(r.id)) {
+    for resource in resources.iter().filter(|r| job.may_use(r)) {
         let Some(run) = &resource.run else { continue };
         if matches!(
             run.phase,

@@ -95,8 +95,8 @@ pub struct ResourceConfig {
     /// A run's `output.log` at most, in bytes (SPEC section 5); shown as a size (`16g`).
     #[serde(serialize_with = "size_text")]
     pub output_limit: u64,
-    /// Multi-lane jobs reserve the lanes they wait for (SPEC section 4); `false`: they are
-    /// skipped like any other job, and may wait forever on a busy machine.
+    /// Whether the first multi-lane job that cannot start holds lanes against the jobs
+    /// behind it (SPEC section 4); off, it is passed over like any other and may starve.
     pub reservations: bool,
 }
 
@@ -499,7 +499,10 @@ impl Config {
                 notify_blocked_after: notify,
                 cleanup,
                 output_limit,
-                reservations: raw.resource.reservations.unwrap_or(true),
+                reservations: raw
+                    .resource
+                    .reservations
+                    .unwrap_or(defaults.resource.reservations),
             },
             events: EventsConfig {
                 command: raw.events.command,
@@ -653,14 +656,6 @@ address = "http://main:7677"
     }
 
     #[test]
-    fn reservations_are_on_unless_turned_off() {
-        assert!(Config::default().resource.reservations);
-        let off = Config::parse("[resource]\nreservations = false\n").unwrap();
-        assert!(!off.resource.reservations);
-        assert!(Config::parse("[resource]\nreservations = \"no\"\n").is_err());
-    }
-
-    #[test]
     fn output_limit_is_a_positive_size_of_at_least_one_mebibyte() {
         assert_eq!(Config::default().resource.output_limit, 16 << 30);
         let limit = |v: &str| {
@@ -688,6 +683,18 @@ address = "http://main:7677"
         assert!(small.0.contains("at least 1m"), "{small}");
         let shown = serde_json::to_value(Config::parse("").unwrap()).unwrap();
         assert_eq!(shown["resource"]["output_limit"], "16g");
+    }
+
+    #[test]
+    fn reservations_are_on_unless_turned_off() {
+        assert!(Config::parse("").unwrap().resource.reservations);
+        let off = Config::parse("[resource]\nreservations = false").unwrap();
+        assert!(!off.resource.reservations);
+        assert!(Config::parse("[resource]\nreservations = \"no\"").is_err());
+        assert_eq!(
+            serde_json::to_value(&off).unwrap()["resource"]["reservations"],
+            false
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Preemption: which runs may be stopped now, and which ones the waiting jobs stop.
 
 use super::order::resource_order;
+use super::reservation::Held;
 use super::{Claim, ResourceSlot, RunSlot, SlotPhase, Stop, WaitingJob};
 use homebased_shared::ids::{JobId, ResourceId};
 use homebased_shared::queue::{PreemptMode, StopCause};
@@ -31,43 +32,109 @@ pub fn stop_cause_now(
     }
 }
 
-/// Walks the still-waiting jobs (serving order) twice. First each takes at most one lane
-/// that is already becoming free for it, so it needs no new stop. Then each job left picks
-/// at most one executing victim of strictly lower level. Hence N urgent jobs at a full
-/// machine stop N runs at once, and never more runs than there are jobs to use the lanes.
+/// Walks the still-waiting jobs (serving order) twice. First each counts the free lanes it
+/// may use and, for the rest of what it needs, lanes already becoming free for it, so it
+/// needs no new stop for those. Then each job still short picks executing victims of
+/// strictly lower level until their lanes make up what it lacks, or stops nothing at all:
+/// never a preemption that cannot give it its lanes. Hence N urgent jobs at a full machine
+/// stop N runs at once, and never more runs than there are jobs to use the lanes. Every
+/// lane is counted by one job at most, and a victim on several lanes gets one stop.
 /// Also returns the becoming-free lanes counted on, by whom.
 pub(super) fn choose_victims(
     now: Millis,
     resources: &[&ResourceSlot],
     waiting: &[&WaitingJob],
+    free: &[ResourceId],
+    held: Option<Held<'_>>,
 ) -> (Vec<Stop>, Vec<Claim>) {
     let waiting_ids: Vec<JobId> = waiting.iter().map(|job| job.id).collect();
-    let mut claimed: Vec<ResourceId> = Vec::new();
+    // The lanes a job may count on: a held lane it is kept off would only free for the
+    // holder, so stopping a run there, or waiting for one, gives it nothing.
+    let lanes_for = |job: &WaitingJob| -> Vec<&ResourceSlot> {
+        resources
+            .iter()
+            .copied()
+            .filter(|r| job.may_use(r) && !held.is_some_and(|h| h.bars(job, r.id)))
+            .collect()
+    };
+    let mut counted: Vec<ResourceId> = Vec::new();
     let mut claims = Vec::new();
-    let mut needing_victim = Vec::new();
+    let mut short = Vec::new();
     for &job in waiting {
-        match becoming_free_lane(job, resources, &claimed, &waiting_ids) {
-            Some(lane) => {
-                claimed.push(lane);
-                claims.push(Claim {
-                    job: job.id,
-                    resource: lane,
-                });
-            }
-            None => needing_victim.push(job),
+        let need = job.needs();
+        let lanes = lanes_for(job);
+        let usable_free: Vec<ResourceId> = lanes
+            .iter()
+            .filter(|r| free.contains(&r.id) && !counted.contains(&r.id))
+            .map(|r| r.id)
+            .take(need)
+            .collect();
+        let mut have = usable_free.len();
+        counted.extend(usable_free);
+        while have < need {
+            let Some(lane) = becoming_free_lane(job, &lanes, &counted, &waiting_ids) else {
+                break;
+            };
+            counted.push(lane);
+            claims.push(Claim {
+                job: job.id,
+                resource: lane,
+            });
+            have += 1;
+        }
+        if have < need {
+            short.push((job, need - have));
         }
     }
 
     let mut stops: Vec<Stop> = Vec::new();
-    for job in needing_victim {
-        let best = resources
-            .iter()
-            .filter(|r| job.target.allows(r.id) && !stops.iter().any(|s| s.resource == r.id))
-            .filter_map(|r| Candidate::for_job(job, r, now))
-            .min_by(victim_order);
-        if let Some(victim) = best {
+    for (job, missing) in short {
+        let mut candidates: Vec<Candidate<'_>> = Vec::new();
+        for lane in lanes_for(job)
+            .into_iter()
+            .filter(|r| !counted.contains(&r.id))
+        {
+            let Some(candidate) = Candidate::for_job(job, lane, now) else {
+                continue;
+            };
+            if stops.iter().any(|s| s.task == candidate.run.task) {
+                continue;
+            }
+            // A run on several lanes is one candidate that frees each of them.
+            match candidates
+                .iter_mut()
+                .find(|c| c.run.task == candidate.run.task)
+            {
+                Some(same) => same.lanes.push(lane.id),
+                None => candidates.push(candidate),
+            }
+        }
+        candidates.sort_by(victim_order);
+        let mut chosen = Vec::new();
+        let mut gained = 0;
+        for candidate in candidates {
+            if gained >= missing {
+                break;
+            }
+            gained += candidate.lanes.len();
+            chosen.push(candidate);
+        }
+        if gained < missing {
+            continue;
+        }
+        for victim in chosen {
+            counted.extend(&victim.lanes);
+            // The stop names the run's first lane of all it holds, the one the core checks.
+            let first = resources
+                .iter()
+                .find(|r| {
+                    r.run
+                        .as_ref()
+                        .is_some_and(|run| run.task == victim.run.task)
+                })
+                .map_or(victim.resource.id, |r| r.id);
             stops.push(Stop {
-                resource: victim.resource.id,
+                resource: first,
                 task: victim.run.task,
                 cause: victim.cause,
                 for_job: job.id,
@@ -89,7 +156,7 @@ fn becoming_free_lane(
 ) -> Option<ResourceId> {
     resources
         .iter()
-        .filter(|r| job.target.allows(r.id) && !claimed.contains(&r.id))
+        .filter(|r| job.may_use(r) && !claimed.contains(&r.id))
         .filter_map(|r| {
             let run = r.run.as_ref()?;
             let preference = match run.phase {
@@ -113,10 +180,13 @@ fn becoming_free_lane(
 
 /// An executing run that `job` may stop now.
 struct Candidate<'a> {
+    /// The first of its lanes `job` may use, in resource order.
     resource: &'a ResourceSlot,
     run: &'a RunSlot,
     cause: StopCause,
     started_at: Millis,
+    /// Every lane of the run that `job` may use and nobody counts on yet.
+    lanes: Vec<ResourceId>,
 }
 
 impl<'a> Candidate<'a> {
@@ -137,6 +207,7 @@ impl<'a> Candidate<'a> {
             run,
             cause,
             started_at,
+            lanes: vec![resource.id],
         })
     }
 }

@@ -967,3 +967,531 @@ fn every_job_that_did_not_start_has_exactly_one_reason_and_the_head_agrees_with_
         }
     ));
 }
+
+// ---- several lanes: filling, reservations, preemption for N ----
+
+const BOUND: Duration = Duration::from_secs(60);
+
+fn gpus(priority: Priority, position: u32, n: u32) -> WaitingJob {
+    WaitingJob {
+        gpus: n,
+        ..job(priority, position)
+    }
+}
+
+fn limited(mut job: WaitingJob, minutes: u64) -> WaitingJob {
+    job.time_limit = Some(Duration::from_secs(minutes * 60));
+    job
+}
+
+/// A run that ends by its time limit `minutes` from now.
+fn ending_in(mut run: RunSlot, minutes: i64) -> RunSlot {
+    run.deadline = Some(NOW + minutes * MINUTE);
+    run
+}
+
+fn gpu(n: u32) -> ResourceSlot {
+    lane(&format!("gpu{n}"), Some(n))
+}
+
+fn gpu_busy(n: u32, run: RunSlot) -> ResourceSlot {
+    busy(&format!("gpu{n}"), Some(n), run)
+}
+
+fn mig_slice(name: &str) -> ResourceSlot {
+    ResourceSlot {
+        mig: true,
+        ..lane(name, None)
+    }
+}
+
+fn decide_with(
+    reservations: bool,
+    resources: Vec<ResourceSlot>,
+    jobs: Vec<WaitingJob>,
+) -> Decisions {
+    decide(&Snapshot {
+        now: NOW,
+        resources,
+        jobs,
+        storage_unavailable_since: None,
+        reservations,
+        cleanup_bound: BOUND,
+    })
+}
+
+fn launch_on(job: &WaitingJob, lanes: &[&ResourceSlot]) -> Launch {
+    Launch {
+        job: job.id,
+        resources: lanes.iter().map(|l| l.id).collect(),
+    }
+}
+
+fn ids(lanes: &[&ResourceSlot]) -> Vec<ResourceId> {
+    lanes.iter().map(|l| l.id).collect()
+}
+
+#[test]
+fn a_job_of_several_lanes_takes_the_lowest_free_ones_at_once() {
+    let lanes = [gpu(3), gpu(1), gpu(0), gpu(2)];
+    let first = gpus(Medium, 1, 2);
+    let second = gpus(Medium, 2, 2);
+    let d = decide_on(lanes.to_vec(), vec![second.clone(), first.clone()]);
+    assert_eq!(
+        d.launches,
+        [
+            launch_on(&first, &[&lanes[2], &lanes[1]]),
+            launch_on(&second, &[&lanes[3], &lanes[0]])
+        ]
+    );
+    assert_eq!(d.reservation, None);
+}
+
+#[test]
+fn a_job_short_of_lanes_starts_on_none_of_them() {
+    // One free lane of the two it needs; without reservations the one behind takes it.
+    let gpu0 = gpu_busy(0, executing(Medium, Wait, 5));
+    let gpu1 = gpu(1);
+    let pair = gpus(Medium, 1, 2);
+    let single = job(Medium, 2);
+    let d = decide_with(
+        false,
+        vec![gpu0.clone(), gpu1.clone()],
+        vec![pair.clone(), single.clone()],
+    );
+    assert_eq!(d.launches, [launch(&single, &gpu1)]);
+    assert_eq!(d.reservation, None);
+    assert_eq!(d.first_blocked.as_ref().map(|h| h.job), Some(pair.id));
+    assert!(matches!(reason_of(&d, &pair), Waiting::Ahead { job } if job == single.id));
+}
+
+#[test]
+fn a_pinned_set_takes_exactly_its_lanes_or_waits_for_all_of_them() {
+    let lanes = [gpu(0), gpu(1), gpu(2), gpu(3)];
+    let set = WaitingJob {
+        target: Target::Lanes(vec![lanes[3].id, lanes[1].id]),
+        ..gpus(Medium, 1, 2)
+    };
+    let d = decide_on(lanes.to_vec(), vec![set.clone()]);
+    assert_eq!(d.launches, [launch_on(&set, &[&lanes[1], &lanes[3]])]);
+
+    // One of the set is busy: it takes neither, and holds both.
+    let busy3 = ResourceSlot {
+        run: Some(executing(Medium, Wait, 5)),
+        ..lanes[3].clone()
+    };
+    let behind = job(Medium, 2);
+    let d = decide_on(
+        vec![
+            lanes[0].clone(),
+            lanes[1].clone(),
+            lanes[2].clone(),
+            busy3.clone(),
+        ],
+        vec![set.clone(), behind.clone()],
+    );
+    assert_eq!(d.launches, [launch(&behind, &lanes[0])]);
+    assert_eq!(
+        d.reservation,
+        Some(Reservation {
+            job: set.id,
+            resources: ids(&[&lanes[1], &busy3]),
+            estimated_start: None,
+        })
+    );
+}
+
+#[test]
+fn a_job_of_several_lanes_never_takes_a_mig_slice() {
+    let slices = [mig_slice("gpu0-mig0"), mig_slice("gpu0-mig1")];
+    let gpu1 = gpu(1);
+    let pair = gpus(Medium, 1, 2);
+    let single = job(Medium, 2);
+    let d = decide_with(
+        false,
+        vec![slices[0].clone(), slices[1].clone(), gpu1.clone()],
+        vec![pair.clone(), single.clone()],
+    );
+    // The single job may use a slice, but takes the indexed lane first (resource order).
+    assert_eq!(d.launches, [launch(&single, &gpu1)]);
+    // Only one lane it may use: it can never start.
+    assert_eq!(reason_of(&d, &pair), Waiting::NoResources);
+
+    let gpu2 = gpu(2);
+    let d = decide_on(
+        vec![
+            slices[0].clone(),
+            gpu1.clone(),
+            slices[1].clone(),
+            gpu2.clone(),
+        ],
+        vec![pair.clone(), single.clone()],
+    );
+    assert_eq!(
+        d.launches,
+        [
+            launch_on(&pair, &[&gpu1, &gpu2]),
+            launch(&single, &slices[0])
+        ]
+    );
+}
+
+#[test]
+fn the_reservation_holds_the_lanes_free_soonest_and_says_when() {
+    let late = gpu_busy(0, ending_in(executing(Medium, Wait, 5), 60));
+    let soon = gpu_busy(1, ending_in(executing(Medium, Wait, 5), 20));
+    let free = gpu(2);
+    let unlimited = gpu_busy(3, executing(Medium, Wait, 5));
+    let pair = gpus(Medium, 1, 2);
+    let d = decide_on(
+        vec![late.clone(), soon.clone(), free.clone(), unlimited.clone()],
+        vec![pair.clone()],
+    );
+    let estimated_start = Some(NOW + 21 * MINUTE);
+    assert_eq!(
+        d.reservation,
+        Some(Reservation {
+            job: pair.id,
+            resources: ids(&[&soon, &free]),
+            estimated_start,
+        })
+    );
+    assert_eq!(
+        reason_of(&d, &pair),
+        Waiting::Gathering {
+            resources: ids(&[&soon, &free]),
+            free: vec![free.id],
+            estimated_start,
+            blockers: vec![blocker_of(&soon)],
+        }
+    );
+    // The first blocked job is still the first that could not start.
+    assert_eq!(d.first_blocked.map(|h| h.job), Some(pair.id));
+}
+
+#[test]
+fn a_held_lane_goes_only_to_a_job_that_ends_before_the_estimated_start() {
+    let soon = gpu_busy(0, ending_in(executing(Medium, Wait, 5), 20));
+    let free = gpu(1);
+    let pair = gpus(Medium, 1, 2);
+    let unlimited = job(Medium, 2);
+    let too_long = limited(job(Medium, 3), 20);
+    let short = limited(job(Medium, 4), 19);
+    let d = decide_on(
+        vec![soon.clone(), free.clone()],
+        vec![
+            pair.clone(),
+            unlimited.clone(),
+            too_long.clone(),
+            short.clone(),
+        ],
+    );
+    // 19 minutes plus the 1 minute bound end before 21: the short job backfills.
+    assert_eq!(d.launches, [launch(&short, &free)]);
+    let reserved = Waiting::Reserved {
+        job: pair.id,
+        resources: ids(&[&soon, &free]),
+        estimated_start: Some(NOW + 21 * MINUTE),
+    };
+    assert_eq!(reason_of(&d, &unlimited), reserved);
+    assert_eq!(reason_of(&d, &too_long), reserved);
+    // The holder counts the backfilled lane as not free.
+    assert!(matches!(
+        reason_of(&d, &pair),
+        Waiting::Gathering { free, .. } if free.is_empty()
+    ));
+}
+
+#[test]
+fn an_unknown_estimate_allows_no_backfill() {
+    let unlimited_run = gpu_busy(0, executing(Medium, Wait, 5));
+    let free = gpu(1);
+    let pair = gpus(Medium, 1, 2);
+    let short = limited(job(Medium, 2), 1);
+    let d = decide_on(
+        vec![unlimited_run.clone(), free.clone()],
+        vec![pair.clone(), short.clone()],
+    );
+    assert!(d.launches.is_empty());
+    assert_eq!(
+        reason_of(&d, &short),
+        Waiting::Reserved {
+            job: pair.id,
+            resources: ids(&[&unlimited_run, &free]),
+            estimated_start: None,
+        }
+    );
+}
+
+#[test]
+fn lanes_outside_the_reservation_serve_everyone() {
+    let lanes = [gpu(0), gpu(1), gpu_busy(2, executing(Medium, Wait, 5))];
+    let set = WaitingJob {
+        target: Target::Lanes(vec![lanes[1].id, lanes[2].id]),
+        ..gpus(Medium, 1, 2)
+    };
+    let first = job(Medium, 2);
+    let second = job(Medium, 3);
+    let d = decide_on(
+        lanes.to_vec(),
+        vec![set.clone(), first.clone(), second.clone()],
+    );
+    assert_eq!(d.launches, [launch(&first, &lanes[0])]);
+    assert!(matches!(reason_of(&d, &second), Waiting::Reserved { job, .. } if job == set.id));
+}
+
+#[test]
+fn a_backfilling_job_takes_lanes_outside_the_reservation_first() {
+    let lanes = [
+        gpu(0),
+        gpu(1),
+        gpu_busy(2, ending_in(executing(Medium, Wait, 5), 30)),
+    ];
+    let set = WaitingJob {
+        target: Target::Lanes(vec![lanes[0].id, lanes[2].id]),
+        ..gpus(Medium, 1, 2)
+    };
+    let short = limited(job(Medium, 2), 5);
+    let d = decide_on(lanes.to_vec(), vec![set.clone(), short.clone()]);
+    assert_eq!(d.launches, [launch(&short, &lanes[1])]);
+}
+
+#[test]
+fn only_the_first_job_of_several_lanes_that_cannot_start_holds_lanes() {
+    let gpu0 = gpu_busy(0, executing(Medium, Wait, 5));
+    let gpu1 = gpu(1);
+    let first = gpus(Medium, 1, 2);
+    let second = gpus(Medium, 2, 2);
+    let d = decide_on(
+        vec![gpu0.clone(), gpu1.clone()],
+        vec![second.clone(), first.clone()],
+    );
+    assert_eq!(d.reservation.as_ref().map(|r| r.job), Some(first.id));
+    assert!(matches!(reason_of(&d, &second), Waiting::Reserved { job, .. } if job == first.id));
+}
+
+#[test]
+fn a_job_ahead_of_the_holder_is_not_kept_off_its_lanes() {
+    // The holder is computed in the same pass: a higher job is served before it.
+    let gpu0 = gpu_busy(0, executing(High, Wait, 5));
+    let gpu1 = gpu(1);
+    let pair = gpus(Medium, 1, 2);
+    let high = job(High, 1);
+    let d = decide_on(
+        vec![gpu0.clone(), gpu1.clone()],
+        vec![pair.clone(), high.clone()],
+    );
+    assert_eq!(d.launches, [launch(&high, &gpu1)]);
+    // The lane it took holds a run without a limit now: the start is unknown.
+    assert_eq!(
+        d.reservation,
+        Some(Reservation {
+            job: pair.id,
+            resources: ids(&[&gpu0, &gpu1]),
+            estimated_start: None,
+        })
+    );
+}
+
+#[test]
+fn without_reservations_a_job_of_several_lanes_is_passed_over() {
+    let gpu0 = gpu_busy(0, ending_in(executing(Medium, Wait, 5), 20));
+    let gpu1 = gpu(1);
+    let pair = gpus(Medium, 1, 2);
+    let single = job(Medium, 2);
+    let on = decide_on(
+        vec![gpu0.clone(), gpu1.clone()],
+        vec![pair.clone(), single.clone()],
+    );
+    assert!(on.launches.is_empty());
+    let off = decide_with(
+        false,
+        vec![gpu0.clone(), gpu1.clone()],
+        vec![pair.clone(), single.clone()],
+    );
+    assert_eq!(off.launches, [launch(&single, &gpu1)]);
+    assert_eq!(off.reservation, None);
+}
+
+#[test]
+fn a_job_of_several_lanes_stops_enough_victims_for_all_of_them() {
+    let gpu0 = gpu_busy(0, executing(Low, Yield, 50));
+    let gpu1 = gpu_busy(1, executing(Low, Restart, 60));
+    let gpu2 = gpu_busy(2, executing(Low, Yield, 10));
+    let gpu3 = gpu_busy(3, executing(High, Yield, 10));
+    let pair = gpus(High, 1, 2);
+    let d = decide_on(
+        vec![gpu0.clone(), gpu1.clone(), gpu2.clone(), gpu3.clone()],
+        vec![pair.clone()],
+    );
+    // Restart before yield, then the youngest.
+    assert_eq!(
+        d.stops,
+        [
+            stop(&gpu1, StopCause::Restart, &pair),
+            stop(&gpu2, StopCause::Yield, &pair)
+        ]
+    );
+}
+
+#[test]
+fn a_job_that_cannot_reach_its_lanes_stops_nothing() {
+    let gpu0 = gpu_busy(0, executing(Low, Yield, 50));
+    let gpu1 = gpu_busy(1, executing(Low, Restart, 60));
+    let gpu2 = gpu_busy(2, executing(Medium, Wait, 60));
+    let three = gpus(Medium, 1, 3);
+    let d = decide_on(
+        vec![gpu0.clone(), gpu1.clone(), gpu2.clone()],
+        vec![three.clone()],
+    );
+    assert!(d.stops.is_empty());
+    assert!(matches!(reason_of(&d, &three), Waiting::Gathering { .. }));
+}
+
+#[test]
+fn free_and_becoming_free_lanes_count_toward_the_lanes_needed() {
+    let free = gpu(0);
+    let cleaning = gpu_busy(1, run(Low, Wait, SlotPhase::Cleaning));
+    let victim = gpu_busy(2, executing(Low, Yield, 5));
+    let other = gpu_busy(3, executing(Low, Yield, 1));
+    let three = gpus(High, 1, 3);
+    let d = decide_on(
+        vec![
+            free.clone(),
+            cleaning.clone(),
+            victim.clone(),
+            other.clone(),
+        ],
+        vec![three.clone()],
+    );
+    // One victim, the youngest, makes up the third lane.
+    assert_eq!(d.stops, [stop(&other, StopCause::Yield, &three)]);
+    assert_eq!(
+        d.claims,
+        [Claim {
+            job: three.id,
+            resource: cleaning.id
+        }]
+    );
+}
+
+#[test]
+fn a_victim_on_two_lanes_counts_for_both_and_gets_one_stop() {
+    let wide = executing(Low, Yield, 5);
+    let gpu0 = gpu_busy(0, wide.clone());
+    let gpu1 = gpu_busy(1, wide);
+    let gpu2 = gpu_busy(2, executing(Low, Yield, 60));
+    let pair = gpus(High, 1, 2);
+    let d = decide_on(
+        vec![gpu0.clone(), gpu1.clone(), gpu2.clone()],
+        vec![pair.clone()],
+    );
+    assert_eq!(d.stops, [stop(&gpu0, StopCause::Yield, &pair)]);
+}
+
+#[test]
+fn a_victims_lanes_are_counted_by_one_job_only() {
+    // Two urgent jobs of one lane; the youngest victim holds two lanes. The second job
+    // does not pick it again: it stops the next one.
+    let wide = executing(Low, Yield, 5);
+    let gpu0 = gpu_busy(0, wide.clone());
+    let gpu1 = gpu_busy(1, wide);
+    let gpu2 = gpu_busy(2, executing(Low, Yield, 60));
+    let first = job(High, 1);
+    let second = job(High, 2);
+    let d = decide_on(
+        vec![gpu0.clone(), gpu1.clone(), gpu2.clone()],
+        vec![first.clone(), second.clone()],
+    );
+    assert_eq!(
+        d.stops,
+        [
+            stop(&gpu0, StopCause::Yield, &first),
+            stop(&gpu2, StopCause::Yield, &second)
+        ]
+    );
+}
+
+#[test]
+fn a_stop_names_the_victims_first_lane_even_one_the_job_may_not_use() {
+    let wide = executing(Low, Yield, 5);
+    let gpu0 = gpu_busy(0, wide.clone());
+    let gpu1 = gpu_busy(1, wide);
+    let gpu2 = gpu_busy(2, executing(Low, Yield, 60));
+    let set = WaitingJob {
+        target: Target::Lanes(vec![gpu1.id, gpu2.id]),
+        ..gpus(High, 1, 2)
+    };
+    let d = decide_on(
+        vec![gpu0.clone(), gpu1.clone(), gpu2.clone()],
+        vec![set.clone()],
+    );
+    // The wide run frees only gpu1 for it: it needs the other victim too.
+    assert_eq!(
+        d.stops,
+        [
+            stop(&gpu0, StopCause::Yield, &set),
+            stop(&gpu2, StopCause::Yield, &set)
+        ]
+    );
+}
+
+#[test]
+fn equal_level_never_preempts_for_several_lanes() {
+    let gpu0 = gpu_busy(0, executing(Medium, Restart, 5));
+    let gpu1 = gpu_busy(1, executing(Medium, Restart, 5));
+    let pair = gpus(Medium, 1, 2);
+    let d = decide_on(vec![gpu0.clone(), gpu1.clone()], vec![pair.clone()]);
+    assert!(d.stops.is_empty());
+    let head = d.first_blocked.unwrap();
+    assert_eq!(head.blockers, [run_blocker(&gpu0), run_blocker(&gpu1)]);
+}
+
+#[test]
+fn a_job_the_snapshot_did_not_read_is_reserved_off_a_held_free_lane() {
+    let gpu0 = gpu_busy(0, executing(Medium, Wait, 5));
+    let gpu1 = gpu(1);
+    let pair = gpus(Medium, 1, 2);
+    let snapshot = Snapshot {
+        now: NOW,
+        resources: vec![gpu0.clone(), gpu1.clone()],
+        jobs: vec![pair.clone()],
+        storage_unavailable_since: None,
+        reservations: true,
+        cleanup_bound: BOUND,
+    };
+    let d = decide(&snapshot);
+    let unread = job(Low, 9);
+    assert_eq!(
+        waiting_beyond(&snapshot, &d, &unread),
+        Some(Waiting::Reserved {
+            job: pair.id,
+            resources: ids(&[&gpu0, &gpu1]),
+            estimated_start: None,
+        })
+    );
+}
+
+#[test]
+fn a_job_kept_off_the_held_lanes_stops_nothing_there() {
+    // The holder cannot gather its four lanes, even with the one low run it may stop. The
+    // job behind it may stop that run, but the lane would free for the holder only.
+    let free = gpu(0);
+    let wait_mode = gpu_busy(1, ending_in(executing(Low, Wait, 60), 10));
+    let victim = gpu_busy(2, ending_in(executing(Low, Yield, 60), 20));
+    let equal = gpu_busy(3, ending_in(executing(Medium, Yield, 60), 30));
+    let four = gpus(Medium, 1, 4);
+    let behind = job(Medium, 2);
+    let d = decide_on(
+        vec![
+            free.clone(),
+            wait_mode.clone(),
+            victim.clone(),
+            equal.clone(),
+        ],
+        vec![four.clone(), behind.clone()],
+    );
+    assert_eq!(d.reservation.as_ref().map(|r| r.resources.len()), Some(4));
+    assert!(d.stops.is_empty());
+    assert!(matches!(reason_of(&d, &behind), Waiting::Reserved { job, .. } if job == four.id));
+}

@@ -2,6 +2,7 @@
 //! resources, the same launches, stops and counted-on lanes, so the reason never disagrees
 //! with what the scheduler did.
 
+use super::reservation::Held;
 use super::{Claim, Decisions, ResourceSlot, SlotPhase, WaitingJob};
 use homebased_shared::time::Millis;
 use homebased_shared::wire::{Waiting, WaitingBlocker};
@@ -14,6 +15,8 @@ pub(super) struct Pass<'a> {
     pub decisions: &'a Decisions,
     /// Launches are held back for storage since then (the snapshot's).
     pub storage_unavailable_since: Option<Millis>,
+    /// The pass's reservation, with its holder.
+    pub held: Option<Held<'a>>,
 }
 
 /// The reason `job` waits after `pass`, or `None` when the pass gave it a lane (a launch
@@ -54,9 +57,9 @@ pub(super) fn reason(job: &WaitingJob, pass: &Pass<'_>) -> Option<Waiting> {
         .resources
         .iter()
         .copied()
-        .filter(|r| job.target.allows(r.id))
+        .filter(|r| job.may_use(r))
         .collect();
-    if allowed.is_empty() {
+    if allowed.len() < job.needs() {
         return Some(Waiting::NoResources);
     }
     if let Some(stop) = decisions.stops.iter().find(|s| s.for_job == job.id) {
@@ -67,7 +70,12 @@ pub(super) fn reason(job: &WaitingJob, pass: &Pass<'_>) -> Option<Waiting> {
             requested_at: pass.now,
         });
     }
-    let counted_on = |claim: &Claim| claim.job == job.id;
+    if let Some(held) = pass.held.filter(|h| h.holder.id == job.id) {
+        return Some(gathering(held, pass));
+    }
+    // A lane counted on says why a job of one lane waits; a job of several waits for more
+    // than that one lane, and its reason comes from all of them below.
+    let counted_on = |claim: &Claim| claim.job == job.id && job.needs() == 1;
     if let Some(claim) = decisions.claims.iter().find(|c| counted_on(c)) {
         if let Some(lane) = allowed.iter().find(|r| r.id == claim.resource) {
             if let Some(waiting) = becoming_free(lane) {
@@ -75,13 +83,28 @@ pub(super) fn reason(job: &WaitingJob, pass: &Pass<'_>) -> Option<Waiting> {
             }
         }
     }
+    // The reservation first: it is what keeps this job off a free lane, whoever took the
+    // other free lanes in this pass (a backfill by a job behind it may have).
+    let barred =
+        |lane: &&&ResourceSlot| lane.is_free() && pass.held.is_some_and(|h| h.bars(job, lane.id));
+    if let (Some(held), Some(_)) = (pass.held, allowed.iter().find(barred)) {
+        return Some(Waiting::Reserved {
+            job: held.reservation.job,
+            resources: held.reservation.resources.clone(),
+            estimated_start: held.reservation.estimated_start,
+        });
+    }
     for lane in &allowed {
         let taken_by = match &lane.run {
-            None => decisions
+            None => match decisions
                 .launches
                 .iter()
                 .find(|l| l.resources.contains(&lane.id))
-                .map(|l| l.job),
+            {
+                Some(launch) => Some(launch.job),
+                // Free, but too few for a job of several lanes.
+                None => continue,
+            },
             Some(run) if run.phase.is_becoming_free() => decisions
                 .claims
                 .iter()
@@ -108,7 +131,14 @@ pub(super) fn reason(job: &WaitingJob, pass: &Pass<'_>) -> Option<Waiting> {
             });
         }
     }
-    let blockers = allowed
+    Some(Waiting::Resources {
+        blockers: blockers(&allowed),
+    })
+}
+
+/// Every busy lane of `lanes`, as a blocker.
+fn blockers(lanes: &[&ResourceSlot]) -> Vec<WaitingBlocker> {
+    lanes
         .iter()
         .filter_map(|r| {
             let run = r.run.as_ref()?;
@@ -120,8 +150,34 @@ pub(super) fn reason(job: &WaitingJob, pass: &Pass<'_>) -> Option<Waiting> {
                 priority: run.priority,
             })
         })
+        .collect()
+}
+
+/// The holder's reason: its held lanes, those still free (a backfill launched in this pass
+/// is not), and the runs on the others.
+fn gathering(held: Held<'_>, pass: &Pass<'_>) -> Waiting {
+    let lanes: Vec<&ResourceSlot> = pass
+        .resources
+        .iter()
+        .copied()
+        .filter(|r| held.reservation.resources.contains(&r.id))
         .collect();
-    Some(Waiting::Resources { blockers })
+    let backfilled = |lane: &ResourceSlot| {
+        pass.decisions
+            .launches
+            .iter()
+            .any(|l| l.resources.contains(&lane.id))
+    };
+    Waiting::Gathering {
+        resources: held.reservation.resources.clone(),
+        free: lanes
+            .iter()
+            .filter(|lane| lane.is_free() && !backfilled(lane))
+            .map(|lane| lane.id)
+            .collect(),
+        estimated_start: held.reservation.estimated_start,
+        blockers: blockers(&lanes),
+    }
 }
 
 /// What waiting for a lane that frees itself looks like.
