@@ -49,8 +49,8 @@ impl Core {
 
     /// The tick (core/timers.rs): observes again what failed to commit, enacts stops not yet
     /// written, ends a launch backoff, abandons launches whose worker never came up, fires
-    /// notices, stops runs past their time limit and runs retention. Returns when it is next due; nothing due is `None`, and
-    /// then only a change brings it back.
+    /// notices, stops runs past their time limit and runs retention. Returns when it is next
+    /// due; nothing due is `None`, and then only a change brings it back.
     pub(super) fn tick(&mut self) -> NextDue {
         let mut next = NextDue::default();
         self.retry_observations();
