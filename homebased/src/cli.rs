@@ -545,6 +545,7 @@ async fn job(cmd: JobCommand, client: &Client, home: &Home) -> ApiResult<Option<
             spec,
             allow_other_thread,
             after,
+            time_limit,
             machine,
         } => {
             let id = match job_id {
@@ -557,6 +558,9 @@ async fn job(cmd: JobCommand, client: &Client, home: &Home) -> ApiResult<Option<
                 .collect::<ApiResult<Vec<JobId>>>()?;
             let mut request = submit_request(id, &spec, allow_other_thread, machine.machine)?;
             merge_after(&mut request.spec, &after)?;
+            if let Some(limit) = &time_limit {
+                merge_time_limit(&mut request.spec, limit)?;
+            }
             let remote = request.machine.is_some() || request.spec.get("machine").is_some();
             let submitted = client
                 .submit(&request)
@@ -794,6 +798,33 @@ fn merge_after(spec: &mut serde_json::Value, flags: &[JobId]) -> ApiResult<()> {
     }
 }
 
+/// Puts `--time-limit` into the spec: a spec with its own `time_limit` must say the same
+/// duration (however it is spelled). The value itself is the daemon's to check, so that a bad
+/// one is refused with the spec's pointer, as if written there.
+fn merge_time_limit(spec: &mut serde_json::Value, flag: &str) -> ApiResult<()> {
+    let Some(object) = spec.as_object_mut() else {
+        return Ok(());
+    };
+    match object.get("time_limit").filter(|v| !v.is_null()) {
+        None => {
+            object.insert("time_limit".into(), json!(flag));
+            Ok(())
+        }
+        Some(given) => {
+            let same = |text: Option<&str>| text.and_then(|t| humantime::parse_duration(t).ok());
+            match (same(given.as_str()), same(Some(flag))) {
+                (Some(a), Some(b)) if a == b => Ok(()),
+                _ => Err(ApiError::new(
+                    ErrorCode::InvalidSpec,
+                    "/time_limit: --time-limit and the spec's time_limit differ; give the same \
+                     duration, or only one of them",
+                )
+                .with_input(json!({ "pointer": "/time_limit", "value": given, "flag": flag }))),
+            }
+        }
+    }
+}
+
 /// Reads the spec and captures what the submitter's side contributes.
 fn submit_request(
     id: JobId,
@@ -842,4 +873,30 @@ pub(crate) fn submitter() -> ApiResult<Submitter> {
         parent_task,
         env: Some(captured_environment()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_limit_flag_fills_the_spec_or_must_agree_with_it() {
+        let mut spec = json!({"name": "train"});
+        merge_time_limit(&mut spec, "2h").unwrap();
+        assert_eq!(spec["time_limit"], "2h");
+        // The same duration spelled otherwise agrees; another one is refused with the pointer.
+        let mut spec = json!({"time_limit": "120m"});
+        merge_time_limit(&mut spec, "2h").unwrap();
+        assert_eq!(
+            spec["time_limit"], "120m",
+            "the spec's own spelling is kept"
+        );
+        let err = merge_time_limit(&mut json!({"time_limit": "1h"}), "2h").unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidSpec);
+        assert_eq!(err.input["pointer"], "/time_limit");
+        // A bad flag alone goes into the spec, for the daemon to refuse at /time_limit.
+        let mut spec = json!({"time_limit": null});
+        merge_time_limit(&mut spec, "soon").unwrap();
+        assert_eq!(spec["time_limit"], "soon");
+    }
 }

@@ -23,6 +23,7 @@ pub mod release;
 pub mod run_dir_usage;
 pub mod stop;
 pub mod submit;
+pub mod time_limits;
 pub mod timers;
 pub mod unknown_runs;
 pub mod views;

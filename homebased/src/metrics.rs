@@ -124,9 +124,9 @@ impl Counters {
         self.runs_ended.with_label_values(&[status.as_str()]).inc();
     }
 
-    /// A committed preemptive stop; a user's cancel is not a preemption.
+    /// A committed preemptive stop; a user's cancel and a time limit are not preemptions.
     pub fn preempted(&self, cause: StopCause) {
-        if cause != StopCause::UserCancel {
+        if matches!(cause, StopCause::Yield | StopCause::Restart) {
             self.preemptions.with_label_values(&[cause.as_str()]).inc();
         }
     }

@@ -3,8 +3,10 @@
 //! queue listing) take a [`ReadSnapshot`]: a read-only connection of their own, pinned to the
 //! store as it was when the core handed it out.
 //!
-//! - `schema.sql`, `schema_v2.sql` to `schema_v14.sql` and [`MIGRATIONS`]: versioned schema
-//!   (`PRAGMA user_version`), one file per version.
+//! - `schema.sql`, `schema_v2.sql` to `schema_v15.sql` and [`MIGRATIONS`]: versioned schema
+//!   (`PRAGMA user_version`), one file per version, applied with foreign keys off and checked
+//!   before each version commits (a version may rebuild a parent table: `schema_v14.sql`
+//!   rebuilds `jobs` and `runs` so that their stop causes accept `time_limit`).
 //! - [`machine`], [`resources`], [`jobs`], [`runs`], [`attentions`], [`events`],
 //!   [`operations`], [`durability`]: one file per table, typed verbs over a [`Db`] (the connection or the
 //!   open transaction). The connection never leaves this module: no other code knows SQL.
@@ -14,7 +16,7 @@
 //!   and the pull cursor per authority (`schema_v7.sql`).
 //! - [`history`]: retention's reads and removals of finished jobs (`schema_v8.sql`).
 //! - [`dependencies`]: the jobs each job's `after` names (`schema_v12.sql`).
-//! - The lanes of each run live with [`runs`] (`schema_v14.sql`, `run_lanes`).
+//! - The lanes of each run live with [`runs`] (`schema_v15.sql`, `run_lanes`).
 //! - [`integrity`]: the check at start, read-only, before [`Store::open`] writes anything.
 
 pub mod attentions;
@@ -52,6 +54,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("store/schema_v12.sql"),
     include_str!("store/schema_v13.sql"),
     include_str!("store/schema_v14.sql"),
+    include_str!("store/schema_v15.sql"),
 ];
 
 /// The schema version this build writes.
@@ -302,16 +305,62 @@ fn migrate(conn: &Connection) -> ApiResult<()> {
     if version > SCHEMA_VERSION {
         return Err(newer_schema(version));
     }
+    if version == SCHEMA_VERSION {
+        return Ok(());
+    }
+    // A migration that rebuilds a parent table (`schema_v14.sql` rebuilds `jobs`) drops it
+    // while rows of other tables still name it: SQLite's procedure for such changes runs with
+    // foreign keys off (the pragma is a no-op inside a transaction, so it is set around them)
+    // and checks every key before the new version commits.
+    conn.pragma_update(None, "foreign_keys", "OFF")
+        .map_err(|e| db_error("migrate", e))?;
+    let migrated = run_migrations(conn, version);
+    let restored = conn
+        .pragma_update(None, "foreign_keys", "ON")
+        .map_err(|e| db_error("migrate", e));
+    migrated.and(restored)
+}
+
+fn run_migrations(conn: &Connection, version: i64) -> ApiResult<()> {
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         let next = index as i64 + 1;
-        // The migration and its version bump commit together or not at all.
-        let script = format!("BEGIN IMMEDIATE;\n{sql}\nPRAGMA user_version = {next};\nCOMMIT;");
-        if let Err(e) = conn.execute_batch(&script) {
+        // The migration, the check of every foreign key and the version bump commit together
+        // or not at all.
+        let applied = conn
+            .execute_batch(&format!(
+                "BEGIN IMMEDIATE;\n{sql}\nPRAGMA user_version = {next};"
+            ))
+            .map_err(|e| db_error("migrate", e))
+            .and_then(|()| foreign_keys_hold(conn, next))
+            .and_then(|()| {
+                conn.execute_batch("COMMIT")
+                    .map_err(|e| db_error("migrate", e))
+            });
+        if let Err(e) = applied {
             let _ = conn.execute_batch("ROLLBACK");
-            return Err(db_error("migrate", e));
+            return Err(e);
         }
     }
     Ok(())
+}
+
+/// Every foreign key of the store still finds its row (`PRAGMA foreign_key_check` is empty).
+fn foreign_keys_hold(conn: &Connection, version: i64) -> ApiResult<()> {
+    let mut check = conn
+        .prepare("PRAGMA foreign_key_check")
+        .map_err(|e| db_error("migrate", e))?;
+    let mut rows = check.query([]).map_err(|e| db_error("migrate", e))?;
+    match rows.next().map_err(|e| db_error("migrate", e))? {
+        None => Ok(()),
+        Some(row) => {
+            let table: String = row.get(0).unwrap_or_default();
+            let parent: String = row.get(2).unwrap_or_default();
+            Err(ApiError::internal(format!(
+                "migration to schema version {version} left a row of {table} naming a missing \
+                 row of {parent}; nothing was changed"
+            )))
+        }
+    }
 }
 
 /// A database another process holds locked, a full disk or a failing write is
@@ -793,6 +842,157 @@ mod tests {
         assert_eq!(
             heads.iter().map(|p| (p.job, p.seq)).collect::<Vec<_>>(),
             vec![(id, 2)]
+        );
+    }
+
+    #[test]
+    fn the_v14_rebuild_keeps_jobs_runs_and_their_keys_and_accepts_time_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("homebased.sqlite");
+        let conn = Connection::open(&path).unwrap();
+        for (i, sql) in MIGRATIONS.iter().take(13).enumerate() {
+            conn.execute_batch(&format!("{sql}\nPRAGMA user_version = {};", i + 1))
+                .unwrap();
+        }
+        let gpu = "01a23100-0000-7000-8000-0000000000a0";
+        let (queued, active, done) = (
+            "01a23100-0000-7000-8000-000000000001",
+            "01a23100-0000-7000-8000-000000000002",
+            "01a23100-0000-7000-8000-000000000003",
+        );
+        let task = "01a23100-0000-7000-8000-0000000000b0";
+        let thread = "01a23100-0000-7000-8000-0000000000c0";
+        conn.execute_batch(&format!(
+            "INSERT INTO resources (id, name, device, origin, created_at) \
+               VALUES ('{gpu}', 'gpu0', 0, 'detected', 1); \
+             INSERT INTO jobs (id, thread, name, priority, slot_key, state, spec, digest, steps, \
+               created_at, updated_at, last_stop_cause, env, origin) VALUES \
+               ('{queued}', '{thread}', 'q', 1, 5, 'queued', '{{}}', 'd', 1, 1, 1, 'yield', NULL, NULL), \
+               ('{active}', '{thread}', 'a', 1, 9, 'active', '{{}}', 'd', 2, 1, 2, 'restart', '{{}}', NULL), \
+               ('{done}', '{thread}', 'd', 0, NULL, 'failed', '{{}}', 'd', 1, 1, 3, NULL, NULL, NULL); \
+             INSERT INTO runs (task, job, resource, run_number, step, resume, status, phase, \
+               stop_cause, stop_requested_at, stop_for_job, reserved_at, started_at, \
+               workload_started_at, gpu_memory_peak_mib) VALUES \
+               ('{task}', '{active}', '{gpu}', 1, 0, 0, 'running', 'stopping', 'restart', 30, \
+                '{queued}', 10, 20, 20, 512); \
+             INSERT INTO job_dependencies (job, ord, after) VALUES ('{queued}', 0, '{done}');"
+        ))
+        .unwrap();
+        let rowid_of = |conn: &Connection, id: &str| -> i64 {
+            conn.query_row("SELECT rowid FROM jobs WHERE id = ?1", [id], |r| r.get(0))
+                .unwrap()
+        };
+        let rowids: Vec<i64> = [queued, active, done]
+            .iter()
+            .map(|id| rowid_of(&conn, id))
+            .collect();
+        let levels = |conn: &Connection| -> Vec<i64> {
+            conn.prepare("SELECT live FROM queue_levels ORDER BY priority")
+                .unwrap()
+                .query_map([], |r| r.get(0))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        };
+        assert_eq!(levels(&conn), vec![0, 2, 0]);
+        drop(conn);
+
+        let store = Store::open(&path).unwrap();
+        let conn = &store.conn;
+        assert_eq!(user_version(conn).unwrap(), SCHEMA_VERSION);
+        // Every row, its rowid and every column came across.
+        let after: Vec<i64> = [queued, active, done]
+            .iter()
+            .map(|id| rowid_of(conn, id))
+            .collect();
+        assert_eq!(after, rowids);
+        let run = runs::get(store.db(), task.parse().unwrap())
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            run.phase.as_ref().and_then(|p| p.stop()).map(|s| s.cause),
+            Some(homebased_shared::queue::StopCause::Restart)
+        );
+        assert_eq!(run.started_at, Some(20));
+        let job = jobs::require(store.db(), active.parse().unwrap()).unwrap();
+        assert_eq!(job.steps, 2);
+        let deps: i64 = conn
+            .query_row("SELECT COUNT(*) FROM job_dependencies", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(deps, 1);
+        // The queue's level counts are kept, and the triggers that keep them are back.
+        assert_eq!(levels(conn), vec![0, 2, 0]);
+        conn.execute(
+            "UPDATE jobs SET slot_key = NULL, state = 'cancelled' WHERE id = ?1",
+            [queued],
+        )
+        .unwrap();
+        assert_eq!(levels(conn), vec![0, 1, 0]);
+        // The new cause is accepted where causes are stored; nothing else is.
+        conn.execute(
+            "UPDATE runs SET stop_cause = 'time_limit' WHERE task = ?1",
+            [task],
+        )
+        .unwrap();
+        conn.execute(
+            "UPDATE jobs SET last_stop_cause = 'time_limit' WHERE id = ?1",
+            [active],
+        )
+        .unwrap();
+        assert!(conn
+            .execute(
+                "UPDATE runs SET stop_cause = 'timeout' WHERE task = ?1",
+                [task]
+            )
+            .is_err());
+        // Foreign keys are enforced again once the store is open.
+        let fk: i64 = conn
+            .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(fk, 1);
+        let orphan = conn.execute(
+            &format!(
+                "INSERT INTO runs (task, job, resource, run_number, step, resume, status, \
+                   reserved_at) VALUES ('01a23100-0000-7000-8000-0000000000b1', \
+                   '01a23100-0000-7000-8000-0000000000ff', '{gpu}', 1, 0, 0, 'queued', 1)"
+            ),
+            [],
+        );
+        assert!(
+            orphan.is_err(),
+            "a run of a job that does not exist is refused"
+        );
+    }
+
+    #[test]
+    fn a_migration_that_breaks_a_foreign_key_is_refused_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("homebased.sqlite");
+        let conn = Connection::open(&path).unwrap();
+        for (i, sql) in MIGRATIONS.iter().take(13).enumerate() {
+            conn.execute_batch(&format!("{sql}\nPRAGMA user_version = {};", i + 1))
+                .unwrap();
+        }
+        // A run naming a job that is not there: what a faulty rebuild would leave.
+        conn.execute_batch(
+            "INSERT INTO resources (id, name, device, origin, created_at) \
+               VALUES ('01a23100-0000-7000-8000-0000000000a0', 'gpu0', 0, 'detected', 1); \
+             PRAGMA foreign_keys = OFF; \
+             INSERT INTO runs (task, job, resource, run_number, step, resume, status, \
+               reserved_at) VALUES ('01a23100-0000-7000-8000-0000000000b1', \
+               '01a23100-0000-7000-8000-0000000000ff', '01a23100-0000-7000-8000-0000000000a0', \
+               1, 0, 0, 'queued', 1);",
+        )
+        .unwrap();
+        drop(conn);
+        let err = Store::open(&path).err().unwrap();
+        assert_eq!(err.code, ErrorCode::Internal);
+        assert!(err.message.contains("version 14"), "{}", err.message);
+        let conn = Connection::open(&path).unwrap();
+        assert_eq!(
+            user_version(&conn).unwrap(),
+            13,
+            "left at the version it had"
         );
     }
 }

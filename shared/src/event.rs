@@ -92,7 +92,7 @@ pub struct EventDetail {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check_due: Option<CheckDueNotice>,
     /// Why the job ended this way, when the kind alone does not say (SPEC section 8:
-    /// `{"cause":"dependency_failed","job":UUID}`).
+    /// `{"cause":"time_limit"}`, `{"cause":"dependency_failed","job":UUID}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<EventCause>,
 }
@@ -101,6 +101,8 @@ pub struct EventDetail {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "cause", rename_all = "snake_case")]
 pub enum EventCause {
+    /// `JOB_FAILED`: the run was still executing at its start plus the job's `time_limit`.
+    TimeLimit,
     /// `JOB_CANCELLED`: `job`, named in this job's `after`, failed or was cancelled.
     DependencyFailed { job: JobId },
 }
@@ -142,6 +144,21 @@ pub fn parse_event_line(line: &str) -> Option<serde_json::Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn causes_have_the_spec_shape() {
+        let job = JobId::new();
+        assert_eq!(
+            serde_json::to_value(EventCause::TimeLimit).unwrap(),
+            serde_json::json!({"cause": "time_limit"})
+        );
+        assert_eq!(
+            serde_json::to_value(EventCause::DependencyFailed { job }).unwrap(),
+            serde_json::json!({"cause": "dependency_failed", "job": job})
+        );
+        let back: EventCause = serde_json::from_str(r#"{"cause":"time_limit"}"#).unwrap();
+        assert_eq!(back, EventCause::TimeLimit);
+    }
 
     #[test]
     fn kinds_serialize_as_screaming_names() {

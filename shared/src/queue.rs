@@ -113,7 +113,9 @@ impl PreemptMode {
     }
 }
 
-/// Why a run is being stopped. Causes only upgrade: `Yield < Restart < UserCancel`.
+/// Why a run is being stopped. Causes only upgrade: `Yield < Restart < TimeLimit <
+/// UserCancel` (the declaration order, derived): a run past its `time_limit` fails whatever
+/// preemption asked of it, and a user's cancel wins over everything.
 #[derive(
     Debug,
     Clone,
@@ -134,6 +136,8 @@ impl PreemptMode {
 pub enum StopCause {
     Yield,
     Restart,
+    /// The run reached its job's `time_limit`: stopped as a restart is, and its job fails.
+    TimeLimit,
     UserCancel,
 }
 
@@ -259,14 +263,21 @@ mod tests {
 
     #[test]
     fn causes_only_upgrade() {
-        assert_eq!(
-            StopCause::Yield.upgrade(StopCause::Restart),
-            StopCause::Restart
-        );
-        assert_eq!(
-            StopCause::UserCancel.upgrade(StopCause::Yield),
-            StopCause::UserCancel
-        );
+        use StopCause::*;
+        // SPEC section 4: yield < restart < time_limit < user_cancel, whichever came first.
+        let order = [Yield, Restart, TimeLimit, UserCancel];
+        for (i, earlier) in order.iter().enumerate() {
+            for (j, later) in order.iter().enumerate() {
+                let stronger = order[i.max(j)];
+                assert_eq!(
+                    earlier.upgrade(*later),
+                    stronger,
+                    "{earlier:?} then {later:?}"
+                );
+            }
+        }
+        assert_eq!(TimeLimit.as_str(), "time_limit");
+        assert_eq!("time_limit".parse::<StopCause>(), Ok(TimeLimit));
     }
 
     /// The derived names are serde's, exactly: the wire, the store and the CLI say one thing.

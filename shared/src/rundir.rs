@@ -152,6 +152,16 @@ pub struct RunSpec {
     /// A `run.json` written before the limit existed gets the default.
     #[serde(default = "default_output_limit")]
     pub output_limit: u64,
+    /// The job's `time_limit` as this run gets it (SPEC section 3): the daemon stops the run
+    /// at the workload's recorded start plus this, and the worker tells the workload that
+    /// instant in `HOMEBASED_DEADLINE` ([`RunSpec::deadline`]). Absent: no limit (and in a
+    /// `run.json` written before limits existed).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::spec::duration_text::option"
+    )]
+    pub time_limit: Option<std::time::Duration>,
     /// When the daemon's steps of this launch happened, for `scripts/bench`'s start path
     /// breakdown; absent in a `run.json` written before they were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -224,9 +234,23 @@ pub struct StartStamps {
 }
 
 impl RunSpec {
-    /// The run variables of SPEC section 5 for a host step. Inherited copies of these names
-    /// are scrubbed by the worker before these are set.
-    pub fn host_variables(&self, run_dir: &RunDir) -> BTreeMap<String, String> {
+    /// When the daemon stops this run for its `time_limit`, if it has one: the workload's
+    /// start as the worker records it (`worker.json`'s `child.started_at`, which becomes the
+    /// run's `started_at` in the store) plus the limit. The worker knows that start before it
+    /// spawns the workload, so the instant it announces is the one the daemon acts on.
+    pub fn deadline(&self, workload_started_at: Millis) -> Option<Millis> {
+        let limit = i64::try_from(self.time_limit?.as_millis()).unwrap_or(i64::MAX);
+        Some(workload_started_at.saturating_add(limit))
+    }
+
+    /// The run variables of SPEC section 5 for a host step, for a workload started at
+    /// `workload_started_at`. Inherited copies of these names are scrubbed by the worker
+    /// before these are set.
+    pub fn host_variables(
+        &self,
+        run_dir: &RunDir,
+        workload_started_at: Millis,
+    ) -> BTreeMap<String, String> {
         let mut v = BTreeMap::new();
         v.insert("HOMEBASED_TASK_ID".into(), self.task.to_string());
         v.insert("HOMEBASED_JOB_ID".into(), self.job.to_string());
@@ -251,6 +275,13 @@ impl RunSpec {
             // `nvidia-smi` numbers cards in PCI bus order, CUDA by default fastest first: on a
             // machine with mixed cards an index would name another card than the lane's.
             v.insert("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into());
+        }
+        if let Some(deadline) = self.deadline(workload_started_at) {
+            // Whole seconds, rounded down: never later than the stop it announces.
+            v.insert(
+                "HOMEBASED_DEADLINE".into(),
+                humantime::format_rfc3339_seconds(crate::time::from_ms(deadline)).to_string(),
+            );
         }
         v
     }
@@ -296,7 +327,10 @@ pub const PER_RUN_VARIABLES: [&str; 8] = [
     "HOMEBASED_RESOURCE",
 ];
 
-/// True for an inherited variable that must never reach a workload unscrubbed.
+/// True for an inherited variable that must never reach a workload unscrubbed: the run
+/// variables of SPEC section 5 (`HOMEBASED_DEADLINE` among them), and the GPU selection the
+/// queue owns. A submitter's `CUDA_DEVICE_ORDER` goes with its `CUDA_VISIBLE_DEVICES`: the
+/// order renumbers the index the queue hands out.
 pub fn is_run_variable(name: &str) -> bool {
     name.starts_with("HOMEBASED_") || name == "CUDA_VISIBLE_DEVICES" || name == "CUDA_DEVICE_ORDER"
 }

@@ -42,6 +42,10 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 pub const MIN_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// The longest `timeout`: an inactivity notice later than a month is no notice.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+/// The bounds of `time_limit` (SPEC section 3): a minute, so that a workload told its
+/// deadline has time to checkpoint before it, to thirty days.
+pub const MIN_TIME_LIMIT: Duration = Duration::from_secs(60);
+pub const MAX_TIME_LIMIT: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 pub const MIN_RESTART_WITHIN: Duration = Duration::from_secs(60);
 pub const MAX_RESTART_WITHIN: Duration = Duration::from_secs(24 * 60 * 60);
 pub const MIN_CONTAINER_MEMORY: u64 = 6 * 1024 * 1024;
@@ -62,6 +66,16 @@ pub struct JobSpec {
     /// Output-inactivity notice per run. It never stops work.
     #[serde(with = "duration_text")]
     pub timeout: Duration,
+    /// The wall-clock limit of each run (SPEC section 3): a run still executing at its start
+    /// plus this is stopped as a restart is and its job fails. Left out of the canonical spec
+    /// while absent, so a spec without one keeps the digest it always had (and a job stored
+    /// before the field existed reads back).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "duration_text::option"
+    )]
+    pub time_limit: Option<Duration>,
     /// A Fleet machine name or UUID; `None` is local.
     pub machine: Option<String>,
     /// A resource name or UUID the job is pinned to (only with `gpus` 1).

@@ -46,6 +46,7 @@ mod service;
 mod spec_input;
 mod standby;
 mod storage;
+mod time_limits;
 mod waiting;
 mod web_token;
 

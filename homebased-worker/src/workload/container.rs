@@ -121,14 +121,15 @@ pub fn start(run: &RunSpec, dir: &RunDir, step: &ContainerStep) -> Result<Runnin
     let log = WorkerLog::new(dir.worker_log());
     let docker = Docker::for_run(run.task);
     let name = container_name(run.task);
-    // Taken before the create, like a host step's before its spawn.
+    // Taken before the create, like a host step's before its spawn; `HOMEBASED_DEADLINE`
+    // counts from it, as the daemon's time limit does.
     let started_at = now_ms();
     let abandon = |id: Option<&str>, message: String| StartError::Container {
         removal: removal::remove(&docker, run.task, id, &run.cleanup, &|m| log.note(m)),
         message,
     };
 
-    let args = docker_create_args(run, step, dir);
+    let args = docker_create_args(run, step, dir, started_at);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     log.note(format!("creating container {name} from {}", step.image));
     let id = match docker.run(&args, COMMAND_BOUND) {

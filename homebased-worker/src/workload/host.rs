@@ -30,6 +30,10 @@ pub fn start(run: &RunSpec, dir: &RunDir, argv: &[String]) -> Result<Running, St
         .try_clone()
         .map_err(|e| StartError::Worker(format!("cannot share {}: {e}", output_path.display())))?;
 
+    // Taken before the spawn: the suspect window (SPEC section 6) must cover anything the
+    // workload starts, even in its first millisecond. It is also the start the daemon counts
+    // the run's `time_limit` from, so the workload's `HOMEBASED_DEADLINE` is built on it.
+    let started_at = now_ms();
     let mut command = Command::new(program);
     command
         .args(args)
@@ -38,7 +42,7 @@ pub fn start(run: &RunSpec, dir: &RunDir, argv: &[String]) -> Result<Running, St
         .stdout(output)
         .stderr(errors)
         .env_clear()
-        .envs(environment(run, dir, std::env::vars_os()))
+        .envs(environment(run, dir, started_at, std::env::vars_os()))
         .process_group(0);
     let worker = Pid::this();
     // SAFETY: the closure runs between fork and exec and only makes two system calls through
@@ -54,9 +58,6 @@ pub fn start(run: &RunSpec, dir: &RunDir, argv: &[String]) -> Result<Running, St
         });
     }
 
-    // Taken before the spawn: the suspect window (SPEC section 6) must cover anything the
-    // workload starts, even in its first millisecond.
-    let started_at = now_ms();
     let child = command.spawn().map_err(|e| {
         StartError::Workload(format!(
             "cannot start {program:?} in {}: {e}",
@@ -98,10 +99,12 @@ pub fn start(run: &RunSpec, dir: &RunDir, argv: &[String]) -> Result<Running, St
 /// The workload's environment (SPEC section 5): the submitter's as captured at submit, or
 /// when none was (Fleet, an older job) the worker's own with the submitter's `PATH` and
 /// `HOME`; minus every run variable (an inherited `HOMEBASED_TASK_ID` would mark the workload
-/// as another run's); then the step's `env`; then this run's variables.
+/// as another run's); then the step's `env`; then this run's variables, for a workload
+/// started at `started_at`.
 pub fn environment(
     run: &RunSpec,
     dir: &RunDir,
+    started_at: homebased_shared::time::Millis,
     inherited: impl IntoIterator<Item = (OsString, OsString)>,
 ) -> Vec<(OsString, OsString)> {
     let base: Vec<(OsString, OsString)> = match &run.environment {
@@ -141,7 +144,7 @@ pub fn environment(
             .map(|(k, v)| (k.into(), v.into())),
     );
     env.extend(
-        run.host_variables(dir)
+        run.host_variables(dir, started_at)
             .into_iter()
             .map(|(k, v)| (k.into(), v.into())),
     );
@@ -214,9 +217,13 @@ mod tests {
             protected_pids: vec![],
             cleanup: CleanupConfig::default(),
             output_limit: homebased_shared::output_cap::DEFAULT_LIMIT,
+            time_limit: None,
             stamps: None,
         }
     }
+
+    /// When the workloads of these tests start.
+    const STARTED_AT: homebased_shared::time::Millis = 1_764_669_600_250;
 
     fn as_map(env: Vec<(OsString, OsString)>) -> BTreeMap<String, String> {
         let mut map = BTreeMap::new();
@@ -238,18 +245,43 @@ mod tests {
             ("HOMEBASED_TASK_ID", "someone-else"),
             ("HOMEBASED_SURPRISE", "x"),
             ("CUDA_VISIBLE_DEVICES", "7"),
+            ("CUDA_DEVICE_ORDER", "FASTEST_FIRST"),
+            ("HOMEBASED_DEADLINE", "2000-01-01T00:00:00Z"),
             ("PATH", "/worker/bin"),
             ("HOME", "/worker"),
             ("LANG", "C.UTF-8"),
         ]
         .map(|(k, v)| (OsString::from(k), OsString::from(v)));
-        let env = as_map(environment(&r, &dir, inherited));
-        let mut expected = r.host_variables(&dir);
+        let env = as_map(environment(&r, &dir, STARTED_AT, inherited));
+        let mut expected = r.host_variables(&dir, STARTED_AT);
         expected.insert("PATH".into(), "/usr/bin:/bin".into());
         expected.insert("HOME".into(), "/home/sub".into());
         expected.insert("LANG".into(), "C.UTF-8".into());
         assert_eq!(env, expected);
         assert!(!env.contains_key("CUDA_VISIBLE_DEVICES"));
+        assert!(
+            !env.contains_key("CUDA_DEVICE_ORDER"),
+            "no device, no order"
+        );
+        assert!(
+            !env.contains_key("HOMEBASED_DEADLINE"),
+            "no limit, no deadline"
+        );
+    }
+
+    #[test]
+    fn a_device_comes_with_the_pci_bus_order_and_a_limit_with_its_deadline() {
+        let mut r = run(Some(2));
+        r.time_limit = Some(std::time::Duration::from_secs(90 * 60));
+        let dir = RunDir::new("/h/tasks/t");
+        let inherited = [("CUDA_DEVICE_ORDER", "FASTEST_FIRST")]
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let env = as_map(environment(&r, &dir, STARTED_AT, inherited));
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "2");
+        assert_eq!(env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
+        // 2025-12-02T10:00:00.250Z plus 90 minutes, in whole seconds rounded down.
+        assert_eq!(env["HOMEBASED_DEADLINE"], "2025-12-02T11:30:00Z");
+        assert_eq!(r.deadline(STARTED_AT), Some(STARTED_AT + 90 * 60_000));
     }
 
     #[test]
@@ -260,7 +292,7 @@ mod tests {
         let dir = RunDir::new("/h/tasks/t");
         let inherited = [("PATH", "/worker/bin"), ("HOME", "/worker")]
             .map(|(k, v)| (OsString::from(k), OsString::from(v)));
-        let env = as_map(environment(&r, &dir, inherited));
+        let env = as_map(environment(&r, &dir, STARTED_AT, inherited));
         assert_eq!(env["PATH"], "/worker/bin");
         assert_eq!(env["HOME"], "/worker");
         assert_eq!(env["CUDA_VISIBLE_DEVICES"], "3");
@@ -284,7 +316,7 @@ mod tests {
             "FASTEST_FIRST".to_string(),
         )]));
         let dir = RunDir::new("/h/tasks/t");
-        let env = as_map(environment(&r, &dir, []));
+        let env = as_map(environment(&r, &dir, STARTED_AT, []));
         assert_eq!(env["CUDA_VISIBLE_DEVICES"], "1,3");
         assert_eq!(env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
         assert_eq!(env["HOMEBASED_RESOURCE"], "gpu1,gpu0");
@@ -311,7 +343,7 @@ mod tests {
         let dir = RunDir::new("/h/tasks/t");
         let inherited = [("DAEMON_ONLY", "x"), ("PATH", "/worker/bin")]
             .map(|(k, v)| (OsString::from(k), OsString::from(v)));
-        let env = as_map(environment(&r, &dir, inherited));
+        let env = as_map(environment(&r, &dir, STARTED_AT, inherited));
         assert_eq!(env["PATH"], "/sub/bin");
         assert_eq!(env["HF_HOME"], "/sub/hf");
         assert_eq!(env["SEED"], "2");

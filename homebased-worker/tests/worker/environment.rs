@@ -67,6 +67,8 @@ const STALE: &[(&str, &str)] = &[
     ("HOMEBASED_RESUME", "1"),
     ("HOMEBASED_LEFTOVER", "x"),
     ("CUDA_VISIBLE_DEVICES", "7"),
+    ("CUDA_DEVICE_ORDER", "FASTEST_FIRST"),
+    ("HOMEBASED_DEADLINE", "2000-01-01T00:00:00Z"),
     ("HOME", "/worker-home"),
     ("PATH", "/worker-bin:/usr/bin:/bin"),
 ];
@@ -105,4 +107,22 @@ fn stdin_is_dev_null_and_both_streams_share_output_log() {
         "out\nerr\nout2\n/dev/null\nend\n",
         "in order, nothing read from stdin"
     );
+}
+
+#[test]
+fn the_deadline_is_the_recorded_workload_start_plus_the_time_limit() {
+    let mut run = env_run();
+    run.set("time_limit", json!("1h 30m"));
+    let env = workload_env(&run, STALE);
+    // What the daemon counts the limit from: the start the worker records in worker.json.
+    let started_at = run.child().started_at;
+    let deadline = started_at + 90 * 60 * 1000;
+    let told = homebased_shared::time::serde_rfc3339::deserialize(json!(env["HOMEBASED_DEADLINE"]))
+        .unwrap();
+    assert!(
+        told <= deadline && deadline - told < 1000,
+        "told {} for a deadline at {deadline}",
+        env["HOMEBASED_DEADLINE"]
+    );
+    assert!(env["HOMEBASED_DEADLINE"].ends_with('Z'), "UTC");
 }

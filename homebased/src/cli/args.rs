@@ -168,6 +168,11 @@ pub enum JobCommand {
         /// cancelled). With the spec's `after` too, both must name the same jobs.
         #[arg(long = "after", value_name = "J")]
         after: Vec<String>,
+        /// Stop each run still executing this long after its start and fail the job
+        /// (1m to 30d, e.g. 2h); the run is told when in HOMEBASED_DEADLINE. With the spec's
+        /// `time_limit` too, both must say the same.
+        #[arg(long = "time-limit", value_name = "DURATION")]
+        time_limit: Option<String>,
         /// Submit to this Fleet machine (name or UUID); must agree with the spec's machine.
         #[command(flatten)]
         machine: MachineArg,

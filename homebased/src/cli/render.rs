@@ -505,6 +505,12 @@ pub fn job_detail(
         let each: Vec<String> = d.dependents.iter().map(link).collect();
         out.push_str(&format!("\nwaited on by: {}", each.join(", ")));
     }
+    if let Some(limit) = d.spec["time_limit"].as_str() {
+        out.push_str(&format!(
+            "\ntime limit {limit} per run: a run still executing then is stopped and the job \
+             fails"
+        ));
+    }
     if let Some(cause) = d.last_stop_cause {
         out.push_str(&format!("\nlast stop cause {}", cause.as_str()));
     }
@@ -587,6 +593,11 @@ fn event_note(e: &serde_json::Value) -> Option<String> {
                  on: check that it still makes progress (task log, its processes)"
             ))
         }
+        "JOB_FAILED" if e["detail"]["cause"] == "time_limit" => Some(
+            "the run was still executing at its start plus the job's time_limit: it was \
+             stopped (TERM, grace, KILL) and the job failed"
+                .into(),
+        ),
         "JOB_BLOCKED" => {
             let since = e["blocked"]["blocked_since"].as_str().unwrap_or("?");
             Some(format!(
@@ -662,6 +673,15 @@ mod tests {
         assert!(note.contains("nothing was stopped"), "{note}");
         let done = serde_json::json!({"event": "JOB_SUCCEEDED"});
         assert_eq!(super::event_note(&done), None);
+        let limited = serde_json::json!({"event": "JOB_FAILED", "detail": {"cause": "time_limit"}});
+        let note = super::event_note(&limited).unwrap();
+        assert!(
+            note.contains("time_limit") && note.contains("failed"),
+            "{note}"
+        );
+        let failed =
+            serde_json::json!({"event": "JOB_FAILED", "process": {"kind": "exit", "code": 1}});
+        assert_eq!(super::event_note(&failed), None);
     }
 
     #[test]

@@ -11,8 +11,14 @@
 //! yielded, so a checkpoint exists". It is set by a yield and kept by a restart of the same
 //! step: a restart throws away the attempt's progress since its checkpoint, never the
 //! checkpoint itself.
+//!
+//! A time limit is stopped as a restart is, but the job does not come back: a run that was
+//! stopped for it, or that ended any other way than a genuine exit 0 once it was committed,
+//! fails its job, and the event says why (`detail.cause` `time_limit`). An exit 0 that no stop
+//! signal caused is finished work, limit or not: the last step succeeds, an earlier one hands
+//! on to the next step, which gets a limit of its own.
 
-use homebased_shared::event::EventKind;
+use homebased_shared::event::{EventCause, EventKind};
 use homebased_shared::queue::{RunStatus, StopCause};
 use homebased_shared::rundir::ExitReason;
 use homebased_shared::spec::YieldCodes;
@@ -46,6 +52,8 @@ pub struct Outcome {
     pub run: RunStatus,
     pub job: JobNext,
     pub event: Option<EventKind>,
+    /// The event's `detail`, when its kind alone does not say why.
+    pub detail: Option<EventCause>,
 }
 
 /// `resumed`: the run was started with `HOMEBASED_RESUME=1` (an earlier attempt of its step
@@ -59,7 +67,12 @@ pub fn classify(
     yield_codes: &YieldCodes,
 ) -> Outcome {
     use JobNext::*;
-    let outcome = |run, job, event| Outcome { run, job, event };
+    let outcome = |run, job, event| Outcome {
+        run,
+        job,
+        event,
+        detail: None,
+    };
     let exited_zero = matches!(end, RunEnd::Recorded(ExitReason::Exit { code: 0 }));
     // A genuine exit 0 is never turned into a failure or a preemption.
     if exited_zero {
@@ -83,6 +96,18 @@ pub fn classify(
             Cancelled,
             Some(EventKind::JobCancelled),
         );
+    }
+    if cause == Some(StopCause::TimeLimit) {
+        // Whatever ended it once its limit was committed: a yield code is no checkpoint to
+        // resume from here, since the job does not run again.
+        let run = match end {
+            RunEnd::Lost => RunStatus::Lost,
+            RunEnd::Recorded(_) => RunStatus::Failed,
+        };
+        return Outcome {
+            detail: Some(EventCause::TimeLimit),
+            ..outcome(run, Failed, Some(EventKind::JobFailed))
+        };
     }
     match (end, cause) {
         (RunEnd::Recorded(ExitReason::Exit { code }), Some(StopCause::Yield))
@@ -300,6 +325,104 @@ mod tests {
         for (end, cause, resumed, job) in cases {
             let o = classify(&end, cause, false, resumed, &YieldCodes::default());
             assert_eq!(o.job, job, "{end:?} {cause:?} resumed={resumed}");
+        }
+    }
+
+    #[test]
+    fn a_run_past_its_time_limit_fails_its_job_unless_it_finished_on_its_own() {
+        let cancelled = RunEnd::Recorded(ExitReason::Cancelled);
+        let time_limit = Some(EventCause::TimeLimit);
+        #[rustfmt::skip]
+        type Expected = (RunStatus, JobNext, Option<EventKind>, Option<EventCause>);
+        let cases: Vec<(RunEnd, bool, Expected)> = vec![
+            // Stopped by the worker (TERM, grace, KILL; a workload that exits 0 after the TERM
+            // included): failed, not requeued like a restart.
+            (
+                cancelled.clone(),
+                true,
+                (
+                    RunStatus::Failed,
+                    Failed,
+                    Some(EventKind::JobFailed),
+                    time_limit,
+                ),
+            ),
+            (
+                cancelled,
+                false,
+                (
+                    RunStatus::Failed,
+                    Failed,
+                    Some(EventKind::JobFailed),
+                    time_limit,
+                ),
+            ),
+            // Ended on its own after the limit was committed, before the signal reached it.
+            (
+                exit(1),
+                false,
+                (
+                    RunStatus::Failed,
+                    Failed,
+                    Some(EventKind::JobFailed),
+                    time_limit,
+                ),
+            ),
+            (
+                exit(75),
+                false,
+                (
+                    RunStatus::Failed,
+                    Failed,
+                    Some(EventKind::JobFailed),
+                    time_limit,
+                ),
+            ),
+            (
+                RunEnd::Recorded(Signal { signal: 9 }),
+                true,
+                (
+                    RunStatus::Failed,
+                    Failed,
+                    Some(EventKind::JobFailed),
+                    time_limit,
+                ),
+            ),
+            (
+                RunEnd::Lost,
+                true,
+                (
+                    RunStatus::Lost,
+                    Failed,
+                    Some(EventKind::JobFailed),
+                    time_limit,
+                ),
+            ),
+            // A genuine exit 0 is finished work: never turned into a failure.
+            (
+                exit(0),
+                true,
+                (
+                    RunStatus::Succeeded,
+                    Succeeded,
+                    Some(EventKind::JobSucceeded),
+                    None,
+                ),
+            ),
+            (exit(0), false, (RunStatus::Succeeded, NextStep, None, None)),
+        ];
+        for (end, last, expected) in cases {
+            let o = classify(&end, Some(TimeLimit), last, true, &YieldCodes::default());
+            assert_eq!(
+                (o.run, o.job, o.event, o.detail),
+                expected,
+                "{end:?} last={last}"
+            );
+        }
+        // Other causes say nothing more than their kind.
+        for cause in [None, Some(Yield), Some(Restart), Some(UserCancel)] {
+            let o = classify(&exit(1), cause, true, false, &YieldCodes::default());
+            assert_eq!(o.detail, None, "{cause:?}");
         }
     }
 

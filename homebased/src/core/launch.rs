@@ -132,6 +132,7 @@ impl Core {
     fn start(&mut self, r: &Reservation, stamps: LaunchStamps) -> Result<(), StartFailure> {
         let spec = spec_of(&r.job).map_err(StartFailure::Other)?;
         let step = nth_step(&r.job, &spec, r.job.step).map_err(StartFailure::Other)?;
+        let time_limit = super::time_limits::limit_of(&spec);
         let run = RunSpec {
             task: r.task,
             job: r.job.id,
@@ -150,6 +151,7 @@ impl Core {
             protected_pids: vec![self.facts.protected()],
             cleanup: self.config.resource.cleanup,
             output_limit: self.config.resource.output_limit,
+            time_limit,
             stamps: Some(stamps),
         };
         let dir = supervisor::create_run_dir(&self.home, &run).map_err(|e| {
@@ -213,7 +215,8 @@ impl Core {
     }
 }
 
-fn spec_of(job: &jobs::Job) -> ApiResult<JobSpec> {
+/// The job's stored canonical spec.
+pub(super) fn spec_of(job: &jobs::Job) -> ApiResult<JobSpec> {
     serde_json::from_value(job.spec.clone()).map_err(ApiError::internal)
 }
 

@@ -408,6 +408,7 @@ fn record_end(
     if let Some(kind) = outcome.event {
         let detail = EventDetail {
             process,
+            detail: outcome.detail,
             ..EventDetail::default()
         };
         let job = jobs::require(db, run.job)?;

@@ -41,13 +41,16 @@ impl Core {
         }
         // Before the first pass: a lane a live unknown run occupies is never handed on.
         self.hold_unknown_live_runs(&known);
+        // A run whose time limit passed while the daemon was down is stopped now; the first
+        // tick tells when the others fall due.
+        self.time_limits_tick();
         self.mark_dirty();
     }
 
     /// The tick (core/timers.rs): observes again what failed to commit, enacts stops not yet
     /// written, ends a launch backoff, abandons launches whose worker never came up, fires
-    /// notices and runs retention. Returns when it is next due; nothing due is `None`, and
-    /// then only a change brings it back.
+    /// notices, stops runs past their time limit and runs retention. Returns when it is next
+    /// due; nothing due is `None`, and then only a change brings it back.
     pub(super) fn tick(&mut self) -> NextDue {
         let mut next = NextDue::default();
         self.retry_observations();
@@ -64,6 +67,8 @@ impl Core {
         }
         // Blocked and check-due notices whose time has come (core/notices.rs).
         next.merge(self.notices_tick());
+        // Runs past their time limit are stopped; the next limit is due (core/time_limits.rs).
+        next.merge(self.time_limits_tick());
         // Finished jobs past `[history] keep`: one bounded batch (core/history.rs).
         self.retention_tick(false);
         if self.config.history.keep.is_some() {

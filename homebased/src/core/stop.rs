@@ -2,8 +2,10 @@
 //! Enacting is idempotent and redone after a daemon restart.
 //!
 //! - yield: create the empty `control/yield` of that run. No signal, no deadline.
-//! - restart, user cancel: write `control/stop` (the worker honours it even if a signal is
-//!   lost), then SIGTERM the worker, which stops the workload's group.
+//! - restart, time limit, user cancel: write `control/stop` (the worker honours it even if a
+//!   signal is lost), then SIGTERM the worker, which stops the workload's group. A time limit
+//!   is stopped exactly as a restart is; only how its job moves afterwards differs
+//!   (`core::classify`).
 
 use super::Core;
 use crate::store::runs;
@@ -39,7 +41,7 @@ impl Core {
                 .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
                 .open(dir.yield_file())
                 .map(drop),
-            StopCause::Restart | StopCause::UserCancel => {
+            StopCause::Restart | StopCause::TimeLimit | StopCause::UserCancel => {
                 write_json_atomic(&dir.stop_file(), &StopRequest { cause: stop.cause })
             }
         };

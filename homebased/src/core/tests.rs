@@ -1132,3 +1132,103 @@ fn an_answer_that_could_not_be_made_durable_says_so_unless_it_was_a_refusal() {
     let refused: ApiResult<u32> = Err(ApiError::usage("no"));
     assert_eq!(super::settled(Some(&unsynced), refused.clone()), refused);
 }
+
+/// Submits a one-step job limited to `time_limit`, then lets a pass run.
+fn submit_limited(f: &mut Fixture, time_limit: &str) -> JobId {
+    let id = JobId::new();
+    let spec = json!({
+        "api_version": 1,
+        "thread": ThreadId::new(),
+        "name": "limited",
+        "cwd": "/",
+        "priority": "medium",
+        "preempt": restart(),
+        "time_limit": time_limit,
+        "workload": {"type": "task", "command": ["/bin/sh", "-c", "true"]},
+    });
+    f.core
+        .submit(SubmitRequest {
+            job: id,
+            spec,
+            submitter: plain_submitter(),
+            allow_other_thread: false,
+            machine: None,
+        })
+        .unwrap();
+    f.pass();
+    id
+}
+
+/// The worker confirms a workload it started at `started_at`.
+fn confirm_started_at(f: &mut Fixture, task: TaskId, started_at: i64) {
+    f.worker_json(task, true);
+    let path = f.dir(task).worker_json();
+    let mut record: WorkerRecord = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    if let Some(child) = record.child.as_mut() {
+        child.started_at = started_at;
+    }
+    write_json_atomic(&path, &record).unwrap();
+    f.core.observe(task, false);
+}
+
+#[test]
+fn a_limited_run_tells_the_worker_its_limit_and_the_tick_sleeps_until_it() {
+    let mut f = Fixture::new();
+    let job = submit_limited(&mut f, "1m");
+    let task = f.active(job).task;
+    let run = f.dir(task).read_run().unwrap();
+    assert_eq!(run.time_limit, Some(std::time::Duration::from_secs(60)));
+    let started_at = now_ms() - 30_000;
+    confirm_started_at(&mut f, task, started_at);
+    let next = f.core.tick();
+    assert!(matches!(f.phase(job), RunPhase::Executing { .. }));
+    assert_eq!(next.millis(), Some(started_at + 60_000), "due at its limit");
+    assert!(!f.dir(task).stop_file().exists());
+}
+
+#[test]
+fn a_run_past_its_time_limit_is_stopped_as_a_restart_and_its_job_fails_with_the_cause() {
+    let mut f = Fixture::new();
+    let job = submit_limited(&mut f, "1m");
+    let task = f.active(job).task;
+    confirm_started_at(&mut f, task, now_ms() - 61_000);
+    f.core.tick();
+    let RunPhase::Stopping { stop, .. } = f.phase(job) else {
+        panic!("not stopping: {:?}", f.phase(job));
+    };
+    assert_eq!(stop.cause, StopCause::TimeLimit);
+    // Enacted as a restart's: the durable request, then the signal.
+    assert_eq!(
+        f.dir(task).read_stop().unwrap().map(|s| s.cause),
+        Some(StopCause::TimeLimit)
+    );
+    assert_eq!(f.workers.asked().last(), Some(&Asked::SignalStop(task)));
+    assert_eq!(f.job(job).last_stop_cause, Some(StopCause::TimeLimit));
+
+    // The worker stopped it: the job fails, not queued again, with the cause in its event.
+    f.exit(task, ExitReason::Cancelled);
+    assert_eq!(f.job(job).status, JobStatus::Failed);
+    assert_eq!(f.runs(job)[0].status, RunStatus::Failed);
+    let events = crate::store::events::list_for_job(f.core.store.db(), job).unwrap();
+    assert_eq!(f.events(job), ["JOB_FAILED"]);
+    assert_eq!(events[0]["detail"], json!({"cause": "time_limit"}));
+    assert_eq!(events[0]["process"], json!({"kind": "cancelled"}));
+    f.cleanup(task, 1, CleanupOutcome::Clean);
+    f.worker_gone(task);
+    assert!(f.runs(job).iter().all(|r| r.phase.is_none()), "lane free");
+}
+
+#[test]
+fn a_limit_that_passed_while_the_daemon_was_down_is_stopped_when_it_reconciles() {
+    let mut f = Fixture::new();
+    let job = submit_limited(&mut f, "1m");
+    let task = f.active(job).task;
+    // Its limit passed an hour ago, while no tick ran; its worker still lives.
+    confirm_started_at(&mut f, task, now_ms() - 3_600_000);
+    f.core.reconcile();
+    assert!(matches!(
+        f.phase(job),
+        RunPhase::Stopping { stop, .. } if stop.cause == StopCause::TimeLimit
+    ));
+    assert!(f.dir(task).stop_file().exists());
+}

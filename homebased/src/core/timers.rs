@@ -1,6 +1,6 @@
 //! When the core's tick is next due. The tick does what time alone makes due: retries of
 //! observations and stops that did not land, the end of a launch backoff, a launch whose
-//! worker never confirmed, blocked and check-due notices, retention. An idle daemon must
+//! worker never confirmed, blocked and check-due notices, time limits, retention. An idle daemon must
 //! sleep (no wake at all while nothing is due), so each tick reports when the next of these
 //! falls due and the core sleeps until then; any change (a scheduling pass) brings the tick
 //! back within [`AFTER_CHANGE`], and that tick sees what the change made due.

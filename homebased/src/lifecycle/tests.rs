@@ -287,6 +287,54 @@ fn stops_only_upgrade_and_keep_the_first_request() {
 }
 
 #[test]
+fn a_time_limit_upgrades_a_preemptive_stop_and_a_cancel_upgrades_a_time_limit() {
+    use Action::*;
+    let limit = stop(StopCause::TimeLimit, 5_000, None);
+    // Executing: the limit is committed and enacted as any stop.
+    assert_eq!(
+        next(&executing(), Observation::StopCommitted(limit), ctx()),
+        moved(
+            Some(RunPhase::Stopping {
+                started_at: 2_000,
+                stop: limit
+            }),
+            vec![RecordStop(limit), EnactStop]
+        )
+    );
+    // A yield or a restart in flight becomes a time limit: the job fails instead of coming
+    // back, and a yield, which sent no signal, is now stopped with one.
+    for cause in [StopCause::Yield, StopCause::Restart] {
+        let upgraded = stop(StopCause::TimeLimit, 3_000, Some(job()));
+        assert_eq!(
+            next(&stopping(cause), Observation::StopCommitted(limit), ctx()),
+            moved(
+                Some(RunPhase::Stopping {
+                    started_at: 2_000,
+                    stop: upgraded
+                }),
+                vec![RecordStop(upgraded), EnactStop]
+            ),
+            "{cause:?}"
+        );
+    }
+    // A user's cancel during a time-limit stop wins; a late preemption changes nothing of it.
+    let cancel = stop(StopCause::UserCancel, 6_000, None);
+    let mut limited = stopping(StopCause::TimeLimit);
+    let t = next(&limited, Observation::StopCommitted(cancel), ctx()).unwrap();
+    assert_eq!(
+        t.phase.as_ref().and_then(RunPhase::stop).map(|s| s.cause),
+        Some(StopCause::UserCancel)
+    );
+    limited = stopping(StopCause::TimeLimit);
+    let restart = stop(StopCause::Restart, 6_000, Some(job()));
+    let t = next(&limited, Observation::StopCommitted(restart), ctx()).unwrap();
+    assert_eq!(
+        t.phase.as_ref().and_then(RunPhase::stop).map(|s| s.cause),
+        Some(StopCause::TimeLimit)
+    );
+}
+
+#[test]
 fn a_stale_cleanup_record_changes_nothing() {
     let got = next(
         &cleaning(3),

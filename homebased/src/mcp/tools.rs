@@ -160,7 +160,10 @@ pub fn catalog() -> Vec<ToolDef> {
             "Submit a job (`homebased --json resource job submit`). Make a job_id UUID first \
              and keep it: a retry after a lost reply or a retryable error must pass the same \
              job_id and spec, which answers the same job instead of making a second. A job \
-             that was preempted is queued again and resumes by itself: never resubmit it. The \
+             that was preempted is queued again and resumes by itself: never resubmit it. A \
+             run still executing at its start plus the spec's `time_limit` is stopped and its \
+             job fails (JOB_FAILED, detail.cause time_limit); the run is told the instant in \
+             HOMEBASED_DEADLINE, to checkpoint first. The \
              job runs with this server's environment (the agent's) and its working \
              directory resolves a relative `cwd`. Its events go to the spec's `thread`: \
              follow them with events_wait.",

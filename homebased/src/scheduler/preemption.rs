@@ -227,7 +227,8 @@ fn cause_rank(cause: StopCause) -> u8 {
     match cause {
         StopCause::Restart => 0,
         StopCause::Yield => 1,
-        StopCause::UserCancel => 2,
+        // Never a preemption's choice: a victim is only ever asked to restart or yield.
+        StopCause::TimeLimit | StopCause::UserCancel => 2,
     }
 }
 

@@ -152,10 +152,11 @@ pub(super) fn argv(v: &Value, at: &Ptr, first_nonempty: bool) -> Result<Vec<Stri
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum EnvRule {
     /// A task step (on the host): names a shell could export (`[A-Za-z_][A-Za-z0-9_]*`),
-    /// never one the queue sets for each run (`HOMEBASED_*`, `CUDA_VISIBLE_DEVICES`).
+    /// never one the queue sets for each run (`HOMEBASED_*`, `CUDA_VISIBLE_DEVICES`,
+    /// `CUDA_DEVICE_ORDER`).
     Host,
     /// A container step: any name Docker's `--env` takes (non-empty, without `=` or NUL),
-    /// never `HOMEBASED_*`; the queue does not set `CUDA_VISIBLE_DEVICES` inside.
+    /// never `HOMEBASED_*` nor a variable that chooses GPUs ([`GPU_SELECTION`]).
     Container,
 }
 
@@ -171,7 +172,10 @@ impl EnvRule {
                 if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
                     Some("names are letters, digits and _, not starting with a digit")
                 } else if crate::rundir::is_run_variable(key) {
-                    Some("HOMEBASED_* and CUDA_VISIBLE_DEVICES are set by the queue for each run")
+                    Some(
+                        "HOMEBASED_*, CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER are set by the \
+                         queue for each run",
+                    )
                 } else {
                     None
                 }
@@ -184,7 +188,7 @@ impl EnvRule {
                 } else if GPU_SELECTION.contains(&key) {
                     // The NVIDIA runtime reads these from the container's environment: one
                     // would hand the container GPUs the queue did not give it (`all`).
-                    Some("the queue owns GPU selection (NVIDIA_VISIBLE_DEVICES, NVIDIA_MIG_CONFIG_DEVICES, CUDA_VISIBLE_DEVICES)")
+                    Some("the queue owns GPU selection (NVIDIA_VISIBLE_DEVICES, NVIDIA_MIG_CONFIG_DEVICES, CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER)")
                 } else {
                     None
                 }
@@ -194,11 +198,13 @@ impl EnvRule {
 }
 
 /// Variables that choose a container's GPUs, refused as `gpus` is (SPEC 3: the queue owns GPU
-/// selection).
-const GPU_SELECTION: [&str; 3] = [
+/// selection). `CUDA_DEVICE_ORDER` renumbers the devices the others name, and the queue sets
+/// it wherever it sets `CUDA_VISIBLE_DEVICES`.
+const GPU_SELECTION: [&str; 4] = [
     "NVIDIA_VISIBLE_DEVICES",
     "NVIDIA_MIG_CONFIG_DEVICES",
     "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
 ];
 
 /// A step's `env`, the one validator of host and container steps: an object of names (by
@@ -253,7 +259,14 @@ mod tests {
             assert!(!refused(EnvRule::Host, key), "{key}");
             assert!(refused(EnvRule::Container, key), "{key}");
         }
-        for key in ["", "A=B", "HOMEBASED_JOB", "CUDA_VISIBLE_DEVICES"] {
+        for key in [
+            "",
+            "A=B",
+            "HOMEBASED_JOB",
+            "HOMEBASED_DEADLINE",
+            "CUDA_VISIBLE_DEVICES",
+            "CUDA_DEVICE_ORDER",
+        ] {
             assert!(refused(EnvRule::Host, key), "{key}");
             assert!(refused(EnvRule::Container, key), "{key}");
         }

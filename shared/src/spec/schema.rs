@@ -48,6 +48,13 @@ pub fn json_schema() -> Value {
                                 maximum 30 days. It never stops work.",
                 "$ref": "#/$defs/duration"
             },
+            "time_limit": {
+                "description": "Wall-clock limit of each run, 1m to 30 days: a run still \
+                                executing at its start plus this is stopped (TERM, grace, KILL) \
+                                and its job fails with JOB_FAILED, detail.cause time_limit. The \
+                                run is told the instant in HOMEBASED_DEADLINE. Absent: no limit.",
+                "$ref": "#/$defs/duration"
+            },
             "machine": {
                 "description": "Fleet machine name or UUID; absent means local.",
                 "$ref": "#/$defs/reference"
@@ -139,12 +146,13 @@ pub fn json_schema() -> Value {
                     "type": { "const": "task" },
                     "command": { "$ref": "#/$defs/command" },
                     "env": {
-                        "description": "Set over the submitter's environment; HOMEBASED_* and \
-                                        CUDA_VISIBLE_DEVICES are set by the queue.",
+                        "description": "Set over the submitter's environment; HOMEBASED_*, \
+                                        CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER are set by \
+                                        the queue.",
                         "type": ["object", "null"],
                         "propertyNames": {
                             "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
-                            "not": { "pattern": "^(HOMEBASED_|CUDA_VISIBLE_DEVICES$)" }
+                            "not": { "pattern": "^(HOMEBASED_|CUDA_VISIBLE_DEVICES$|CUDA_DEVICE_ORDER$)" }
                         },
                         "additionalProperties": { "type": "string", "pattern": "^[^\\u0000]*$" }
                     },
@@ -197,12 +205,15 @@ pub fn json_schema() -> Value {
                         "items": { "$ref": "#/$defs/mount" }
                     },
                     "env": {
-                        "description": "Explicit values; HOMEBASED_* names are set by the queue.",
+                        "description": "Explicit values; HOMEBASED_* names are set by the queue, \
+                                        which also owns GPU selection (NVIDIA_VISIBLE_DEVICES, \
+                                        NVIDIA_MIG_CONFIG_DEVICES, CUDA_VISIBLE_DEVICES, \
+                                        CUDA_DEVICE_ORDER).",
                         "type": ["object", "null"],
                         "propertyNames": {
                             "minLength": 1,
                             "pattern": "^[^=\\u0000]+$",
-                            "not": { "pattern": "^HOMEBASED_" }
+                            "not": { "pattern": "^(HOMEBASED_|NVIDIA_VISIBLE_DEVICES$|NVIDIA_MIG_CONFIG_DEVICES$|CUDA_VISIBLE_DEVICES$|CUDA_DEVICE_ORDER$)" }
                         },
                         "additionalProperties": { "type": "string", "pattern": "^[^\\u0000]*$" }
                     }
@@ -284,6 +295,7 @@ mod tests {
         for edit in [
             Edit::set("/preempt/restart_within", json!("10m")),
             Edit::set("/timeout", json!("2h")),
+            Edit::set("/time_limit", json!("12h")),
             Edit::set("/machine", json!("trainer")),
             Edit::set("/resource", json!("gpu0")),
             Edit::set("/after", json!([crate::ids::JobId::new().to_string()])),

@@ -7,7 +7,8 @@
 use super::input::{invalid, parse, refuse, text, Fields, Ptr};
 use super::{
     container, task, JobSpec, Preempt, Step, ValidSpec, DEFAULT_TIMEOUT, MAX_AFTER, MAX_GPUS,
-    MAX_NAME_CHARS, MAX_RESTART_WITHIN, MAX_STEPS, MAX_TIMEOUT, MIN_RESTART_WITHIN, MIN_TIMEOUT,
+    MAX_NAME_CHARS, MAX_RESTART_WITHIN, MAX_STEPS, MAX_TIMEOUT, MAX_TIME_LIMIT, MIN_RESTART_WITHIN,
+    MIN_TIMEOUT, MIN_TIME_LIMIT,
 };
 use crate::error::{ApiError, ErrorCode};
 use crate::ids::ThreadId;
@@ -40,6 +41,7 @@ pub(super) const JOB_FIELDS: &[&str] = &[
     "priority",
     "preempt",
     "timeout",
+    "time_limit",
     "machine",
     "resource",
     "gpus",
@@ -139,6 +141,17 @@ fn job_spec(doc: &Value, ctx: &SubmitContext) -> Result<JobSpec, ApiError> {
         }
     };
 
+    let time_limit = match job.optional("time_limit") {
+        None => None,
+        Some((v, at)) => {
+            let d = duration(v, &at)?;
+            if !(MIN_TIME_LIMIT..=MAX_TIME_LIMIT).contains(&d) {
+                return Err(invalid(&at, v, "must be from 1m to 30 days (720h)"));
+            }
+            Some(d)
+        }
+    };
+
     let machine = job
         .optional("machine")
         .map(|(v, at)| reference(v, &at))
@@ -214,6 +227,7 @@ fn job_spec(doc: &Value, ctx: &SubmitContext) -> Result<JobSpec, ApiError> {
         priority,
         preempt,
         timeout,
+        time_limit,
         machine,
         resource,
         gpus,
@@ -511,6 +525,10 @@ mod tests {
             ("restart_within text", Edit::set("/preempt/restart_within", json!("soon")), Invalid, "/preempt/restart_within"),
             ("timeout short", Edit::set("/timeout", json!("29m 59s")), Invalid, "/timeout"),
             ("timeout number", Edit::set("/timeout", json!(3600)), Invalid, "/timeout"),
+            ("time_limit short", Edit::set("/time_limit", json!("59s")), Invalid, "/time_limit"),
+            ("time_limit long", Edit::set("/time_limit", json!("30days 1s")), Invalid, "/time_limit"),
+            ("time_limit text", Edit::set("/time_limit", json!("abc")), Invalid, "/time_limit"),
+            ("time_limit number", Edit::set("/time_limit", json!(3600)), Invalid, "/time_limit"),
             ("machine empty", Edit::set("/machine", json!("")), Invalid, "/machine"),
             ("resource padded", Edit::set("/resource", json!(" gpu0")), Invalid, "/resource"),
             ("after not a list", Edit::set("/after", json!(JOB_A)), Invalid, "/after"),
@@ -585,6 +603,7 @@ mod tests {
             Edit::set("/priority", json!("high")),
             Edit::set("/preempt", json!({"mode": "wait", "restart_within": "90s"})),
             Edit::set("/timeout", json!("2h 30m")),
+            Edit::set("/time_limit", json!("90m")),
             Edit::set("/machine", json!("trainer")),
             Edit::set("/resource", json!("gpu1")),
             Edit::set("/after", json!([JOB_B, JOB_A.to_uppercase()])),
@@ -608,6 +627,7 @@ mod tests {
             }
         );
         assert_eq!(s.timeout, Duration::from_secs(9000));
+        assert_eq!(s.time_limit, Some(Duration::from_secs(5400)));
         assert_eq!(s.machine.as_deref(), Some("trainer"));
         assert_eq!(s.resource.as_deref(), Some("gpu1"));
         assert_eq!(s.cwd, fx.dir.path());
@@ -620,6 +640,8 @@ mod tests {
         let cases = [
             Edit::set("/name", json!("é".repeat(120))),
             Edit::set("/timeout", json!("30m")),
+            Edit::set("/time_limit", json!("1m")),
+            Edit::set("/time_limit", json!("30days")),
             Edit::set("/preempt/restart_within", json!("1m")),
             Edit::set("/preempt/restart_within", json!("24h")),
             Edit::set("/steps", json!(vec![step; MAX_STEPS])),
@@ -692,6 +714,7 @@ mod tests {
             Edit::set("/cwd", json!(fx.abs("bin/../"))),
             Edit::set("/preempt/restart_within", Value::Null),
             Edit::set("/machine", Value::Null),
+            Edit::set("/time_limit", Value::Null),
         ];
         for edit in spellings {
             let mut spec = fx.spec();
@@ -712,6 +735,8 @@ mod tests {
             Edit::set("/preempt/mode", json!("wait")),
             Edit::set("/preempt/restart_within", json!("5m")),
             Edit::set("/timeout", json!("2h")),
+            Edit::set("/time_limit", json!("2h")),
+            Edit::set("/time_limit", json!("3h")),
             Edit::set("/machine", json!("trainer")),
             Edit::set("/resource", json!("gpu0")),
             Edit::set("/after", json!([JOB_A])),
@@ -839,6 +864,51 @@ mod tests {
         assert_eq!(err.code, ErrorCode::InvalidSpec);
         assert_eq!(err.input["pointer"], "/timeout");
         assert!(err.message.contains("at most 30 days"), "{}", err.message);
+    }
+
+    #[test]
+    fn time_limit_is_one_minute_to_thirty_days_and_written_out_canonically() {
+        let fx = Fixture::new();
+        let limit = |text: Value| {
+            let mut spec = fx.spec();
+            spec["time_limit"] = text;
+            validate(&serde_json::to_vec(&spec).unwrap(), &fx.ctx)
+        };
+        for (text, secs) in [("1m", 60), ("60s", 60), ("2h", 7200), ("30days", 2_592_000)] {
+            let valid = limit(json!(text)).unwrap();
+            assert_eq!(
+                valid.spec.time_limit,
+                Some(Duration::from_secs(secs)),
+                "{text}"
+            );
+            let written = valid.canonical["time_limit"].as_str().unwrap().to_string();
+            assert_eq!(
+                humantime::parse_duration(&written).ok(),
+                Some(Duration::from_secs(secs)),
+                "{text} is stored as {written}"
+            );
+        }
+        for text in ["59s", "30days 1s", "abc", ""] {
+            let err = limit(json!(text)).unwrap_err();
+            assert_eq!(err.code, ErrorCode::InvalidSpec, "{text}");
+            assert_eq!(
+                err.input,
+                json!({"pointer": "/time_limit", "value": text}),
+                "{text}"
+            );
+        }
+        let err = limit(json!("59s")).unwrap_err();
+        assert!(
+            err.message.contains("from 1m to 30 days"),
+            "{}",
+            err.message
+        );
+        let err = limit(json!("abc")).unwrap_err();
+        assert!(
+            err.message.contains("must be a duration"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]

@@ -9,11 +9,18 @@
 use super::{container_name, task_label, CONTROL_TARGET, JOB_DIR_TARGET};
 use homebased_shared::rundir::{RunDir, RunSpec, YIELD_FILE};
 use homebased_shared::spec::ContainerStep;
+use homebased_shared::time::Millis;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Arguments after `docker`: `create`, the options, the image, then the command.
-pub fn docker_create_args(run: &RunSpec, step: &ContainerStep, dir: &RunDir) -> Vec<String> {
+/// Arguments after `docker`: `create`, the options, the image, then the command, for a
+/// container started at `started_at`.
+pub fn docker_create_args(
+    run: &RunSpec,
+    step: &ContainerStep,
+    dir: &RunDir,
+    started_at: Millis,
+) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "create".into(),
         // A real PID 1 inside: signals from `docker stop` reach the workload, zombies are reaped.
@@ -53,7 +60,11 @@ pub fn docker_create_args(run: &RunSpec, step: &ContainerStep, dir: &RunDir) -> 
     }
     // The step's own variables first, the run variables last: a run variable always wins
     // (the spec already refuses `HOMEBASED_*` keys).
-    for (name, value) in step.env.iter().chain(&container_variables(run, dir)) {
+    for (name, value) in step
+        .env
+        .iter()
+        .chain(&container_variables(run, dir, started_at))
+    {
         args.push(format!("--env={name}={value}"));
     }
     args.push(step.image.clone());
@@ -63,9 +74,14 @@ pub fn docker_create_args(run: &RunSpec, step: &ContainerStep, dir: &RunDir) -> 
 }
 
 /// The run variables of SPEC section 5 as a container sees them: the job and control
-/// directories at their mount points, and the one exposed GPU as device 0.
-pub fn container_variables(run: &RunSpec, dir: &RunDir) -> BTreeMap<String, String> {
-    let mut vars = run.host_variables(dir);
+/// directories at their mount points, and the one exposed GPU as device 0 (in PCI bus order,
+/// as on the host).
+pub fn container_variables(
+    run: &RunSpec,
+    dir: &RunDir,
+    started_at: Millis,
+) -> BTreeMap<String, String> {
+    let mut vars = run.host_variables(dir, started_at);
     vars.insert("HOMEBASED_JOB_DIR".into(), JOB_DIR_TARGET.into());
     vars.insert(
         "HOMEBASED_YIELD_FILE".into(),
@@ -77,6 +93,7 @@ pub fn container_variables(run: &RunSpec, dir: &RunDir) -> BTreeMap<String, Stri
         Some(devices) => {
             let inside: Vec<String> = (0..devices.len()).map(|i| i.to_string()).collect();
             vars.insert("CUDA_VISIBLE_DEVICES".into(), inside.join(","));
+            vars.insert("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into());
         }
         None => {
             vars.remove("CUDA_VISIBLE_DEVICES");
@@ -184,14 +201,18 @@ mod tests {
             protected_pids: vec![],
             cleanup: CleanupConfig::default(),
             output_limit: homebased_shared::output_cap::DEFAULT_LIMIT,
+            time_limit: None,
             stamps: None,
         }
     }
 
+    /// When the containers of these tests start.
+    const STARTED_AT: Millis = 1_764_669_600_000;
+
     fn args_of(step: &ContainerStep, device: Option<u32>) -> (RunSpec, Vec<String>) {
         let run = run(step, device);
         let dir = RunDir::new(format!("/h/tasks/{}", run.task));
-        let args = docker_create_args(&run, step, &dir);
+        let args = docker_create_args(&run, step, &dir, STARTED_AT);
         (run, args)
     }
 
@@ -235,11 +256,24 @@ mod tests {
         let (_, unindexed) = args_of(&step(), None);
         assert!(!unindexed.iter().any(|a| a.starts_with("--gpus")));
         assert!(!envs(&unindexed).contains_key("CUDA_VISIBLE_DEVICES"));
+        assert!(!envs(&unindexed).contains_key("CUDA_DEVICE_ORDER"));
 
         let (_, indexed) = args_of(&step(), Some(3));
         let gpus: Vec<_> = indexed.iter().filter(|a| a.starts_with("--gpus")).collect();
         assert_eq!(gpus, ["--gpus=device=3"]);
         assert_eq!(envs(&indexed)["CUDA_VISIBLE_DEVICES"], "0");
+        assert_eq!(envs(&indexed)["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
+    }
+
+    #[test]
+    fn a_container_is_told_its_deadline_as_a_host_step_is() {
+        let mut run = run(&step(), Some(1));
+        let dir = RunDir::new(format!("/h/tasks/{}", run.task));
+        assert!(!envs(&docker_create_args(&run, &step(), &dir, STARTED_AT))
+            .contains_key("HOMEBASED_DEADLINE"));
+        run.time_limit = Some(std::time::Duration::from_secs(60));
+        let env = envs(&docker_create_args(&run, &step(), &dir, STARTED_AT));
+        assert_eq!(env["HOMEBASED_DEADLINE"], "2025-12-02T10:01:00Z");
     }
 
     /// Several lanes: one `--gpus` whose value carries its double quotes (an unquoted comma
@@ -257,7 +291,7 @@ mod tests {
             },
         );
         let dir = RunDir::new(format!("/h/tasks/{}", run.task));
-        let args = docker_create_args(&run, &step, &dir);
+        let args = docker_create_args(&run, &step, &dir, STARTED_AT);
         let gpus: Vec<_> = args.iter().filter(|a| a.starts_with("--gpus")).collect();
         assert_eq!(gpus, ["--gpus=\"device=3,5\""]);
         let env = envs(&args);
@@ -265,7 +299,7 @@ mod tests {
         assert_eq!(env["HOMEBASED_RESOURCE"], "gpu5,gpu0");
         // A lane without a device: nothing is exposed, as for one such lane.
         run.lanes[1].device = None;
-        let args = docker_create_args(&run, &step, &dir);
+        let args = docker_create_args(&run, &step, &dir, STARTED_AT);
         assert!(!args.iter().any(|a| a.starts_with("--gpus")));
         assert!(!envs(&args).contains_key("CUDA_VISIBLE_DEVICES"));
     }
@@ -321,7 +355,7 @@ mod tests {
         let (run, args) = args_of(&s, None);
         let env = envs(&args);
         let dir = RunDir::new(format!("/h/tasks/{}", run.task));
-        let mut expected = run.host_variables(&dir);
+        let mut expected = run.host_variables(&dir, STARTED_AT);
         expected.insert("HOMEBASED_JOB_DIR".into(), "/homebased/job".into());
         expected.insert("HOMEBASED_YIELD_FILE".into(), "/homebased/run/yield".into());
         expected.insert("SEED".into(), "1".into());

@@ -59,6 +59,7 @@ impl Fixture {
                 restart_within: None,
             },
             timeout,
+            time_limit: None,
             machine: None,
             resource: None,
             gpus: 1,
