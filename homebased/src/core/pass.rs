@@ -47,7 +47,7 @@ impl LastPass {
             position: job.position.unwrap_or(u32::MAX),
             target: target_of(job.target, &job.target_lanes),
             gpus: job.gpus,
-            time_limit: None,
+            time_limit: job.time_limit,
             blocked_by_own_run,
             dependency: job.dependency,
         };
@@ -181,7 +181,7 @@ impl Core {
                 position: job.position,
                 target: target_of(job.target, &job.target_lanes),
                 gpus: job.gpus,
-                time_limit: None,
+                time_limit: job.time_limit,
                 blocked_by_own_run,
                 dependency: job.dependency,
             });
@@ -237,7 +237,21 @@ fn run_slot(db: Db, run: &runs::Run) -> ApiResult<RunSlot> {
         priority: job.priority,
         mode: preempt.mode,
         restart_within: preempt.restart_within,
+        deadline: deadline(run.phase.as_ref(), job.time_limit),
         phase,
-        deadline: None,
     })
+}
+
+/// When a run's time limit stops it, for the reservation's estimates: its start plus the
+/// limit, once it has started; `None` without a limit or before the start.
+fn deadline(
+    phase: Option<&RunPhase>,
+    limit: Option<std::time::Duration>,
+) -> Option<homebased_shared::time::Millis> {
+    let started_at = match phase? {
+        RunPhase::Executing { started_at } | RunPhase::Stopping { started_at, .. } => *started_at,
+        _ => return None,
+    };
+    let limit = i64::try_from(limit?.as_millis()).unwrap_or(i64::MAX);
+    Some(started_at.saturating_add(limit))
 }

@@ -97,6 +97,7 @@ impl Core {
                     target,
                     gpus: valid.spec.gpus,
                     target_lanes: &target_lanes,
+                    time_limit: valid.spec.time_limit,
                     spec: &valid.canonical,
                     digest: &valid.digest,
                     request_digest: &request_digest,

@@ -46,6 +46,8 @@ pub struct JobHead {
     /// The lanes a multi-lane job is pinned to (`resources`), in the order given; empty
     /// otherwise (a one-lane job is pinned by `target`).
     pub target_lanes: Vec<ResourceId>,
+    /// The spec's `time_limit` of each run, if any.
+    pub time_limit: Option<std::time::Duration>,
     /// The first job of its `after` (in the order given) that has not succeeded, with that
     /// job's state: while there is one, the job waits for it (SPEC section 4).
     pub dependency: Option<(JobId, JobStatus)>,
@@ -87,6 +89,8 @@ pub struct NewJob<'a> {
     pub gpus: u32,
     /// The lanes of `resources`, resolved, in the order given; empty when not pinned so.
     pub target_lanes: &'a [ResourceId],
+    /// The spec's `time_limit`.
+    pub time_limit: Option<std::time::Duration>,
     pub spec: &'a Value,
     pub digest: &'a str,
     pub request_digest: &'a str,
@@ -110,6 +114,7 @@ impl<'a> NewJob<'a> {
             target: None,
             gpus: 1,
             target_lanes: &[],
+            time_limit: None,
             spec,
             digest: "d",
             request_digest: "r",
@@ -132,7 +137,7 @@ const HEAD_COLUMNS: &str = concat!(
        JOIN run_lanes l ON l.task = r.task WHERE r.job = j.id \
        AND r.phase IN ('launching', 'executing', 'stopping')) AS active_lanes, ",
     dependencies::first_unmet_sql!(),
-    ", j.gpus, j.target_lanes"
+    ", j.gpus, j.target_lanes, j.time_limit_ms"
 );
 
 /// A whole [`Job`]: its head's columns, then the stored submission.
@@ -144,7 +149,7 @@ const COLUMNS: &str = concat!(
        JOIN run_lanes l ON l.task = r.task WHERE r.job = j.id \
        AND r.phase IN ('launching', 'executing', 'stopping')) AS active_lanes, ",
     dependencies::first_unmet_sql!(),
-    ", j.gpus, j.target_lanes, j.spec, j.digest, j.env_path, j.env_home, j.env, j.origin"
+    ", j.gpus, j.target_lanes, j.time_limit_ms, j.spec, j.digest, j.env_path, j.env_home, j.env, j.origin"
 );
 
 /// Column `index` of a row, parsed from its text in place (a long listing reads several
@@ -200,6 +205,9 @@ fn head_from_row(r: &Row) -> rusqlite::Result<(JobHead, Option<i64>)> {
         dependency: dependencies::first_unmet(r, 17)?,
         gpus: r.get(18)?,
         target_lanes: lane_list(r, 19, "target_lanes")?,
+        time_limit: r
+            .get::<_, Option<u64>>(20)?
+            .map(std::time::Duration::from_millis),
     };
     Ok((head, key))
 }
@@ -220,19 +228,19 @@ fn lane_list(r: &Row, index: usize, name: &str) -> rusqlite::Result<Vec<Resource
 }
 
 fn from_row(r: &Row) -> rusqlite::Result<(Job, Option<i64>)> {
-    let spec: String = r.get(20)?;
+    let spec: String = r.get(21)?;
     let (head, key) = head_from_row(r)?;
     let job = Job {
         head,
         spec: serde_json::from_str(&spec).map_err(|e| bad_column("spec", e))?,
-        digest: r.get(21)?,
-        env_path: r.get(22)?,
-        env_home: r.get(23)?,
+        digest: r.get(22)?,
+        env_path: r.get(23)?,
+        env_home: r.get(24)?,
         env: r
-            .get::<_, Option<String>>(24)?
+            .get::<_, Option<String>>(25)?
             .map(|text| serde_json::from_str(&text).map_err(|e| bad_column("env", e)))
             .transpose()?,
-        origin: opt(r, 25, "origin")?,
+        origin: opt(r, 26, "origin")?,
     };
     Ok((job, key))
 }
@@ -372,6 +380,8 @@ pub struct Waiting {
     /// As [`JobHead::gpus`] and [`JobHead::target_lanes`].
     pub gpus: u32,
     pub target_lanes: Vec<ResourceId>,
+    /// The spec's `time_limit`, if any.
+    pub time_limit: Option<std::time::Duration>,
     /// As [`JobHead::dependency`].
     pub dependency: Option<(JobId, JobStatus)>,
 }
@@ -385,7 +395,8 @@ pub fn visit_waiting(db: Db, mut visit: impl FnMut(Waiting) -> bool) -> ApiResul
         .conn
         .prepare_cached(&format!(
             "SELECT j.id, j.state = 'queued', j.target, \
-             CASE WHEN j.state = 'queued' THEN {} END, j.gpus, j.target_lanes FROM jobs j \
+             CASE WHEN j.state = 'queued' THEN {} END, j.gpus, j.target_lanes, j.time_limit_ms \
+             FROM jobs j \
              WHERE j.priority = ?1 AND j.slot_key IS NOT NULL \
              ORDER BY j.slot_key ASC",
             dependencies::FIRST_UNMET
@@ -408,6 +419,10 @@ pub fn visit_waiting(db: Db, mut visit: impl FnMut(Waiting) -> bool) -> ApiResul
                 dependency: dependencies::first_unmet(row, 3).db("list waiting jobs")?,
                 gpus: row.get(4).db("list waiting jobs")?,
                 target_lanes: lane_list(row, 5, "target_lanes").db("list waiting jobs")?,
+                time_limit: row
+                    .get::<_, Option<u64>>(6)
+                    .db("list waiting jobs")?
+                    .map(std::time::Duration::from_millis),
             };
             if !visit(waiting) {
                 return Ok(());
@@ -441,9 +456,9 @@ pub fn insert(db: Db, job: &NewJob) -> ApiResult<()> {
         .prepare_cached(
             "INSERT INTO jobs (id, thread, name, priority, slot_key, state, resume, target, spec, \
          digest, env_path, env_home, step, steps, created_at, updated_at, request_digest, env, \
-         origin, gpus, target_lanes) \
+         origin, gpus, target_lanes, time_limit_ms) \
          VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 0, ?6, ?7, ?8, ?9, ?10, 0, ?11, ?12, ?12, ?13, ?14, \
-         ?15, ?16, ?17)",
+         ?15, ?16, ?17, ?18)",
         )
         .db("insert job")?
         .execute(rusqlite::params![
@@ -473,6 +488,8 @@ pub fn insert(db: Db, job: &NewJob) -> ApiResult<()> {
                     .collect::<Vec<_>>()
                     .join(",")
             }),
+            job.time_limit
+                .map(|limit| i64::try_from(limit.as_millis()).unwrap_or(i64::MAX)),
         ])
         .db("insert job")?;
     Ok(())

@@ -10,6 +10,9 @@ ALTER TABLE jobs ADD COLUMN gpus INTEGER NOT NULL DEFAULT 1 CHECK (gpus >= 1);
 -- A multi-lane job pinned with `resources`: its lanes' UUIDs, comma-separated in the order
 -- given; NULL otherwise (`target` pins a one-lane job).
 ALTER TABLE jobs ADD COLUMN target_lanes TEXT;
+-- The spec's `time_limit` in milliseconds, beside the spec so that the scheduler reads it for
+-- every queued job (backfill, SPEC section 4) without decoding each spec; NULL: no limit.
+ALTER TABLE jobs ADD COLUMN time_limit_ms INTEGER CHECK (time_limit_ms IS NULL OR time_limit_ms > 0);
 
 CREATE TABLE run_lanes (
     task     TEXT NOT NULL REFERENCES runs(task),
