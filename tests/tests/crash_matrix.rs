@@ -103,6 +103,13 @@ const MOVE_SHIFTED: Point = Point {
     separates: "a move's new slot key (and any renumbering of its level) from its placement, inside the transaction",
 };
 
+const RESERVE_FIRST_LANE: Point = Point {
+    order: 15,
+    name: "reserve.first-lane",
+    place: "daemon, `store/runs.rs` `reserve`",
+    separates: "a run's first reserved lane from its other lanes, inside the transaction",
+};
+
 /// The daemon dies at `point` launching the first of two jobs (two steps, then one), with
 /// no gate: the launch is abandoned or re-attached after the restart, and both jobs run
 /// every step once.
@@ -482,6 +489,85 @@ fn a_crash_inside_a_move_leaves_positions_dense_and_the_retry_moves_once() {
                 .map(|(id, thread)| (id.as_str(), thread.as_str(), "succeeded"))
                 .collect();
             lab.check(&all);
+        },
+    );
+}
+
+/// Both lanes of a two-lane run and the jobs around it, on two fake GPUs.
+fn pair(
+    lab: &Lab,
+    name: &str,
+    steps: usize,
+    gate: Option<&std::path::Path>,
+) -> crate::common::Spec {
+    lab.spec(name, steps, gate).set("gpus", json!(2))
+}
+
+#[test]
+fn a_crash_between_the_lanes_of_a_launch_reserves_none_and_the_pair_runs_once() {
+    row(
+        RESERVE_FIRST_LANE,
+        "submit a two-step job on two lanes, a one-lane job behind it",
+        "no lane is held by a run the store does not have",
+        || {
+            let mut lab = Lab::with_gpus(2);
+            lab.serve_with(&format!("{}=return", RESERVE_FIRST_LANE.name));
+            let first = pair(&lab, "pair", 2, None);
+            let second = lab.spec("one lane", 1, None);
+            let (t1, t2) = (first.thread(), second.thread());
+            let a = lab.submit_racing(&first);
+            lab.crashed_then_restart(RESERVE_FIRST_LANE.name);
+            lab.resubmit(&first, &a);
+            let b = lab.h.submit(&second);
+            lab.check(&[(&a, &t1, "succeeded"), (&b, &t2, "succeeded")]);
+            let shown = show(&lab.h, &a);
+            for run in shown["runs"].as_array().unwrap() {
+                assert_eq!(run["resources"].as_array().unwrap().len(), 2, "{run}");
+            }
+        },
+    );
+}
+
+#[test]
+fn a_crash_after_the_cancel_of_a_two_lane_run_still_stops_and_frees_both_lanes() {
+    row(
+        STOP_COMMITTED,
+        "cancel a running job on two lanes, another two-lane job queued behind it",
+        "both lanes are freed together, once",
+        || {
+            let mut lab = Lab::with_gpus(2);
+            lab.serve_with(&format!("{}=return", STOP_COMMITTED.name));
+            let gate = lab.h.tmp().join("never");
+            let first = pair(&lab, "cancelled pair", 1, Some(&gate));
+            let second = pair(&lab, "next pair", 1, None);
+            let (t1, t2) = (first.thread(), second.thread());
+            let a = lab.h.submit(&first);
+            wait_phase(&lab.h, &a, "executing");
+            let b = lab.h.submit(&second);
+            let _ = lab.h.cli(&["--json", "resource", "job", "cancel", &a]);
+            lab.crashed_then_restart(STOP_COMMITTED.name);
+            lab.check(&[(&a, &t1, "cancelled"), (&b, &t2, "succeeded")]);
+        },
+    );
+}
+
+#[test]
+fn a_worker_crash_before_the_cleanup_of_a_two_lane_run_leaves_it_to_the_daemon() {
+    row(
+        WORKER_CLEANUP_STARTED,
+        "a step on two lanes ends, another two-lane job queued",
+        "",
+        || {
+            let mut lab = Lab::with_gpus(2);
+            lab.first_worker_crashes_at(WORKER_CLEANUP_STARTED.name);
+            lab.serve();
+            let first = pair(&lab, "first pair", 1, None);
+            let second = pair(&lab, "second pair", 1, None);
+            let (t1, t2) = (first.thread(), second.thread());
+            let a = lab.h.submit(&first);
+            let b = lab.h.submit(&second);
+            lab.wait_worker_crash(WORKER_CLEANUP_STARTED.name);
+            lab.check(&[(&a, &t1, "succeeded"), (&b, &t2, "succeeded")]);
         },
     );
 }

@@ -26,7 +26,9 @@ fn lanes_of(h: &TestHome, job: &str) -> Vec<String> {
 /// A gated one-lane job that runs until `gate` exists.
 fn held_lane(h: &TestHome, name: &str, level: &str, preempt: Value) -> (String, PathBuf) {
     let gate = h.tmp().join(format!("{name}-gate"));
-    let spec = gated_spec(h, name, "", &gate, "").priority(level).set("preempt", preempt);
+    let spec = gated_spec(h, name, "", &gate, "")
+        .priority(level)
+        .set("preempt", preempt);
     (h.submit(&spec), gate)
 }
 
@@ -116,7 +118,13 @@ fn a_pinned_set_runs_on_exactly_its_lanes_and_a_bad_set_is_refused_with_its_poin
 
     // (what, fields, code, exit status, pointer)
     let refusals: [(&str, Value, &str, i32, &str); 4] = [
-        ("more than the machine", json!({"gpus": 5}), "invalid_spec", 2, "/gpus"),
+        (
+            "more than the machine",
+            json!({"gpus": 5}),
+            "invalid_spec",
+            2,
+            "/gpus",
+        ),
         (
             "an unknown lane",
             json!({"gpus": 2, "resources": ["gpu0", "gpu9"]}),
@@ -139,7 +147,10 @@ fn a_pinned_set_runs_on_exactly_its_lanes_and_a_bad_set_is_refused_with_its_poin
             "/resources",
         ),
     ];
-    let before = h.json(&["resource", "jobs"])["jobs"].as_array().unwrap().len();
+    let before = h.json(&["resource", "jobs"])["jobs"]
+        .as_array()
+        .unwrap()
+        .len();
     for (what, fields, code, exit, pointer) in refusals {
         let mut spec = h.spec(what).command(&["true"]);
         for (key, value) in fields.as_object().unwrap() {
@@ -158,7 +169,10 @@ fn a_pinned_set_runs_on_exactly_its_lanes_and_a_bad_set_is_refused_with_its_poin
         "the count is in the message: {message}"
     );
     assert_eq!(
-        h.json(&["resource", "jobs"])["jobs"].as_array().unwrap().len(),
+        h.json(&["resource", "jobs"])["jobs"]
+            .as_array()
+            .unwrap()
+            .len(),
         before,
         "nothing stored"
     );
@@ -206,7 +220,10 @@ fn a_pair_gathers_all_or_nothing_and_its_reservation_keeps_a_later_job_off_the_f
         "no run has a time limit: {pair_entry}"
     );
     let later_entry = job_entry(&h, &later);
-    assert_eq!(later_entry["waiting"]["reason"], "reserved", "{later_entry}");
+    assert_eq!(
+        later_entry["waiting"]["reason"], "reserved",
+        "{later_entry}"
+    );
     assert_eq!(later_entry["waiting"]["job"], pair, "{later_entry}");
 
     // One lane frees: the pair starts on it and the reserved one, the later job still waits.
@@ -321,7 +338,11 @@ fn a_run_on_two_lanes_in_attention_holds_both_under_one_uuid_released_once() {
     assert_eq!(lanes.len(), 2, "{lanes:#?}");
     for lane in &lanes {
         assert_eq!(lane["run"]["phase"]["phase"], "attention", "{lane}");
-        assert_eq!(lane["run"]["phase"]["id"], held.attention.as_str(), "{lane}");
+        assert_eq!(
+            lane["run"]["phase"]["id"],
+            held.attention.as_str(),
+            "{lane}"
+        );
     }
     let released = h.json(&[
         "resource",
@@ -346,4 +367,48 @@ fn a_run_on_two_lanes_in_attention_holds_both_under_one_uuid_released_once() {
         3,
     );
     assert_eq!(again["code"], "attention_not_found", "{again}");
+}
+
+/// The runs in front of the pair have time limits, so the reservation has an estimated start:
+/// a later short job whose own limit ends before it takes the reserved free lane (backfill);
+/// a later job without a limit does not.
+#[test]
+fn a_short_job_with_a_time_limit_backfills_the_lane_a_pair_gathers() {
+    let h = home_with_gpus(4);
+    let mut gates = Vec::new();
+    let mut busy = Vec::new();
+    for name in ["a", "b", "c"] {
+        let gate = h.tmp().join(format!("{name}-gate"));
+        let spec = gated_spec(&h, name, "", &gate, "").set("time_limit", json!("2h"));
+        busy.push(h.submit(&spec));
+        gates.push(gate);
+    }
+    for job in &busy {
+        wait_phase(&h, job, "executing");
+    }
+    let pair = h.submit(&h.spec("pair").command(&["true"]).set("gpus", json!(2)));
+    let (unlimited, unlimited_gate) = held_lane(&h, "no limit", "medium", wait_mode());
+    let short_gate = h.tmp().join("short-gate");
+    let short =
+        h.submit(&gated_spec(&h, "short", "", &short_gate, "").set("time_limit", json!("10m")));
+    wait_phase(&h, &short, "executing");
+    assert_eq!(
+        lanes_of(&h, &short),
+        ["gpu3"],
+        "it backfilled the free lane"
+    );
+    h.settle();
+    let pair_entry = job_entry(&h, &pair);
+    assert_eq!(pair_entry["waiting"]["reason"], "gathering", "{pair_entry}");
+    assert!(
+        pair_entry["waiting"]["estimated_start"].is_string(),
+        "every run in front has a limit: {pair_entry}"
+    );
+    assert_eq!(state_of(&show(&h, &unlimited)), "queued");
+    for gate in gates.iter().chain([&short_gate, &unlimited_gate]) {
+        open_gate(gate);
+    }
+    for job in busy.iter().chain([&pair, &short, &unlimited]) {
+        wait_job(&h, job, "succeeded");
+    }
 }

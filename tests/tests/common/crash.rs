@@ -70,10 +70,15 @@ impl Lab {
     /// A home with one GPU lane and no daemon yet. Core dumps are off for this test and
     /// everything it starts: every crash point aborts.
     pub fn new() -> Lab {
+        Lab::with_gpus(1)
+    }
+
+    /// As [`Lab::new`] with `gpus` fake GPU lanes (runs that hold several lanes).
+    pub fn with_gpus(gpus: u32) -> Lab {
         let (_, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_CORE)
             .unwrap_or((0, 0));
         let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, hard);
-        let h = TestHome::new(Probe::Gpus(1));
+        let h = TestHome::new(Probe::Gpus(gpus));
         let log = h.tmp().join("crash-log");
         std::fs::create_dir_all(&log).unwrap();
         Lab { h, log }
