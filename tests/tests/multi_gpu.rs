@@ -412,3 +412,28 @@ fn a_short_job_with_a_time_limit_backfills_the_lane_a_pair_gathers() {
         wait_job(&h, job, "succeeded");
     }
 }
+
+/// A machine of three lanes, two of them MIG slices of one card: a process sees one slice
+/// at most, so `gpus: 2` counts whole cards and is refused, and so is a set naming a slice.
+#[test]
+fn a_two_gpu_job_is_refused_on_a_machine_with_one_whole_card_and_two_slices() {
+    let mut h = TestHome::new(Probe::Gpus(0));
+    crate::common::gpus::set_split_cards(&h, &[(0, &[0, 1]), (1, &[])]);
+    h.start_daemon();
+    assert_eq!(h.resources().len(), 3);
+    let spec = h.spec("pair").command(&["true"]).set("gpus", json!(2));
+    let err = h.submit_err(&spec, None, 2);
+    assert_eq!(err["code"], "invalid_spec", "{err}");
+    assert_eq!(err["input"]["pointer"], "/gpus", "{err}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("1 lane of a whole GPU (gpu1)"),
+        "{err}"
+    );
+    let slices = spec.set("resources", json!(["gpu1", "gpu0-mig0"]));
+    let err = h.submit_err(&slices, None, 2);
+    assert_eq!(err["input"]["pointer"], "/resources/1", "{err}");
+    assert!(h.queue().is_empty(), "nothing stored");
+}
