@@ -178,6 +178,8 @@ pub struct Snapshot {
     pub events_pending: u64,
     /// Launches are held back because the last one could not make its run directory.
     pub storage_unavailable: bool,
+    /// Lanes held by the current reservation of a multi-lane job (SPEC section 4).
+    pub reserved_resources: u64,
     /// Foreign processes on each sampled GPU lane.
     pub gpu: Vec<GpuForeign>,
     /// Each sampled lane's card state; a value not known is no series at all.
@@ -315,6 +317,13 @@ pub fn render(counters: &Counters, snapshot: &Snapshot) -> Result<String, promet
     )?;
     storage.set(i64::from(snapshot.storage_unavailable));
     registry.register(Box::new(storage))?;
+
+    let reserved = IntGauge::new(
+        "homebased_reserved_resources",
+        "Resources held by the current reservation of a multi-resource job.",
+    )?;
+    reserved.set(int(snapshot.reserved_resources));
+    registry.register(Box::new(reserved))?;
 
     let processes = gauge(
         "homebased_gpu_foreign_processes",

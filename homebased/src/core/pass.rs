@@ -26,6 +26,14 @@ pub struct LastPass {
 }
 
 impl LastPass {
+    /// How many lanes the pass's reservation holds (`homebased_reserved_resources`).
+    pub fn reserved_lanes(&self) -> u64 {
+        self.decisions
+            .reservation
+            .as_ref()
+            .map_or(0, |r| r.resources.len() as u64)
+    }
+
     /// Why a queued job waits: its own reason when the snapshot read it, else the one the
     /// same pass implies for a job further down (read from its head only, never its spec).
     /// `None` for a job that is not queued or got a lane.

@@ -497,6 +497,10 @@ impl Core {
             jobs: jobs::count_open(db)?,
             events_pending: events::count_pending(db)?,
             storage_unavailable: self.storage.is_some(),
+            reserved_resources: self
+                .last_pass
+                .as_ref()
+                .map_or(0, |pass| pass.reserved_lanes()),
             gpu,
             gpu_state,
             peers: Vec::new(),

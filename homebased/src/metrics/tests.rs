@@ -20,6 +20,7 @@ fn snapshot() -> Snapshot {
         ],
         events_pending: 7,
         storage_unavailable: true,
+        reserved_resources: 2,
         gpu: vec![GpuForeign {
             resource: "gpu0".into(),
             processes: 2,
@@ -69,6 +70,7 @@ fn every_gauge_of_the_snapshot_is_written_with_its_labels() {
     assert_eq!(jobs("medium", "queued"), Some("0"), "absent pairs are 0");
     assert_eq!(line(&text, "homebased_events_pending"), Some("7"));
     assert_eq!(line(&text, "homebased_storage_unavailable"), Some("1"));
+    assert_eq!(line(&text, "homebased_reserved_resources"), Some("2"));
     assert_eq!(
         line(&text, "homebased_launch_storage_failures_total"),
         Some("0")
