@@ -607,7 +607,12 @@ async fn job(cmd: JobCommand, client: &Client, home: &Home) -> ApiResult<Option<
                 None => std::collections::HashMap::new(),
             };
             // Lane names for a pinned target and a waiting reason, which carry UUIDs.
+            let active = matches!(
+                detail.state,
+                homebased_shared::wire::JobStateView::Active { .. }
+            );
             let lanes = if detail.waiting.is_some()
+                || active
                 || detail.target != homebased_shared::wire::JobTarget::Any
             {
                 // The job's authority's lanes (this machine, or the peer that answered).

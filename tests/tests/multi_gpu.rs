@@ -84,6 +84,14 @@ fn a_two_gpu_job_sees_both_devices_in_pci_order_and_holds_both_lanes_as_one_run(
         "the first lane in resource order"
     );
 
+    // A person's views name both lanes and the count.
+    let shown = h.cli(&["resource", "job", "show", &pair]);
+    let shown = &shown.stdout;
+    assert!(shown.contains("state active on gpu1,gpu2"), "{shown}");
+    let table = h.cli(&["resource", "jobs"]);
+    let table = &table.stdout;
+    assert!(table.contains("2 x any / pair"), "{table}");
+
     open_gate(&gate);
     let done = wait_job(&h, &pair, "succeeded");
     let run = &runs(&done)[0];

@@ -455,6 +455,24 @@ pub fn job_progress(step: u32, steps: u32) -> String {
 
 /// `names`: machine names by UUID, from `fleet machines` (empty where Fleet is off);
 /// `lanes`: lane names by UUID (empty when not read).
+/// A job's state, and for an active job the lanes its run holds (`active on gpu1,gpu2`).
+fn state_on(
+    state: &homebased_shared::wire::JobStateView,
+    lanes: &HashMap<ResourceId, String>,
+) -> String {
+    match state {
+        homebased_shared::wire::JobStateView::Active { resources, .. } => format!(
+            "active on {}",
+            resources
+                .iter()
+                .map(|id| lanes.get(id).cloned().unwrap_or_else(|| id.to_string()))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        other => other.name().to_string(),
+    }
+}
+
 pub fn job_detail(
     d: &homebased_shared::wire::JobDetail,
     names: &HashMap<homebased_shared::ids::MachineId, String>,
@@ -465,7 +483,7 @@ pub fn job_detail(
         "job {}  {}\nstate {}  priority {}  position {}  {}  target {}\nthread {}",
         j.id,
         j.name,
-        j.state.name(),
+        state_on(&j.state, lanes),
         j.priority,
         j.position.map_or_else(|| "-".into(), |p| p.to_string()),
         job_progress(j.step, j.steps),
