@@ -36,16 +36,6 @@ fn wait_mode() -> Value {
     json!({"mode": "wait"})
 }
 
-fn job_entry(h: &TestHome, job: &str) -> Value {
-    h.json(&["resource", "jobs"])["jobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|j| j["id"] == job)
-        .cloned()
-        .unwrap_or_else(|| panic!("job {job} is not listed"))
-}
-
 #[test]
 fn a_two_gpu_job_sees_both_devices_in_pci_order_and_holds_both_lanes_as_one_run() {
     let h = home_with_gpus(4);
@@ -72,7 +62,7 @@ fn a_two_gpu_job_sees_both_devices_in_pci_order_and_holds_both_lanes_as_one_run(
         .collect();
     assert_eq!(tasks.len(), 2);
     assert_eq!(tasks[0], tasks[1], "one run, one task UUID, on both lanes");
-    let listed = job_entry(&h, &pair);
+    let listed = listed(&h, &pair);
     assert_eq!(listed["gpus"], 2, "{listed}");
     assert_eq!(listed["target"], "any", "{listed}");
     let held = listed["state"]["resources"].as_array().unwrap();
@@ -119,7 +109,7 @@ fn a_pinned_set_runs_on_exactly_its_lanes_and_a_bad_set_is_refused_with_its_poin
     let job = h.submit(&spec);
     wait_phase(&h, &job, "executing");
     assert_eq!(lanes_of(&h, &job), ["gpu1", "gpu3"]);
-    let listed = job_entry(&h, &job);
+    let listed = listed(&h, &job);
     let target = listed["target"].as_array().unwrap();
     assert_eq!(target[0], resource(&h, "gpu3")["id"], "in the order given");
     assert_eq!(target[1], resource(&h, "gpu1")["id"]);
@@ -215,7 +205,7 @@ fn a_pair_gathers_all_or_nothing_and_its_reservation_keeps_a_later_job_off_the_f
         resource(&h, "gpu3")["run"].is_null(),
         "the free lane stays free"
     );
-    let pair_entry = job_entry(&h, &pair);
+    let pair_entry = listed(&h, &pair);
     assert_eq!(pair_entry["state"]["state"], "queued", "{pair_entry}");
     assert_eq!(pair_entry["waiting"]["reason"], "gathering", "{pair_entry}");
     assert_eq!(
@@ -227,7 +217,7 @@ fn a_pair_gathers_all_or_nothing_and_its_reservation_keeps_a_later_job_off_the_f
         pair_entry["waiting"]["estimated_start"].is_null(),
         "no run has a time limit: {pair_entry}"
     );
-    let later_entry = job_entry(&h, &later);
+    let later_entry = listed(&h, &later);
     assert_eq!(
         later_entry["waiting"]["reason"], "reserved",
         "{later_entry}"
@@ -406,7 +396,7 @@ fn a_short_job_with_a_time_limit_backfills_the_lane_a_pair_gathers() {
         "it backfilled the free lane"
     );
     h.settle();
-    let pair_entry = job_entry(&h, &pair);
+    let pair_entry = listed(&h, &pair);
     assert_eq!(pair_entry["waiting"]["reason"], "gathering", "{pair_entry}");
     assert!(
         pair_entry["waiting"]["estimated_start"].is_string(),

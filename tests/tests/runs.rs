@@ -465,7 +465,7 @@ fn resource_list_and_job_show_name_the_executing_run() {
     assert!(run["phase"]["started_at"].is_string(), "{entry}");
     assert_eq!(
         active["state"],
-        json!({"state": "active", "resource": entry["id"]}),
+        json!({"state": "active", "resource": entry["id"], "resources": [entry["id"]]}),
         "{active:#}"
     );
     let history = runs(&active);

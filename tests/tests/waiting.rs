@@ -7,17 +7,6 @@ use crate::common::jobs::*;
 use crate::common::{wait_until, TestHome};
 use serde_json::{json, Value};
 
-/// The `resource jobs` entry of `job`.
-fn listed(h: &TestHome, job: &str) -> Value {
-    h.json(&["resource", "jobs"])["jobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|j| j["id"] == job)
-        .cloned()
-        .unwrap_or_else(|| panic!("job {job} is not listed"))
-}
-
 /// The human `resource jobs` line of `job`.
 fn human_line(h: &TestHome, job: &str) -> String {
     let human = h.cli(&["resource", "jobs"]).stdout;

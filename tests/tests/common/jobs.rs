@@ -46,6 +46,17 @@ pub fn open_gate(gate: &Path) {
     std::fs::write(gate, "").unwrap();
 }
 
+/// The `resource jobs` entry of `job`.
+pub fn listed(h: &TestHome, job: &str) -> Value {
+    h.json(&["resource", "jobs"])["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["id"] == job)
+        .cloned()
+        .unwrap_or_else(|| panic!("job {job} is not listed"))
+}
+
 pub fn show(h: &TestHome, job: &str) -> Value {
     h.json(&["resource", "job", "show", job])
 }

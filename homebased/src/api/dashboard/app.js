@@ -518,13 +518,17 @@ function linksText(links) {
 
 // A job's target: `any`, or the lane(s) it is pinned to, by name (the UUID until the lanes
 // are known).
-function targetText(target) {
+function targetText(target, gpus) {
   if (Array.isArray(target)) return target.map(resourceName).join(", ");
-  return target === "any" ? "any" : resourceName(target);
+  if (target === "any") return gpus > 1 ? `${gpus} x any` : "any";
+  return resourceName(target);
 }
 
 function stateText(j) {
-  if (j.state.state === "active") return `active on ${resourceName(j.state.resource)}`;
+  if (j.state.state === "active") {
+    const lanes = j.state.resources && j.state.resources.length ? j.state.resources : [j.state.resource];
+    return `active on ${lanes.map(resourceName).join(", ")}`;
+  }
   if (j.state.state === "queued") return j.state.resume ? "queued (resumes)" : "queued";
   return j.state.state;
 }
@@ -577,7 +581,7 @@ function jobRow(j) {
       idText(j.id),
     ),
     el("td", { "data-label": "state", class: "state", text: stateText(j) }),
-    el("td", { "data-label": "target", text: targetText(j.target) }),
+    el("td", { "data-label": "target", text: targetText(j.target, j.gpus) }),
     el("td", { "data-label": "steps done", text: `${j.step}/${j.steps}` }),
     el("td", { class: "waiting", text: waitingText(j.waiting) }),
     el(
@@ -598,7 +602,7 @@ const rows = new Map();
 function cachedRow(j) {
   // The row's words too, not only the job's bytes: a lane's name learnt later (the lanes read
   // after the queue, or renamed) must rename the rows that show its UUID.
-  const words = [stateText(j), targetText(j.target), waitingText(j.waiting)].join("\u0000");
+  const words = [stateText(j), targetText(j.target, j.gpus), waitingText(j.waiting)].join("\u0000");
   const key = JSON.stringify(j) + words + (state.detail === j.id ? "*" : "");
   const had = rows.get(j.id);
   if (had && had.key === key && !(state.armed && state.armed.job === j.id)) return had.tr;
@@ -746,7 +750,7 @@ function renderDetail(d) {
     ["state", stateText(d)],
     ["level", `${d.priority}${d.position ? ` #${d.position}` : ""}`],
     ["progress", jobStep(d)],
-    ["target", targetText(d.target)],
+    ["target", targetText(d.target, d.gpus)],
     ["waiting because", waitingText(d.waiting) || "-"],
     ["after", linksText(d.dependencies)],
     ["waited on by", linksText(d.dependents)],
