@@ -132,7 +132,7 @@ impl Core {
     fn start(&mut self, r: &Reservation, stamps: LaunchStamps) -> Result<(), StartFailure> {
         let spec = spec_of(&r.job).map_err(StartFailure::Other)?;
         let step = nth_step(&r.job, &spec, r.job.step).map_err(StartFailure::Other)?;
-        let time_limit = super::time_limits::limit_of(&spec);
+        let time_limit = super::time_limits::limit_of(r.job.time_limit);
         let run = RunSpec {
             task: r.task,
             job: r.job.id,

@@ -245,7 +245,10 @@ fn run_slot(db: Db, run: &runs::Run) -> ApiResult<RunSlot> {
         priority: job.priority,
         mode: preempt.mode,
         restart_within: preempt.restart_within,
-        deadline: deadline(run.phase.as_ref(), job.time_limit),
+        deadline: deadline(
+            run.phase.as_ref(),
+            super::time_limits::limit_of(job.time_limit),
+        ),
         phase,
     })
 }

@@ -16,13 +16,13 @@ use super::Core;
 use crate::lifecycle::{CommittedStop, Observation, RunPhase};
 use crate::store::{jobs, runs};
 use homebased_shared::queue::StopCause;
-use homebased_shared::spec::JobSpec;
 use homebased_shared::time::{now_ms, Millis};
 use std::time::Duration;
 
-/// The limit each run of a job with this spec gets.
-pub fn limit_of(spec: &JobSpec) -> Option<Duration> {
-    let limit = spec.time_limit?;
+/// The limit each run of a job gets, from its spec's `time_limit` (`JobHead::time_limit`
+/// keeps it beside the spec, so that no caller decodes a spec for it).
+pub fn limit_of(time_limit: Option<Duration>) -> Option<Duration> {
+    let limit = time_limit?;
     // A test cannot wait the shortest limit out (a minute): in builds with the `failpoints`
     // feature, `FAILPOINTS=time_limit.as=return(3s)` gives every limited run that limit
     // instead, in the daemon's timer and in the `run.json` the worker reads alike. Inert
@@ -86,17 +86,15 @@ impl Core {
         };
         for run in holding {
             let Some(phase) = &run.phase else { continue };
-            // Only a run that may be due costs a read of its job's spec.
+            // Only a run that may be due costs a read of its job.
             if !matches!(
                 phase,
                 RunPhase::Executing { .. } | RunPhase::Stopping { .. }
             ) {
                 continue;
             }
-            let limit = match jobs::require(self.store.db(), run.job)
-                .and_then(|job| super::launch::spec_of(&job))
-            {
-                Ok(spec) => limit_of(&spec),
+            let limit = match jobs::require(self.store.db(), run.job) {
+                Ok(job) => limit_of(job.time_limit),
                 Err(e) => {
                     tracing::error!(task = %run.task, error = %e, "cannot read the job's time limit");
                     continue;
