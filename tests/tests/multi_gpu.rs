@@ -132,7 +132,8 @@ fn a_pinned_set_runs_on_exactly_its_lanes_and_a_bad_set_is_refused_with_its_poin
         ),
         (
             "a lane twice under two names",
-            json!({"gpus": 2, "resources": ["gpu0", resource(&h, "gpu0")["id"]]}),
+            // The UUID in capitals: resolved as `resource` is, in any case.
+            json!({"gpus": 2, "resources": ["gpu0", resource(&h, "gpu0")["id"].as_str().unwrap().to_uppercase()]}),
             "invalid_spec",
             2,
             "/resources/1",

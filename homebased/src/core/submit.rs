@@ -60,7 +60,7 @@ impl Core {
             ),
         };
         let lanes = resources::list(db)?;
-        let target_lanes = lane_set(&valid.spec.resources, &lanes)?;
+        let target_lanes = lane_set(db, &valid.spec.resources)?;
         check_gpus(valid.spec.gpus, &lanes)?;
         // The queue owns the run variables: inherited copies are never stored.
         let captured = req.submitter.env.as_ref().map(|env| {
@@ -188,21 +188,19 @@ fn request_digest(spec: &[u8], cwd: &std::path::Path) -> String {
 /// The lanes of a spec's `resources`, resolved on this machine in the order given: each must
 /// exist, be a distinct lane once names and UUIDs are resolved, and be a whole card (a
 /// process sees one MIG slice at most).
-fn lane_set(names: &[String], lanes: &[resources::Resource]) -> ApiResult<Vec<ResourceId>> {
+fn lane_set(db: crate::store::Db, names: &[String]) -> ApiResult<Vec<ResourceId>> {
     let mut set: Vec<ResourceId> = Vec::with_capacity(names.len());
     for (i, name) in names.iter().enumerate() {
         let pointer = format!("/resources/{i}");
         let input = serde_json::json!({ "pointer": pointer, "value": name });
-        let lane = lanes
-            .iter()
-            .find(|r| r.name == *name || r.id.to_string() == *name)
-            .ok_or_else(|| {
-                ApiError::new(
-                    ErrorCode::ResourceNotFound,
-                    format!("{pointer}: no resource {name:?} on this machine to pin the job to"),
-                )
-                .with_input(input.clone())
-            })?;
+        // Resolved as `resource` is: a name, or a UUID in any case.
+        let lane = resources::find(db, name)?.ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::ResourceNotFound,
+                format!("{pointer}: no resource {name:?} on this machine to pin the job to"),
+            )
+            .with_input(input.clone())
+        })?;
         if set.contains(&lane.id) {
             return Err(ApiError::new(
                 ErrorCode::InvalidSpec,
