@@ -1186,21 +1186,22 @@ def startpath_workload(bins: Path, rows: list[Row], notes: dict) -> None:
 
 
 def lane_gaps(h: Home, jobs: list[str]) -> tuple[dict[str, list[tuple[int, int]]], list[float]]:
-    """Per lane (`run.json`'s `resource_name`), the (start, end) stamps of `jobs` that wrote
+    """Per lane (each of `run.json`'s `lanes`), the (start, end) stamps of `jobs` that wrote
     both (`s.<job>`, `e.<job>` under `h.out`), and every gap in ms from one job's end to the
-    next job's start on the same lane."""
-    lane_of = {}
+    next job's start on the same lane: a job on several lanes ends a span on each."""
+    lanes_of: dict[str, list[str]] = {}
     for d in (h.home / "tasks").iterdir():
         try:
             run = json.loads((d / "run.json").read_text())
         except (FileNotFoundError, json.JSONDecodeError):
             continue
-        lane_of[run["job"]] = run["resource_name"]
+        lanes_of[run["job"]] = [lane["name"] for lane in run["lanes"]]
     by_lane: dict[str, list[tuple[int, int]]] = {}
     for j in jobs:
         s, e = read_ns(h.out / f"s.{j}"), read_ns(h.out / f"e.{j}")
-        if s is not None and e is not None and j in lane_of:
-            by_lane.setdefault(lane_of[j], []).append((s, e))
+        if s is not None and e is not None:
+            for lane in lanes_of.get(j, []):
+                by_lane.setdefault(lane, []).append((s, e))
     gaps = []
     for spans in by_lane.values():
         spans.sort()
@@ -2720,6 +2721,18 @@ def mig56_workload(bins: Path, rows: list[Row], notes: dict) -> None:
                 "< 100 ms p99",
             )
         )
+        rows.append(
+            dist_row(
+                "mig56_handover_cleanup",
+                "↳ of which the worker's cleanup (exit.json to cleanup.json)",
+                "ms",
+                [
+                    r["finished_at"] - r["ended_at"]
+                    for r in run_records(h)
+                    if r["ended_at"] and r["finished_at"]
+                ],
+            )
+        )
         notes["mig56_ran"] = sum(len(v) for v in by_lane.values())
     finally:
         h.close()
@@ -3025,7 +3038,7 @@ samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in 
   `exit.json` `ended_at` of the same runs (1 ms resolution).
 - **hand-over, BENCH_LANES lanes of 1 s jobs**: every lane held, BENCH_LANE_QUEUE jobs
   queued through the API, then the holders are released; each job runs `date +%s%N > S; sleep
-  1; exec date +%s%N > E`. Per lane (`run.json`'s `resource_name`), next job's S minus previous
+  1; exec date +%s%N > E`. Per lane (each of `run.json`'s `lanes`), next job's S minus previous
   job's E, cleanup included. The lanes start together, so their hand-overs coincide.
 - **start path**: BENCH_STARTPATH starts through the CLI and as many through the API, as in
   start latency; each part is the difference of two stamps (microseconds, `CLOCK_REALTIME`):

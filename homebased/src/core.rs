@@ -318,7 +318,8 @@ impl Core {
                 let _alive = alive;
                 // The daemon serves from here on (its listeners are bound, and with them the
                 // umask is the process's own again): work may be prepared ahead of need.
-                self.launcher.ready();
+                let lanes = crate::store::resources::list(self.store.db()).map_or(1, |l| l.len());
+                self.launcher.ready(lanes);
                 self.reconcile();
                 // The tick does what time alone makes due (core/timers.rs). It runs on a
                 // deadline, so a steady stream of calls cannot starve it, and it says when

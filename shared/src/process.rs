@@ -25,6 +25,10 @@ pub struct ProcStat {
     pub flags: u32,
     /// Field 22, clock ticks since boot.
     pub start_ticks: u64,
+    /// Field 23, virtual memory size in bytes: 0 exactly when the task has no memory of its
+    /// own (a kernel thread, or a process whose memory is already released on its way out),
+    /// the same test as a `status` file without its `VmSize:` line, for one `stat` read.
+    pub vsize: u64,
 }
 
 /// `PF_KTHREAD`: a kernel thread, with no memory, environment or user-space work.
@@ -48,6 +52,10 @@ impl ProcStat {
     }
     pub fn is_exiting(&self) -> bool {
         self.flags & PF_EXITING != 0
+    }
+    /// No memory left to read an environment from (see [`ProcStat::vsize`]).
+    pub fn has_no_memory(&self) -> bool {
+        self.vsize == 0
     }
 }
 
@@ -78,6 +86,7 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
         session: id(6)?,
         flags: field(9)?.parse().ok()?,
         start_ticks: field(22)?.parse().ok()?,
+        vsize: field(23)?.parse().ok()?,
     })
 }
 
@@ -195,6 +204,7 @@ mod tests {
                 session: 4242,
                 flags: 4194560,
                 start_ticks: 987654,
+                vsize: 1000,
             }
         );
     }
@@ -204,6 +214,7 @@ mod tests {
         let kthread = "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 24 0 0";
         assert!(parse_stat(kthread).unwrap().is_kernel_thread());
         assert!(!read_stat(std::process::id()).unwrap().is_kernel_thread());
+        assert!(!read_stat(std::process::id()).unwrap().has_no_memory());
     }
 
     #[test]
@@ -212,11 +223,14 @@ mod tests {
         let s = parse_stat(line).unwrap();
         assert_eq!((s.ppid, s.pgrp, s.session, s.start_ticks), (0, 0, 0, 777));
         assert!(s.is_zombie());
+        assert!(s.has_no_memory());
     }
 
     #[test]
     fn refuses_truncated_lines() {
         assert!(parse_stat("12 (x) S 1 12 12").is_none());
+        // Up to the start time but no memory size: cut short, not a process without memory.
+        assert!(parse_stat("12 (x) S 1 12 12 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5").is_none());
         assert!(parse_stat("").is_none());
         assert!(parse_stat("x (y) S 1 2 3 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 5").is_none());
     }

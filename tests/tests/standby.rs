@@ -1,5 +1,5 @@
 //! The standby worker (`homebased-worker --standby`, ARCHITECTURE "The standby worker"): the
-//! daemon keeps one started ahead of need and hands it the next run; a used one is
+//! daemon keeps one per lane started ahead of need and hands one the next run; a used one is
 //! replaced, a gone one costs no run, and an unused one never outlives its daemon. A worker
 //! named by `HOMEBASED_WORKER` is never kept in standby.
 
@@ -202,8 +202,9 @@ fn a_run_gets_the_directories_staged_ahead_of_it_and_new_ones_are_staged() {
     let mut h = TestHome::new(Probe::Gpus(1));
     h.start_daemon();
     let staged = h.home().join("staged");
-    let run_skeleton = inode_when_there(&staged.join("run"));
-    let job_skeleton = inode_when_there(&staged.join("job"));
+    // One lane: one skeleton of each kind.
+    let run_skeleton = inode_when_there(&staged.join("run.0"));
+    let job_skeleton = inode_when_there(&staged.join("job.0"));
 
     let job = quick_job(&h, "staged");
     let run_dir = h.home().join("tasks").join(first_task(&h, &job));
@@ -223,8 +224,55 @@ fn a_run_gets_the_directories_staged_ahead_of_it_and_new_ones_are_staged() {
     assert!(job_dir.join("state").is_dir());
 
     wait_until("new directories to be staged", || {
-        std::fs::metadata(staged.join("run")).is_ok_and(|m| m.ino() != run_skeleton)
-            && std::fs::metadata(staged.join("job")).is_ok_and(|m| m.ino() != job_skeleton)
+        std::fs::metadata(staged.join("run.0")).is_ok_and(|m| m.ino() != run_skeleton)
+            && std::fs::metadata(staged.join("job.0")).is_ok_and(|m| m.ino() != job_skeleton)
+    });
+}
+
+#[test]
+fn a_daemon_of_four_lanes_keeps_four_standby_workers_and_a_burst_of_four_starts_takes_them_all() {
+    let mut h = TestHome::new(Probe::Gpus(4));
+    h.start_daemon();
+    let daemon = daemon_pid(&h);
+    let mut pool = Vec::new();
+    wait_until("a standby worker for each of the four lanes", || {
+        pool = standby_workers(daemon);
+        pool.len() == 4
+    });
+    let skeletons = |prefix: &str| {
+        std::fs::read_dir(h.home().join("staged"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+            .count()
+    };
+    wait_until("four run and four job directories staged", || {
+        skeletons("run.") == 4 && skeletons("job.") == 4
+    });
+
+    // Four jobs at once, one per lane, each held until all four run.
+    let gate = h.tmp().join("gate");
+    let jobs: Vec<String> = (0..4)
+        .map(|i| h.submit(&gated_spec(&h, &format!("burst {i}"), "", &gate, "")))
+        .collect();
+    for job in &jobs {
+        wait_phase(&h, job, "executing");
+    }
+    let mut workers: Vec<i32> = jobs.iter().map(|job| worker_of(&h, job)).collect();
+    workers.sort_unstable();
+    pool.sort_unstable();
+    assert_eq!(
+        workers, pool,
+        "every start of the burst was a hand-over to a waiting worker"
+    );
+
+    std::fs::write(&gate, "").unwrap();
+    for job in &jobs {
+        wait_job(&h, job, "succeeded");
+    }
+    wait_until("the pool refilled with new workers", || {
+        let now = standby_workers(daemon);
+        now.len() == 4 && now.iter().all(|pid| !pool.contains(pid))
     });
 }
 

@@ -12,10 +12,11 @@ use homebased_shared::rundir::RunDir;
 use std::io;
 
 pub trait Launcher: Send {
-    /// The daemon serves now: what is prepared ahead of need (the standby worker, staged
-    /// directories) may be started. Not before: binding the socket changes the process's
-    /// umask for a moment, which a worker or folder made then would keep.
-    fn ready(&mut self) {}
+    /// The daemon serves now, on `lanes` lanes: what is prepared ahead of need (standby
+    /// workers, staged directories, as many as lanes may start at once) may be started. Not
+    /// before: binding the socket changes the process's umask for a moment, which a worker
+    /// or folder made then would keep.
+    fn ready(&mut self, _lanes: usize) {}
 
     /// Starts the worker of a created run directory and watches it: when the worker is
     /// gone, the core is told through `core`.
@@ -60,7 +61,7 @@ pub struct LostCleanup {
     pub container_step: bool,
 }
 
-/// Real workers: `homebased-worker` processes (one kept in standby, see
+/// Real workers: `homebased-worker` processes (a pool kept in standby, see
 /// `supervisor::standby`), lock watchers and the shared sweep.
 pub struct Supervisor {
     standby: Option<supervisor::standby::Keeper>,
@@ -77,9 +78,9 @@ impl Supervisor {
 }
 
 impl Launcher for Supervisor {
-    fn ready(&mut self) {
+    fn ready(&mut self, lanes: usize) {
         if let Some(keeper) = &self.standby {
-            keeper.prepare();
+            keeper.prepare(lanes);
         }
     }
 

@@ -9,7 +9,8 @@
 //! A skeleton is built under a temporary name and renamed into place whole, so a start finds
 //! either a complete skeleton or none; with none (a burst of launches, no keeper, another
 //! filesystem) it creates what it needs as before. Only the keeper thread builds skeletons,
-//! and only the core thread claims them.
+//! and only the core thread claims them. The keeper keeps as many of each as it keeps standby
+//! workers (`super::standby::pool_size`): `run.<n>` and `job.<n>`.
 
 use homebased_shared::home::Home;
 use std::fs::{DirBuilder, OpenOptions};
@@ -32,12 +33,33 @@ fn staged_dir(home: &Home) -> PathBuf {
     home.root().join("staged")
 }
 
-fn staged_run(home: &Home) -> PathBuf {
-    staged_dir(home).join("run")
+/// The two kinds of skeleton, by the prefix of their names under `staged/`.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Run,
+    Job,
 }
 
-fn staged_job(home: &Home) -> PathBuf {
-    staged_dir(home).join("job")
+impl Kind {
+    fn prefix(self) -> &'static str {
+        match self {
+            Kind::Run => "run.",
+            Kind::Job => "job.",
+        }
+    }
+}
+
+/// The staged skeletons of `kind`, complete ones only (a build in progress is hidden under a
+/// name that starts with a dot).
+fn staged(home: &Home, kind: Kind) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(staged_dir(home)) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(kind.prefix()))
+        .map(|e| e.path())
+        .collect()
 }
 
 fn private_dir(path: &Path) -> io::Result<()> {
@@ -47,7 +69,7 @@ fn private_dir(path: &Path) -> io::Result<()> {
 /// Moves the staged run directory to `target` (a new run's directory); false when there is
 /// none to claim, and the caller creates the directory itself.
 pub fn claim_run(home: &Home, target: &Path) -> bool {
-    claim(&staged_run(home), target)
+    claim_any(home, Kind::Run, target)
 }
 
 /// Moves the staged job directory (with its `state/`) to `target` (`jobs/<job>`) if the job
@@ -57,7 +79,14 @@ pub fn claim_job(home: &Home, target: &Path) -> bool {
     if target.exists() {
         return false;
     }
-    claim(&staged_job(home), target)
+    claim_any(home, Kind::Job, target)
+}
+
+/// Claims the first staged skeleton of `kind` that is still there.
+fn claim_any(home: &Home, kind: Kind, target: &Path) -> bool {
+    staged(home, kind)
+        .iter()
+        .any(|skeleton| claim(skeleton, target))
 }
 
 /// `RENAME_NOREPLACE`: a directory that appeared at `target` meanwhile (the delivery thread
@@ -86,25 +115,36 @@ fn claim(staged: &Path, target: &Path) -> bool {
     }
 }
 
-/// Builds whatever skeleton is missing. Called by the keeper thread only.
-pub fn replenish(home: &Home) -> io::Result<()> {
-    let staged = staged_dir(home);
-    private_dir(&staged)?;
-    if !staged_run(home).exists() {
-        build(&staged, "run", |dir| {
-            private_dir(&dir.join("control"))?;
-            for (name, mode) in RUN_FILES {
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .mode(mode)
-                    .open(dir.join(name))?;
-            }
-            Ok(())
-        })?;
-    }
-    if !staged_job(home).exists() {
-        build(&staged, "job", |dir| private_dir(&dir.join("state")))?;
+/// Builds skeletons until `count` of each kind are staged. Called by the keeper thread only.
+pub fn replenish(home: &Home, count: usize) -> io::Result<()> {
+    let staged_root = staged_dir(home);
+    private_dir(&staged_root)?;
+    for kind in [Kind::Run, Kind::Job] {
+        let present = staged(home, kind);
+        let mut free = (0..)
+            .map(|n| format!("{}{n}", kind.prefix()))
+            .filter(|name| {
+                !present
+                    .iter()
+                    .any(|p| p.file_name().is_some_and(|f| f == name.as_str()))
+            });
+        for _ in present.len()..count {
+            let Some(name) = free.next() else { break };
+            build(&staged_root, &name, |dir| match kind {
+                Kind::Run => {
+                    private_dir(&dir.join("control"))?;
+                    for (file, mode) in RUN_FILES {
+                        OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .mode(mode)
+                            .open(dir.join(file))?;
+                    }
+                    Ok(())
+                }
+                Kind::Job => private_dir(&dir.join("state")),
+            })?;
+        }
     }
     Ok(())
 }
@@ -136,8 +176,10 @@ mod tests {
     fn a_claimed_skeleton_is_a_run_directory_with_its_files_and_a_job_directory_with_state() {
         let tmp = tempfile::tempdir().unwrap();
         let home = Home::at(tmp.path());
-        replenish(&home).unwrap();
-        let staged_inode = std::fs::metadata(staged_run(&home)).unwrap().ino();
+        replenish(&home, 1).unwrap();
+        let staged_inode = std::fs::metadata(&staged(&home, Kind::Run)[0])
+            .unwrap()
+            .ino();
 
         let run = home.root().join("tasks").join("t1");
         assert!(claim_run(&home, &run));
@@ -164,7 +206,7 @@ mod tests {
         // Nothing staged any more: the caller makes its own.
         assert!(!claim_run(&home, &home.root().join("tasks").join("t2")));
         assert!(!claim_job(&home, &home.root().join("jobs").join("j2")));
-        replenish(&home).unwrap();
+        replenish(&home, 1).unwrap();
         assert!(claim_run(&home, &home.root().join("tasks").join("t2")));
     }
 
@@ -172,7 +214,7 @@ mod tests {
     fn a_job_that_has_its_directory_keeps_it_and_the_skeleton_stays_staged() {
         let tmp = tempfile::tempdir().unwrap();
         let home = Home::at(tmp.path());
-        replenish(&home).unwrap();
+        replenish(&home, 1).unwrap();
         let job = home.root().join("jobs").join("j1");
         std::fs::create_dir_all(job.join("state")).unwrap();
         std::fs::write(job.join("state").join("checkpoint"), "step 3").unwrap();
@@ -181,20 +223,44 @@ mod tests {
             std::fs::read_to_string(job.join("state/checkpoint")).unwrap(),
             "step 3"
         );
-        assert!(staged_job(&home).is_dir());
+        assert_eq!(staged(&home, Kind::Job).len(), 1);
     }
 
     #[test]
     fn an_interrupted_build_is_replaced_by_a_whole_one() {
         let tmp = tempfile::tempdir().unwrap();
         let home = Home::at(tmp.path());
-        let half = staged_dir(&home).join(".run.building");
+        let half = staged_dir(&home).join(".run.0.building");
         std::fs::create_dir_all(half.join("control")).unwrap();
         assert!(!claim_run(&home, &home.root().join("tasks").join("t1")));
-        replenish(&home).unwrap();
+        replenish(&home, 1).unwrap();
         assert!(!half.exists());
         let run = home.root().join("tasks").join("t1");
         assert!(claim_run(&home, &run));
         assert!(run.join("runner.lock").exists());
+    }
+
+    #[test]
+    fn a_pool_of_skeletons_serves_a_burst_of_starts_and_is_topped_up_to_its_size() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = Home::at(tmp.path());
+        replenish(&home, 3).unwrap();
+        let run = |n: u32| home.root().join("tasks").join(format!("t{n}"));
+        for n in 0..3 {
+            assert!(claim_run(&home, &run(n)), "start {n} of the burst");
+            assert!(run(n).join("runner.lock").exists());
+        }
+        assert!(!claim_run(&home, &run(3)), "the fourth makes its own");
+        // Topped up, never beyond the size, with names that do not collide with a survivor.
+        std::fs::remove_dir_all(run(0)).unwrap();
+        replenish(&home, 2).unwrap();
+        assert!(claim_run(&home, &run(4)));
+        replenish(&home, 2).unwrap();
+        assert_eq!(staged(&home, Kind::Run).len(), 2);
+        assert_eq!(
+            staged(&home, Kind::Job).len(),
+            3,
+            "no job skeleton was claimed"
+        );
     }
 }

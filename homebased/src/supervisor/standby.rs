@@ -1,9 +1,11 @@
-//! The standby worker: one `homebased-worker --standby` kept started ahead of need, so that
-//! starting a run is a message to it ([`homebased_shared::standby`]) instead of a fork and an
-//! exec on the start path. The keeper is a thread of its own: it starts the first standby
-//! worker when the daemon starts and a replacement a moment after each one is taken, so that
-//! the replacement's exec does not compete for the CPU with the start it replaces. It stages
-//! the next run's directories at the same moments (`super::staged`).
+//! Standby workers: `homebased-worker --standby` processes kept started ahead of need, so
+//! that starting a run is a message to one ([`homebased_shared::standby`]) instead of a fork
+//! and an exec on the start path. The keeper is a thread of its own: it fills its pool when
+//! the daemon starts, one standby worker per lane (at most [`MOST_KEPT`]), because lanes that
+//! started together end together and every one of their next runs then starts at the same
+//! instant; and it refills only once the launches of a burst are over ([`REPLACE_AFTER`] with
+//! no launch), so that the replacements' execs do not compete for the CPU with the starts
+//! they replace. It stages as many run directories at the same moments (`super::staged`).
 //!
 //! Only the worker built beside the daemon is kept in standby. A worker named by
 //! `HOMEBASED_WORKER` (a stand-in, a wrapper) is started per run with its arguments, as that
@@ -11,6 +13,7 @@
 
 use homebased_shared::home::Home;
 use homebased_shared::standby;
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -19,8 +22,23 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-/// How long after a standby worker is taken its replacement is started.
+/// How long without a launch before the pool is refilled: a burst of starts (lanes that
+/// ended together) is over by then.
 const REPLACE_AFTER: Duration = Duration::from_millis(10);
+
+/// A steady stream of launches closer together than [`REPLACE_AFTER`] still gets its pool
+/// refilled this long after the first of them.
+const REFILL_AT_THE_LATEST: Duration = Duration::from_millis(250);
+
+/// The largest pool: a machine of more lanes starts the rest of a burst fresh, as before.
+/// 64 covers a fully split eight-card machine (56 MIG lanes); each waiting worker holds a
+/// socket and about a megabyte of its own memory.
+pub const MOST_KEPT: usize = 64;
+
+/// How many standby workers (and staged run directories) a daemon of `lanes` lanes keeps.
+pub fn pool_size(lanes: usize) -> usize {
+    lanes.clamp(1, MOST_KEPT)
+}
 
 /// A started, waiting `homebased-worker --standby`: the daemon's end of its socket and the
 /// child to reap.
@@ -80,74 +98,98 @@ impl Standby {
     }
 }
 
-/// Keeps one standby worker ready. Dropping it stops the keeper thread and closes the
-/// socket of the waiting worker, which then exits.
+/// Keeps a pool of standby workers ready. Dropping it stops the keeper thread and closes the
+/// sockets of the waiting workers, which then exit.
 pub struct Keeper {
-    slot: Arc<Mutex<Option<Standby>>>,
-    wanted: mpsc::Sender<Duration>,
+    pool: Arc<Mutex<VecDeque<Standby>>>,
+    wanted: mpsc::Sender<Wanted>,
+}
+
+/// What the keeper thread is asked.
+enum Wanted {
+    /// Fill the pool (and the staged directories) to this size now: the daemon serves.
+    Fill(usize),
+    /// A standby worker was taken: refill once the launches stop.
+    Refill,
 }
 
 impl Keeper {
-    /// Starts the keeper's thread for `home`; it starts the first standby worker and stages
-    /// the first run and job directories (`super::staged`) once [`Keeper::prepare`] asks.
-    /// `None` when workers are not kept in standby (an overridden worker) or no thread can
-    /// be started.
+    /// Starts the keeper's thread for `home`; it starts the standby workers and stages run
+    /// and job directories (`super::staged`) once [`Keeper::prepare`] asks. `None` when
+    /// workers are not kept in standby (an overridden worker) or no thread can be started.
     pub fn start(home: Home) -> Option<Keeper> {
         if super::worker_overridden() {
             return None;
         }
-        let slot: Arc<Mutex<Option<Standby>>> = Arc::default();
-        let (wanted, requests) = mpsc::channel::<Duration>();
-        let filled = Arc::clone(&slot);
+        let pool: Arc<Mutex<VecDeque<Standby>>> = Arc::default();
+        let (wanted, requests) = mpsc::channel::<Wanted>();
+        let filled = Arc::clone(&pool);
         std::thread::Builder::new()
             .name("standby-worker".into())
-            .spawn(move || {
-                // Ends when the keeper is dropped (the sender with it).
-                while let Ok(after) = requests.recv() {
-                    std::thread::sleep(after);
-                    // A burst of launches asked several times: one replacement answers all.
-                    while requests.try_recv().is_ok() {}
-                    if let Err(e) = super::staged::replenish(&home) {
-                        // Starts make their directories themselves meanwhile.
-                        tracing::warn!(error = %e, "cannot stage a run directory");
-                    }
-                    if filled
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .is_some()
-                    {
-                        continue;
-                    }
-                    // Started outside the lock, so that a launch meanwhile never waits on it.
-                    match Standby::start(&home) {
-                        Ok(standby) => {
-                            let mut slot = filled.lock().unwrap_or_else(PoisonError::into_inner);
-                            // Only this thread fills the slot, so it is still empty.
-                            *slot = Some(standby);
-                        }
-                        // The next launch starts its worker fresh, and asks again.
-                        Err(e) => tracing::warn!(error = %e, "cannot start a standby worker"),
-                    }
-                }
-            })
+            .spawn(move || keep(&home, &filled, &requests))
             .map_err(|e| tracing::warn!(error = %e, "cannot start the standby keeper"))
             .ok()?;
-        Some(Keeper { slot, wanted })
+        Some(Keeper { pool, wanted })
     }
 
-    /// Prepares a standby worker and staged directories now.
-    pub fn prepare(&self) {
-        let _ = self.wanted.send(Duration::ZERO);
+    /// Prepares standby workers and staged directories for `lanes` lanes now.
+    pub fn prepare(&self, lanes: usize) {
+        let _ = self.wanted.send(Wanted::Fill(pool_size(lanes)));
     }
 
-    /// The waiting standby worker, if one is ready; a replacement is started shortly after.
+    /// The longest-waiting standby worker, if one is ready; the pool is refilled once the
+    /// launches of this burst are over.
     pub fn take(&self) -> Option<Standby> {
         let taken = self
-            .slot
+            .pool
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        let _ = self.wanted.send(REPLACE_AFTER);
+            .pop_front();
+        let _ = self.wanted.send(Wanted::Refill);
         taken
+    }
+}
+
+/// The keeper thread: ends when the keeper is dropped (the sender with it).
+fn keep(home: &Home, pool: &Mutex<VecDeque<Standby>>, requests: &mpsc::Receiver<Wanted>) {
+    let mut size = 0;
+    while let Ok(first) = requests.recv() {
+        match first {
+            Wanted::Fill(wanted) => size = wanted,
+            Wanted::Refill => {
+                // Wait out the burst: every launch of it restarts the wait, up to a bound.
+                let began = std::time::Instant::now();
+                loop {
+                    match requests.recv_timeout(REPLACE_AFTER) {
+                        Ok(Wanted::Fill(wanted)) => size = wanted,
+                        Ok(Wanted::Refill) if began.elapsed() < REFILL_AT_THE_LATEST => {}
+                        Ok(Wanted::Refill) | Err(mpsc::RecvTimeoutError::Timeout) => break,
+                        Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+            }
+        }
+        if let Err(e) = super::staged::replenish(home, size) {
+            // Starts make their directories themselves meanwhile.
+            tracing::warn!(error = %e, "cannot stage a run directory");
+        }
+        let missing = || {
+            let kept = pool.lock().unwrap_or_else(PoisonError::into_inner).len();
+            size.saturating_sub(kept)
+        };
+        while missing() > 0 {
+            // Started outside the lock, so that a launch meanwhile never waits on it.
+            match Standby::start(home) {
+                Ok(standby) => pool
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push_back(standby),
+                Err(e) => {
+                    // The next launch starts its worker fresh, and asks again.
+                    tracing::warn!(error = %e, "cannot start a standby worker");
+                    break;
+                }
+            }
+        }
     }
 }

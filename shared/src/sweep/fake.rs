@@ -260,11 +260,19 @@ impl ProcessTable for FakeTable {
                 start_ticks: p.start_ticks,
             },
             ppid: p.ppid,
-            uid: p.uid,
             zombie: p.zombie,
             kernel_thread: p.kernel_thread,
             exiting: p.exiting,
         })
+    }
+
+    fn uid(&self, pid: u32) -> Result<u32, ReadError> {
+        let state = self.state();
+        state
+            .processes
+            .get(&pid)
+            .map(|p| p.uid)
+            .ok_or(ReadError::Gone)
     }
 
     fn environ(&self, pid: u32) -> Result<Vec<u8>, ReadError> {

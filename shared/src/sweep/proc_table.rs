@@ -77,39 +77,31 @@ impl ProcessTable for ProcTable {
 
     fn info(&self, pid: u32) -> Result<ProcessInfo, ReadError> {
         let stat = process::read_stat(pid).map_err(ReadError::from_io)?;
-        let mut status = read_status(&proc_file(pid, "status"))?;
         // A leader that exited while other threads run: the process lives on in them, so its
         // state, flags and memory are a live thread's; its identity stays the leader's.
-        let mut live = stat;
-        if stat.is_zombie() {
-            if let Some(thread) = process::live_thread(pid) {
-                let tasks = proc_file(pid, "task").join(thread.pid.to_string());
-                if let Ok(text) = read_status(&tasks.join("status")) {
-                    (live, status) = (thread, text);
-                }
-            }
-        }
-        let uid = parse_uid(&status).ok_or_else(|| {
+        let live = if stat.is_zombie() {
+            process::live_thread(pid).unwrap_or(stat)
+        } else {
+            stat
+        };
+        Ok(ProcessInfo {
+            identity: stat.identity(),
+            ppid: stat.ppid,
+            zombie: live.is_zombie(),
+            kernel_thread: stat.is_kernel_thread(),
+            // A user process without memory of its own has already released it.
+            exiting: live.is_exiting() || live.has_no_memory(),
+        })
+    }
+
+    fn uid(&self, pid: u32) -> Result<u32, ReadError> {
+        let status = read_status(&proc_file(pid, "status"))?;
+        parse_uid(&status).ok_or_else(|| {
             ReadError::Unreadable(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("/proc/{pid}/status: no Uid line"),
             ))
-        })?;
-        Ok(ProcessInfo {
-            identity: stat.identity(),
-            ppid: stat.ppid,
-            uid,
-            zombie: live.is_zombie(),
-            kernel_thread: stat.is_kernel_thread(),
-            // A user process without a VmSize line has already released its memory.
-            exiting: live.is_exiting() || !status.contains("\nVmSize:"),
         })
-    }
-
-    fn start_ticks(&self, pid: u32) -> Result<u64, ReadError> {
-        process::read_stat(pid)
-            .map(|s| s.start_ticks)
-            .map_err(ReadError::from_io)
     }
 
     fn link(&self, pid: u32) -> Result<Link, ReadError> {
@@ -223,8 +215,9 @@ mod tests {
     fn reads_this_process_as_its_own_user() {
         let table = ProcTable::new();
         let me = table.info(std::process::id()).unwrap();
-        assert_eq!(me.uid, table.own_uid());
+        assert_eq!(table.uid(std::process::id()).unwrap(), table.own_uid());
         assert!(!me.zombie);
+        assert!(!me.exiting);
         assert_eq!(me.identity, process::identity(std::process::id()).unwrap());
         assert!(table.environ(std::process::id()).is_ok());
     }
@@ -234,6 +227,7 @@ mod tests {
         // Above the kernel's largest pid_max (2^22), so never a live pid.
         let table = ProcTable::new();
         assert!(matches!(table.info(5_000_000), Err(ReadError::Gone)));
+        assert!(matches!(table.uid(5_000_000), Err(ReadError::Gone)));
         assert!(matches!(table.environ(5_000_000), Err(ReadError::Gone)));
         assert!(matches!(table.pin(5_000_000), Err(ReadError::Gone)));
     }

@@ -3,10 +3,10 @@
 //! by its ancestry (the lineage net); readability of its environment decides between
 //! signalling it and suspecting it.
 
-use super::table::{Marker, ProcessInfo, ProcessTable, ReadError};
+use super::table::{Link, Marker, ProcessInfo, ProcessTable, ReadError};
 use crate::rundir::ProcessIdentity;
 use nix::sys::signal::Signal;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io;
 
 /// What decides, for one sweep, which processes matter.
@@ -32,12 +32,13 @@ impl Rules<'_> {
         identity.pid <= 1 || identity.pid == self.own_pid || self.protected.contains(&identity)
     }
 
-    /// Same user, started at or after the workload: unreadable, it may be the run's.
-    fn is_suspect(&self, info: &ProcessInfo) -> bool {
-        info.uid == self.uid
-            && self
-                .since
-                .is_some_and(|since| info.identity.start_ticks >= since)
+    /// Same user, started at or after the workload: unreadable, it may be the run's. The
+    /// owner is read only here, for the few processes that hide their environment; one that
+    /// cannot be read (gone, or hidden by `hidepid`) is not this user's.
+    fn is_suspect<T: ProcessTable>(&self, table: &T, info: &ProcessInfo) -> bool {
+        self.since
+            .is_some_and(|since| info.identity.start_ticks >= since)
+            && matches!(table.uid(info.identity.pid), Ok(uid) if uid == self.uid)
     }
 }
 
@@ -88,14 +89,58 @@ enum Ancestry {
     Moving,
 }
 
+/// Reads parent links, fresh or remembered for the length of one scan. One run's processes
+/// share their ancestors (another lane's worker, the daemon and what started it), so a scan
+/// that remembers them reads each once instead of once per process below it: at 56 lanes
+/// ending together that is most of the reads a sweep makes. A remembered link is a snapshot
+/// as old as the scan; the scan confirms a verdict of descent from it with fresh reads
+/// before it acts on it, and a missed descendant is read again by the next scan, fresh.
+struct Links<'t, T> {
+    table: &'t T,
+    remembered: Option<HashMap<u32, Link>>,
+}
+
+impl<'t, T: ProcessTable> Links<'t, T> {
+    fn fresh(table: &'t T) -> Self {
+        Links {
+            table,
+            remembered: None,
+        }
+    }
+
+    fn remembered(table: &'t T) -> Self {
+        Links {
+            table,
+            remembered: Some(HashMap::new()),
+        }
+    }
+
+    fn read(&mut self, pid: u32) -> Result<Link, ReadError> {
+        let Some(remembered) = &mut self.remembered else {
+            return self.table.link(pid);
+        };
+        if let Some(link) = remembered.get(&pid) {
+            return Ok(*link);
+        }
+        // Failures are not remembered: a vanished parent is news the walk must see.
+        let link = self.table.link(pid)?;
+        remembered.insert(pid, link);
+        Ok(link)
+    }
+}
+
 /// Follows the parent links of `info` up to the root. A link is trusted only if the parent
 /// started no later than the child (a younger process under the parent's pid means the parent
 /// ended and the pid was reused), and the root only if it still is the same live process after
 /// the walk (so the last link really named it). A descendant of the worker stays one: orphans
 /// are re-parented to the nearest subreaper, which is the worker or one of its descendants.
-fn ancestry<T: ProcessTable>(table: &T, root: ProcessIdentity, info: &ProcessInfo) -> Ancestry {
+fn ancestry<T: ProcessTable>(
+    links: &mut Links<'_, T>,
+    root: ProcessIdentity,
+    info: &ProcessInfo,
+) -> Ancestry {
     if info.identity == root {
-        return root_holds(table, root);
+        return root_holds(links, root);
     }
     let (mut parent, mut child_start) = (info.ppid, info.identity.start_ticks);
     // No chain is longer than the kernel's largest pid_max (2^22); this only bounds a table
@@ -105,12 +150,12 @@ fn ancestry<T: ProcessTable>(table: &T, root: ProcessIdentity, info: &ProcessInf
             if root.start_ticks > child_start {
                 return Ancestry::Moving;
             }
-            return root_holds(table, root);
+            return root_holds(links, root);
         }
         if parent <= 1 {
             return Ancestry::Unrelated;
         }
-        let link = match table.link(parent) {
+        let link = match links.read(parent) {
             Ok(link) => link,
             Err(ReadError::Gone) => return Ancestry::Moving,
             // Another user's process that hides even its stat: the chain cannot be followed.
@@ -125,8 +170,8 @@ fn ancestry<T: ProcessTable>(table: &T, root: ProcessIdentity, info: &ProcessInf
     Ancestry::Unrelated
 }
 
-fn root_holds<T: ProcessTable>(table: &T, root: ProcessIdentity) -> Ancestry {
-    match table.link(root.pid) {
+fn root_holds<T: ProcessTable>(links: &mut Links<'_, T>, root: ProcessIdentity) -> Ancestry {
+    match links.read(root.pid) {
         Ok(link) if link.identity == root && !link.ended => Ancestry::Descendant,
         // The root ended: what it left behind is re-parented elsewhere and out of reach.
         _ => Ancestry::Unrelated,
@@ -145,6 +190,7 @@ pub(super) fn scan<T: ProcessTable>(
         settled: true,
         ..Scan::default()
     };
+    let mut links = Links::remembered(table);
     for pid in table.pids()? {
         if pid <= 1 || pid == rules.own_pid {
             continue;
@@ -153,15 +199,8 @@ pub(super) fn scan<T: ProcessTable>(
         // environment is fixed at exec, so it could only carry the marker by exec-ing with an
         // environment the run handed to it, which is work handed to a server and beyond what
         // cleanup can attribute (the documented limit); nor can it descend from the workload.
-        // Passing over it with one `stat` read keeps a sweep's cost to the processes born
+        // Passing over it after its one `stat` read keeps a sweep's cost to the processes born
         // during the run, not the whole machine.
-        if let Some(since) = rules.since {
-            match table.start_ticks(pid) {
-                Ok(ticks) if ticks < since => continue,
-                Ok(_) => {}
-                Err(_) => continue,
-            }
-        }
         let first = match table.info(pid) {
             Ok(info) => info,
             // Gone before it was read: nothing of it was misread. Only a vanish *while* a
@@ -173,6 +212,12 @@ pub(super) fn scan<T: ProcessTable>(
             // neither be read for a marker, nor followed up its parents, nor be a suspect.
             Err(ReadError::Unreadable(_)) => continue,
         };
+        if rules
+            .since
+            .is_some_and(|since| first.identity.start_ticks < since)
+        {
+            continue;
+        }
         if first.zombie || first.kernel_thread || rules.is_protected(first.identity) {
             continue;
         }
@@ -183,7 +228,11 @@ pub(super) fn scan<T: ProcessTable>(
                 Some(if known.contains(&first.identity) {
                     Ancestry::Descendant
                 } else {
-                    ancestry(table, root, &first)
+                    match ancestry(&mut links, root, &first) {
+                        // Acted on only as fresh reads have it.
+                        Ancestry::Descendant => ancestry(&mut Links::fresh(table), root, &first),
+                        verdict => verdict,
+                    }
                 })
             }
             _ => None,
@@ -216,7 +265,7 @@ pub(super) fn scan<T: ProcessTable>(
             // Marker or ancestry, an unreadable environment authorises no signal. Whether it
             // is a suspect is rule 4's alone (same user, started during the run): another
             // user's unreadable descendant is ignored, as the runbook says.
-            (Err(ReadError::Unreadable(_)), _) if rules.is_suspect(&first) => {
+            (Err(ReadError::Unreadable(_)), _) if rules.is_suspect(table, &first) => {
                 scan.suspects.push(first.identity);
             }
             (Err(ReadError::Unreadable(_)), _) => {}
@@ -267,9 +316,9 @@ pub(super) fn signal_target<T: ProcessTable>(
         Ok(bytes) if rules.marker.is_in(&bytes) => {}
         Ok(_) => {
             let descends = claim == Claim::Descendant
-                || rules
-                    .lineage
-                    .is_some_and(|root| ancestry(table, root, &info) == Ancestry::Descendant);
+                || rules.lineage.is_some_and(|root| {
+                    ancestry(&mut Links::fresh(table), root, &info) == Ancestry::Descendant
+                });
             if !descends {
                 return Delivery::NotTheTarget(
                     "it holds neither the marker nor the run's ancestry any more",

@@ -7,16 +7,16 @@ use nix::sys::signal::Signal;
 use std::fmt;
 use std::io;
 
-/// What the sweep reads about one process before deciding anything about it.
+/// What the sweep reads about one process before deciding anything about it: all of it
+/// from the one `stat` line (the owner, needed only for a possible suspect, is asked apart:
+/// [`ProcessTable::uid`]), because a sweep reads it for every process born during the run,
+/// twice per scan, and on a busy machine that is most of a hand-over's cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProcessInfo {
     pub identity: ProcessIdentity,
     /// The parent's pid (`/proc/<pid>/stat` field 4, the real parent's thread group): the
     /// link the lineage net follows. An orphan's parent is its subreaper, or 1.
     pub ppid: u32,
-    /// The real uid (`/proc/<pid>/status`, `Uid:` first field), not the directory owner: a
-    /// non-dumpable process's directory belongs to root, its status still names its user.
-    pub uid: u32,
     /// A zombie has no environment and holds nothing but its pid; it is never a target or a
     /// suspect. A thread-group leader that exited while other threads of its process run is
     /// not one: the process lives on, and is read through a live thread.
@@ -85,13 +85,12 @@ pub trait ProcessTable {
     /// Every pid at the moment of listing. An error is a failed enumeration, never an empty
     /// table.
     fn pids(&self) -> io::Result<Vec<u32>>;
-    /// Identity, owner and zombie state of one process.
+    /// Identity, parent, zombie and exiting state of one process.
     fn info(&self, pid: u32) -> Result<ProcessInfo, ReadError>;
-    /// Only the kernel start time of one process: enough to pass over a process that
-    /// started before the workload. A table may answer it more cheaply than [`Self::info`].
-    fn start_ticks(&self, pid: u32) -> Result<u64, ReadError> {
-        self.info(pid).map(|i| i.identity.start_ticks)
-    }
+    /// The real uid (`/proc/<pid>/status`, `Uid:` first field), not the directory owner: a
+    /// non-dumpable process's directory belongs to root, its status still names its user.
+    /// Asked only of a process whose environment cannot be read (is it a suspect?).
+    fn uid(&self, pid: u32) -> Result<u32, ReadError>;
     /// Only what a parent link needs. A table may answer it more cheaply than [`Self::info`]
     /// (the `stat` line alone).
     fn link(&self, pid: u32) -> Result<Link, ReadError> {
