@@ -3,7 +3,7 @@
 //! queue listing) take a [`ReadSnapshot`]: a read-only connection of their own, pinned to the
 //! store as it was when the core handed it out.
 //!
-//! - `schema.sql`, `schema_v2.sql` to `schema_v15.sql` and [`MIGRATIONS`]: versioned schema
+//! - `schema.sql`, `schema_v2.sql` to `schema_v16.sql` and [`MIGRATIONS`]: versioned schema
 //!   (`PRAGMA user_version`), one file per version, applied with foreign keys off and checked
 //!   before each version commits (a version may rebuild a parent table: `schema_v14.sql`
 //!   rebuilds `jobs` and `runs` so that their stop causes accept `time_limit`).
@@ -16,7 +16,8 @@
 //!   and the pull cursor per authority (`schema_v7.sql`).
 //! - [`history`]: retention's reads and removals of finished jobs (`schema_v8.sql`).
 //! - [`dependencies`]: the jobs each job's `after` names (`schema_v12.sql`).
-//! - The lanes of each run live with [`runs`] (`schema_v15.sql`, `run_lanes`).
+//! - The lanes of each run live with [`runs`] (`schema_v15.sql`, `run_lanes`), those of each
+//!   Attention with [`attentions`] (`schema_v16.sql`, `attention_lanes`).
 //! - [`integrity`]: the check at start, read-only, before [`Store::open`] writes anything.
 
 pub mod attentions;
@@ -55,6 +56,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("store/schema_v13.sql"),
     include_str!("store/schema_v14.sql"),
     include_str!("store/schema_v15.sql"),
+    include_str!("store/schema_v16.sql"),
 ];
 
 /// The schema version this build writes.
@@ -962,6 +964,87 @@ mod tests {
             orphan.is_err(),
             "a run of a job that does not exist is refused"
         );
+    }
+
+    /// v16: every Attention so far holds its one lane; the open Attention of a run on two
+    /// lanes holds both; a released one holds nothing.
+    #[test]
+    fn v16_gives_each_attention_its_lanes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("homebased.sqlite");
+        let conn = Connection::open(&path).unwrap();
+        for (i, sql) in MIGRATIONS.iter().take(15).enumerate() {
+            conn.execute_batch(&format!("{sql}\nPRAGMA user_version = {};", i + 1))
+                .unwrap();
+        }
+        let gpu = |i: u32| format!("01a23100-0000-7000-8000-0000000000a{i}");
+        let (job, thread, task) = (
+            "01a23100-0000-7000-8000-000000000001",
+            "01a23100-0000-7000-8000-0000000000c0",
+            "01a23100-0000-7000-8000-0000000000b0",
+        );
+        let (of_run, unknown, released) = (
+            "01a23100-0000-7000-8000-0000000000d1",
+            "01a23100-0000-7000-8000-0000000000d2",
+            "01a23100-0000-7000-8000-0000000000d3",
+        );
+        let unknown_task = "01a23100-0000-7000-8000-0000000000b1";
+        let failure = format!(r#"{{"result":"unknown_live_run","job":"{job}"}}"#);
+        conn.execute_batch(&format!(
+            "INSERT INTO resources (id, name, device, origin, created_at) VALUES \
+               ('{}', 'gpu0', 0, 'detected', 1), ('{}', 'gpu1', 1, 'detected', 1), \
+               ('{}', 'gpu2', 2, 'detected', 1), ('{}', 'gpu3', 3, 'detected', 1); \
+             INSERT INTO jobs (id, thread, name, priority, slot_key, state, spec, digest, steps, \
+               created_at, updated_at, gpus) VALUES \
+               ('{job}', '{thread}', 'pair', 1, 5, 'active', '{{}}', 'd', 1, 1, 1, 2); \
+             INSERT INTO runs (task, job, resource, run_number, step, resume, status, phase, \
+               reserved_at, attention, cleanup) VALUES \
+               ('{task}', '{job}', '{}', 1, 0, 0, 'lost', 'attention', 10, '{of_run}', '{{}}'); \
+             INSERT INTO run_lanes (task, ord, resource, held) VALUES \
+               ('{task}', 0, '{}', 1), ('{task}', 1, '{}', 1); \
+             INSERT INTO attentions (id, resource, task, failure, created_at, released_at) VALUES \
+               ('{of_run}', '{}', '{task}', '{{}}', 20, NULL), \
+               ('{unknown}', '{}', '{unknown_task}', '{failure}', 21, NULL), \
+               ('{released}', '{}', '{unknown_task}', '{failure}', 5, 6);",
+            gpu(0),
+            gpu(1),
+            gpu(2),
+            gpu(3),
+            gpu(0),
+            gpu(0),
+            gpu(1),
+            gpu(0),
+            gpu(2),
+            gpu(3),
+        ))
+        .unwrap();
+        drop(conn);
+
+        let store = Store::open(&path).unwrap();
+        assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
+        let lanes_of = |attention: &str| -> Vec<(String, i64)> {
+            store
+                .conn
+                .prepare(
+                    "SELECT resource, open FROM attention_lanes WHERE attention = ?1 ORDER BY ord",
+                )
+                .unwrap()
+                .query_map([attention], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        };
+        assert_eq!(lanes_of(of_run), [(gpu(0), 1), (gpu(1), 1)]);
+        assert_eq!(lanes_of(unknown), [(gpu(2), 1)]);
+        assert_eq!(lanes_of(released), [(gpu(3), 0)]);
+        let db = store.db();
+        let held: Vec<bool> = (0..4)
+            .map(|i| attentions::is_held(db, gpu(i).parse().unwrap()).unwrap())
+            .collect();
+        assert_eq!(held, [true, true, true, false]);
+        let holds = attentions::lane_holds(db).unwrap();
+        assert_eq!(holds.len(), 1, "the run's own Attention is not a lane hold");
+        assert_eq!(holds[0].resources, [gpu(2).parse().unwrap()]);
     }
 
     #[test]

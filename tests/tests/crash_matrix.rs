@@ -571,3 +571,35 @@ fn a_worker_crash_before_the_cleanup_of_a_two_lane_run_leaves_it_to_the_daemon()
         },
     );
 }
+
+#[test]
+fn a_crash_after_a_two_lane_launch_is_reserved_gives_both_lanes_back_and_the_pair_runs_once() {
+    row(
+        LAUNCH_RESERVED,
+        "submit a two-step job on two lanes, a one-lane job behind it",
+        "the abandoned launch gives both of its lanes back together; every run of the pair held both",
+        || {
+            let mut lab = Lab::with_gpus(2);
+            lab.serve_with(&format!("{}=return", LAUNCH_RESERVED.name));
+            let first = pair(&lab, "pair", 2, None);
+            let second = lab.spec("one lane", 1, None);
+            let (t1, t2) = (first.thread(), second.thread());
+            let a = lab.submit_racing(&first);
+            lab.crashed_then_restart(LAUNCH_RESERVED.name);
+            lab.resubmit(&first, &a);
+            let b = lab.h.submit(&second);
+            lab.check(&[(&a, &t1, "succeeded"), (&b, &t2, "succeeded")]);
+            let shown = show(&lab.h, &a);
+            let runs = shown["runs"].as_array().unwrap();
+            // The launch the crash abandoned is a run of its own, ended, on both lanes.
+            assert!(runs.len() >= 3, "the abandoned launch and two steps: {shown:#}");
+            assert_ne!(runs[0]["status"], "succeeded", "{shown:#}");
+            for run in runs {
+                assert_eq!(run["resources"].as_array().unwrap().len(), 2, "{run}");
+            }
+            for lane in lab.h.resources() {
+                assert!(lane["run"].is_null(), "a lane still held: {lane:#}");
+            }
+        },
+    );
+}

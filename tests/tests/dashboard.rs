@@ -824,3 +824,98 @@ fn each_card_shows_a_memory_bar_and_its_utilization_and_an_unknown_card_no_bar()
     );
     assert_eq!(class, "membar unknown");
 }
+
+/// A run on two of four lanes: the page shows it on both of its cards (one task), not on the
+/// others, and names both lanes in the job's state and the count in its target, in the
+/// words `job show` and `resource jobs` use.
+#[test]
+fn a_two_gpu_run_shows_on_both_of_its_lanes_and_its_state_names_both() {
+    let mut h = TestHome::new(Probe::Gpus(4));
+    set_cards(&h, &[0, 1, 2, 3]);
+    let url = listen(&mut h, "", "");
+    h.start_daemon();
+    // gpu0 is busy, so the pair runs on gpu1 and gpu2, not on the first two lanes.
+    let first = h.submit(&h.spec("one-lane").set("preempt", json!({"mode": "wait"})));
+    wait_phase(&h, &first, "executing");
+    let pair = h.submit(&h.spec("the-pair").set("gpus", json!(2)));
+    let running = wait_phase(&h, &pair, "executing");
+    let task = running["run"]["task"].as_str().unwrap().to_string();
+    let held: Vec<String> = h
+        .resources()
+        .into_iter()
+        .filter(|r| r["run"]["job"] == pair.as_str())
+        .map(|r| r["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(held, ["gpu1", "gpu2"]);
+
+    let b = Browser::start(1280, 900);
+    b.goto(&format!("{url}/"));
+    // The page's short form of a UUID: its first 8 and last 4 digits.
+    let short_task = format!("{}…{}", &task[..8], &task[task.len() - 4..]);
+    for lane in ["gpu1", "gpu2"] {
+        let card = wait_for(&format!("the pair on {lane}"), || {
+            let card = b.text(&format!("article[data-name={lane}]"));
+            card.contains("the-pair").then_some(card)
+        });
+        assert!(card.contains(&short_task), "one run, one task: {card}");
+        assert!(card.contains("executing"), "{card}");
+    }
+    for lane in ["gpu0", "gpu3"] {
+        let card = b.text(&format!("article[data-name={lane}]"));
+        assert!(!card.contains("the-pair"), "{lane}: {card}");
+    }
+
+    // The job's state in `job show`'s words, its target in `resource jobs`' ones.
+    let show_out = h.cli(&["resource", "job", "show", &pair]).stdout;
+    let cli_state = show_out
+        .split("state ")
+        .nth(1)
+        .and_then(|rest| rest.split("  ").next())
+        .unwrap_or_else(|| panic!("no state in job show: {show_out}"))
+        .to_string();
+    assert_eq!(cli_state, "active on gpu1,gpu2", "{show_out}");
+    let state = wait_for("the pair's state on the page", || {
+        let state = b.text(&format!("{} td.state", row(&pair)));
+        state.starts_with("active").then_some(state)
+    });
+    assert_eq!(state, cli_state);
+    let jobs_out = h.cli(&["resource", "jobs"]).stdout;
+    let cli_row = jobs_out
+        .lines()
+        .find(|l| l.contains("the-pair"))
+        .unwrap_or_else(|| panic!("the pair in resource jobs: {jobs_out}"));
+    let target = b.text(&format!("{} td[data-label=target]", row(&pair)));
+    assert_eq!(target, "2 x any");
+    assert!(
+        cli_row.contains(&format!("{target} / the-pair")),
+        "{cli_row}"
+    );
+    b.click(&format!("{} td.name a", row(&pair)));
+    let facts = wait_for("the pair's detail", || {
+        let facts = b.text("#detail dl.facts");
+        facts.contains("target").then_some(facts)
+    });
+    assert!(facts.contains(&cli_state), "{facts}");
+    // The run's row names both of its lanes too, as `job show`'s runs carry them.
+    let run_lanes: Vec<String> = common::jobs::runs(&show(&h, &pair))[0]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| {
+            let id = id.as_str().unwrap();
+            h.resources()
+                .into_iter()
+                .find(|r| r["id"] == id)
+                .map(|r| r["name"].as_str().unwrap().to_string())
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(run_lanes, ["gpu1", "gpu2"]);
+    let cell = format!("#detail tr[data-task=\"{task}\"] td:nth-child(4)");
+    let page_lanes = wait_for("the run's lanes in the detail", || {
+        let text = b.text(&cell);
+        (!text.is_empty()).then_some(text)
+    });
+    assert_eq!(page_lanes, run_lanes.join(","));
+    b.screenshot(&screenshot_dir().join("dashboard-two-gpu-run.png"), 1280);
+}

@@ -483,6 +483,93 @@ fn a_live_run_the_restored_store_does_not_know_holds_its_lane_until_released() {
     open_gate(&gate);
 }
 
+/// A forgotten run on two lanes is held on both by one Attention: nothing starts on either,
+/// `/metrics` shows both in Attention, and one release frees both.
+#[test]
+fn a_live_two_lane_run_the_restored_store_does_not_know_holds_both_lanes_under_one_attention() {
+    let mut h = TestHome::new(Probe::Gpus(2));
+    h.spawn_serve();
+    let older = h.tmp().join("older.sqlite");
+    copy_store(&h, &older);
+    let gate = h.tmp().join("gate");
+    let pair = h
+        .submit(&gated_spec(&h, "forgotten pair", "", &gate, "").set("gpus", serde_json::json!(2)));
+    let running = wait_phase(&h, &pair, "executing");
+    let task = running["run"]["task"].as_str().unwrap().to_string();
+    let pid = worker_pid(&h, &task);
+
+    h.kill_serve(Signal::SIGKILL);
+    restore_store(&h, &older);
+    h.spawn_serve();
+
+    let lanes = [resource(&h, "gpu0"), resource(&h, "gpu1")];
+    let attention = lanes[0]["run"]["phase"]["id"].as_str().unwrap().to_string();
+    for lane in &lanes {
+        let phase = &lane["run"]["phase"];
+        assert_eq!(phase["phase"], "attention", "{lane:#}");
+        assert_eq!(phase["id"], attention.as_str(), "one Attention: {lane:#}");
+        assert_eq!(phase["failure"]["result"], "unknown_live_run", "{lane:#}");
+        assert_eq!(
+            phase["failure"]["resources"],
+            serde_json::json!(["gpu0", "gpu1"]),
+            "{lane:#}"
+        );
+        assert_eq!(lane["run"]["task"], task.as_str(), "{lane:#}");
+    }
+    let metrics = h.cli(&["metrics"]).stdout;
+    for name in ["gpu0", "gpu1"] {
+        let line = metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("homebased_resource_phase{")
+                    && l.contains(&format!("resource=\"{name}\""))
+                    && l.contains("phase=\"attention\"")
+            })
+            .unwrap_or_else(|| panic!("no attention phase for {name}: {metrics}"));
+        assert!(line.ends_with(" 1"), "{line}");
+    }
+
+    // A one-lane job starts on neither lane.
+    let next = h.submit(&sh_spec(&h, "after the restore", "echo next", &[]));
+    h.settle();
+    assert_eq!(state_of(&show(&h, &next)), "queued");
+    assert!(
+        std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the forgotten run's worker still lives"
+    );
+
+    // One release frees both lanes; the UUID is then spent.
+    let released = h.json(&[
+        "resource",
+        "release",
+        "--attention",
+        &attention,
+        "--operation-id",
+        &common::new_uuid(),
+    ]);
+    assert_eq!(released["attention"], attention.as_str(), "{released}");
+    assert_eq!(released["resource"], lanes[0]["id"], "{released}");
+    wait_job(&h, &next, "succeeded");
+    h.settle();
+    for name in ["gpu0", "gpu1"] {
+        let lane = resource(&h, name);
+        assert!(lane["run"].is_null(), "{lane:#}");
+    }
+    let again = h.json_err(
+        &[
+            "resource",
+            "release",
+            "--attention",
+            &attention,
+            "--operation-id",
+            &common::new_uuid(),
+        ],
+        3,
+    );
+    assert_eq!(again["code"], "attention_not_found", "{again}");
+    open_gate(&gate);
+}
+
 /// A store its daemon closed cleanly is sealed: the next start does not read every page of
 /// a long history again. A start after a kill (or of a store changed in any way) checks it in
 /// full.

@@ -343,7 +343,7 @@ fn commit(
                 let Some(RunPhase::Attention { id, failure }) = phase else {
                     return Err(ApiError::internal("an Attention opened without its phase"));
                 };
-                attentions::open(db, *id, run.first_lane(), run.task, failure, ctx.now)?;
+                attentions::open(db, *id, &run.lanes, run.task, failure, ctx.now)?;
                 let job = jobs::require(db, run.job)?;
                 let detail = EventDetail {
                     attention: Some(*id),

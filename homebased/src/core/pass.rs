@@ -145,13 +145,14 @@ impl Core {
                 run,
             });
         }
-        // A lane held for a live run the store does not know is a run in Attention to the
-        // scheduler, and its job (queued again by the store) is blocked by its own run.
+        // The lanes held for a live run the store does not know are a run in Attention to
+        // the scheduler, the same on each of them (as any run on several lanes), and its job
+        // (queued again by the store) is blocked by its own run.
         let holds = attentions::lane_holds(db)?;
         for hold in &holds {
-            if let Some(slot) = slots
+            for slot in slots
                 .iter_mut()
-                .find(|s| s.id == hold.resource && s.run.is_none())
+                .filter(|s| hold.resources.contains(&s.id) && s.run.is_none())
             {
                 slot.run = Some(RunSlot {
                     job: hold.job,

@@ -28,15 +28,16 @@ impl Core {
                     .as_ref()
                     .and_then(|r| Moved::plan(r, [Observation::Released]));
                 let (Some(run), Some(mut moved)) = (run, moved) else {
-                    // The hold of a live run the store does not know: closing it frees the
-                    // lane; the run itself is the person's to deal with.
+                    // The hold of a live run the store does not know: closing it frees all
+                    // of its lanes at once; the run itself is the person's to deal with. The
+                    // answer names the first lane, as for a run's own Attention.
                     let hold = attentions::lane_holds(db)?
                         .into_iter()
                         .find(|hold| hold.id == req.attention);
                     if let Some(hold) = hold {
                         attentions::close(db, hold.id, homebased_shared::time::now_ms())?;
                         return Ok(ReleaseResult {
-                            resource: hold.resource,
+                            resource: hold.resources[0],
                             attention: req.attention,
                         });
                     }

@@ -1,7 +1,8 @@
 //! Live runs the store does not know (SPEC section 1): at start, a run directory whose
 //! `runner.lock` a live worker holds, but whose run the store does not know, or knows as
-//! ended (a store restored from an older copy, a WAL whose tail was lost), holds its lane in
-//! Attention with failure `unknown_live_run`, so that no second run starts beside it.
+//! ended (a store restored from an older copy, a WAL whose tail was lost), holds its lanes in
+//! Attention with failure `unknown_live_run` (one Attention, every lane its `run.json` names
+//! that this machine has), so that no second run starts beside it.
 //!
 //! - [`scan`] (I/O): the run directories with a held lock, skipping the runs the store holds
 //!   lanes for (reconcile re-attaches those). `run.json` and `worker.json` are the
@@ -9,10 +10,10 @@
 //! - [`plan`] (pure): what one such directory does given what the store knows.
 //! - [`Core::hold_unknown_live_runs`]: one durable commit per hold.
 //!
-//! A hold is a [`LaneHold`]: an Attention row that no run of the store is in. The scheduler
-//! sees it as a run in Attention on that lane (and its job, when it is queued again, as
+//! A hold is a [`LaneHold`]: an Attention that no run of the store is in. The scheduler
+//! sees it as a run in Attention on each of its lanes (and its job, when it is queued again, as
 //! blocked by its own run), `resource list` shows it, and `resource release --attention A`
-//! closes it like any other. Once a person released it, the task is never held again, even
+//! closes it like any other, all of its lanes at once. Once a person released it, the task is never held again, even
 //! after a restart that finds its worker still alive: the release was a decision about that
 //! very run. No `JOB_ATTENTION` is written: the store has no run for the event, and a thread
 //! named only by the workload's own files is not one to write to; the daemon logs the hold.
@@ -35,8 +36,8 @@ pub struct LiveRun {
     pub run_number: u32,
     pub step: u32,
     pub resume: bool,
-    /// The lane `run.json` names.
-    pub resource_name: String,
+    /// The lanes `run.json` names, in its order (never empty).
+    pub resource_names: Vec<String>,
     /// The worker's pid from `worker.json`, when it wrote one.
     pub pid: Option<u32>,
 }
@@ -48,17 +49,19 @@ pub struct Known {
     pub named_before: bool,
     /// The store has a row for the run (ended: a holding run is never scanned).
     pub run_known: bool,
-    /// The lane `run.json` names, if the store has it.
-    pub lane: Option<ResourceId>,
-    /// Whether another hold (an open Attention) or a known run holds that lane already.
-    pub lane_taken: bool,
+    /// The lanes `run.json` names that the store has, in its order, each with whether another
+    /// hold (an open Attention) or a known run holds it already.
+    pub lanes: Vec<(ResourceId, bool)>,
 }
 
 /// What to do with one live run directory.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plan {
-    /// Hold the lane with this failure record.
-    Hold { lane: ResourceId, failure: Value },
+    /// Hold these lanes (first lane first) with this failure record.
+    Hold {
+        lanes: Vec<ResourceId>,
+        failure: Value,
+    },
     /// Nothing to hold; the reason is logged.
     Leave { reason: &'static str },
 }
@@ -69,18 +72,26 @@ pub fn plan(run: &LiveRun, known: &Known) -> Plan {
             reason: "an Attention named this run before (a person released it, or it is held)",
         };
     }
-    let Some(lane) = known.lane else {
+    if known.lanes.is_empty() {
         return Plan::Leave {
-            reason: "its run.json names a lane this machine does not have",
+            reason: "its run.json names no lane this machine has",
         };
-    };
-    if known.lane_taken {
+    }
+    // A lane held already keeps its holder (the store allows one hold per lane); the run's
+    // other lanes are still held, so that nothing new starts beside it there.
+    let lanes: Vec<ResourceId> = known
+        .lanes
+        .iter()
+        .filter(|(_, taken)| !taken)
+        .map(|(lane, _)| *lane)
+        .collect();
+    if lanes.is_empty() {
         return Plan::Leave {
-            reason: "its lane is held already (an Attention, or a run the store knows)",
+            reason: "its lanes are held already (an Attention, or a run the store knows)",
         };
     }
     Plan::Hold {
-        lane,
+        lanes,
         failure: failure_record(run, known.run_known),
     }
 }
@@ -103,10 +114,10 @@ pub fn failure_record(run: &LiveRun, run_known: bool) -> Value {
         "step": run.step,
         "resume": run.resume,
         "pid": run.pid,
-        "resources": [run.resource_name],
+        "resources": run.resource_names,
         "message": format!(
             "run {} of job {} is alive (its worker, {pid}, holds runner.lock) but the store {store} \
-             (restored from an older copy, or its last commits were lost): its lane is held so that \
+             (restored from an older copy, or its last commits were lost): its lanes are held so that \
              nothing starts beside it. Check the machine, stop the run if it must not go on, then \
              release this Attention",
             run.task, run.job
@@ -176,50 +187,50 @@ fn read_live_run(dir: &RunDir, task: TaskId) -> Result<LiveRun, String> {
         run_number: spec.run_number,
         step: spec.step_index,
         resume: spec.resume,
-        // Its first lane: a hold names one lane (see docs/ARCHITECTURE.md, unknown runs on
-        // several lanes).
-        resource_name: spec
-            .lanes
-            .first()
-            .map(|lane| lane.name.clone())
-            .ok_or("run.json names no lane")?,
+        resource_names: match spec.lanes.as_slice() {
+            [] => return Err("run.json names no lane".into()),
+            lanes => lanes.iter().map(|lane| lane.name.clone()).collect(),
+        },
         pid,
     })
 }
 
 /// What the store knows about `run`, read inside the commit that may hold its lane.
 fn known(db: Db, run: &LiveRun) -> ApiResult<Known> {
-    let lane = match resources::check_name(&run.resource_name) {
-        Ok(()) => resources::find(db, &run.resource_name)?.map(|r| r.id),
-        Err(_) => None,
-    };
-    let lane_taken = match lane {
-        Some(lane) => {
-            attentions::is_held(db, lane)? || runs::list_holding(db)?.iter().any(|r| r.holds(lane))
-        }
-        None => false,
-    };
+    let holding = runs::list_holding(db)?;
+    let mut lanes: Vec<(ResourceId, bool)> = Vec::new();
+    for name in &run.resource_names {
+        let lane = match resources::check_name(name) {
+            Ok(()) => resources::find(db, name)?.map(|r| r.id),
+            Err(_) => None,
+        };
+        // A lane it does not have is left out; one named twice is held once.
+        let Some(lane) = lane.filter(|lane| lanes.iter().all(|(l, _)| l != lane)) else {
+            continue;
+        };
+        let taken = attentions::is_held(db, lane)? || holding.iter().any(|r| r.holds(lane));
+        lanes.push((lane, taken));
+    }
     Ok(Known {
         named_before: attentions::ever_named(db, run.task)?,
         run_known: runs::get(db, run.task)?.is_some(),
-        lane,
-        lane_taken,
+        lanes,
     })
 }
 
 impl Core {
-    /// Holds the lane of every live run the store does not know, or knows as ended; called
+    /// Holds the lanes of every live run the store does not know, or knows as ended; called
     /// at start, before the first scheduling pass, with the tasks the store holds lanes for.
     pub(super) fn hold_unknown_live_runs(&mut self, holding: &HashSet<TaskId>) {
         for run in scan(&self.home, holding) {
             let held = self.store.write(|db| {
                 let plan = plan(&run, &known(db, &run)?);
-                if let Plan::Hold { lane, failure } = &plan {
+                if let Plan::Hold { lanes, failure } = &plan {
                     let id = AttentionId::new();
                     attentions::open(
                         db,
                         id,
-                        *lane,
+                        lanes,
                         run.task,
                         failure,
                         homebased_shared::time::now_ms(),
@@ -230,17 +241,17 @@ impl Core {
             });
             match held {
                 Ok(Ok(attention)) => tracing::error!(
-                    task = %run.task, job = %run.job, pid = ?run.pid, resource = %run.resource_name,
-                    %attention, "a live run the store does not know holds its lane in Attention (unknown_live_run)"
+                    task = %run.task, job = %run.job, pid = ?run.pid, resources = ?run.resource_names,
+                    %attention, "a live run the store does not know holds its lanes in Attention (unknown_live_run)"
                 ),
                 Ok(Err(Plan::Leave { reason })) => tracing::warn!(
-                    task = %run.task, pid = ?run.pid, resource = %run.resource_name, reason,
+                    task = %run.task, pid = ?run.pid, resources = ?run.resource_names, reason,
                     "a live run the store does not know: no hold"
                 ),
                 Ok(Err(Plan::Hold { .. })) => {}
                 Err(e) => tracing::error!(
                     task = %run.task, error = %e,
-                    "cannot hold the lane of a live run the store does not know"
+                    "cannot hold the lanes of a live run the store does not know"
                 ),
             }
         }
@@ -274,17 +285,16 @@ mod tests {
             run_number: 2,
             step: 1,
             resume: false,
-            resource_name: "gpu0".into(),
+            resource_names: vec!["gpu0".into()],
             pid: Some(4242),
         }
     }
 
-    fn known(lane: Option<ResourceId>) -> Known {
+    fn known(lanes: &[(ResourceId, bool)]) -> Known {
         Known {
             named_before: false,
             run_known: false,
-            lane,
-            lane_taken: false,
+            lanes: lanes.to_vec(),
         }
     }
 
@@ -292,20 +302,42 @@ mod tests {
     fn an_unknown_live_run_holds_its_lane_with_a_record_naming_task_and_pid() {
         let run = live();
         let lane = ResourceId::new();
-        let Plan::Hold {
-            lane: held,
-            failure,
-        } = plan(&run, &known(Some(lane)))
-        else {
+        let Plan::Hold { lanes, failure } = plan(&run, &known(&[(lane, false)])) else {
             panic!("held");
         };
-        assert_eq!(held, lane);
+        assert_eq!(lanes, [lane]);
         assert_eq!(failure["result"], "unknown_live_run");
         assert_eq!(failure["task"], run.task.to_string());
         assert_eq!(failure["job"], run.job.to_string());
         assert_eq!(failure["pid"], 4242);
+        assert_eq!(failure["resources"], json!(["gpu0"]));
         let message = failure["message"].as_str().unwrap();
         assert!(message.contains("pid 4242") && message.contains("does not know"));
+    }
+
+    #[test]
+    fn an_unknown_run_on_two_lanes_holds_both_in_one_plan_and_its_record_names_both() {
+        let run = LiveRun {
+            resource_names: vec!["gpu1".into(), "gpu2".into()],
+            ..live()
+        };
+        let (first, second) = (ResourceId::new(), ResourceId::new());
+        let Plan::Hold { lanes, failure } = plan(&run, &known(&[(first, false), (second, false)]))
+        else {
+            panic!("held");
+        };
+        assert_eq!(lanes, [first, second]);
+        assert_eq!(failure["resources"], json!(["gpu1", "gpu2"]));
+    }
+
+    #[test]
+    fn a_lane_held_already_stays_its_holders_and_the_others_are_still_held() {
+        let run = live();
+        let (taken, free) = (ResourceId::new(), ResourceId::new());
+        let Plan::Hold { lanes, .. } = plan(&run, &known(&[(taken, true), (free, false)])) else {
+            panic!("held");
+        };
+        assert_eq!(lanes, [free]);
     }
 
     #[test]
@@ -319,18 +351,15 @@ mod tests {
     }
 
     #[test]
-    fn nothing_is_held_for_a_missing_lane_a_taken_lane_or_a_run_named_before() {
+    fn nothing_is_held_for_missing_lanes_taken_lanes_or_a_run_named_before() {
         let run = live();
-        assert!(matches!(plan(&run, &known(None)), Plan::Leave { .. }));
-        let lane = Some(ResourceId::new());
-        let taken = Known {
-            lane_taken: true,
-            ..known(lane)
-        };
+        assert!(matches!(plan(&run, &known(&[])), Plan::Leave { .. }));
+        let lane = ResourceId::new();
+        let taken = known(&[(lane, true), (ResourceId::new(), true)]);
         assert!(matches!(plan(&run, &taken), Plan::Leave { .. }));
         let released = Known {
             named_before: true,
-            ..known(lane)
+            ..known(&[(lane, false)])
         };
         assert!(matches!(plan(&run, &released), Plan::Leave { .. }));
     }
@@ -340,7 +369,7 @@ mod tests {
         let run = live();
         let hold = LaneHold {
             id: AttentionId::new(),
-            resource: ResourceId::new(),
+            resources: vec![ResourceId::new()],
             task: run.task,
             job: run.job,
             failure: failure_record(&run, false),

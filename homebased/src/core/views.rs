@@ -64,7 +64,7 @@ impl Core {
             .into_iter()
             .map(|r| {
                 let run = holding.iter().find(|run| run.holds(r.id));
-                let hold = holds.iter().find(|hold| hold.resource == r.id);
+                let hold = holds.iter().find(|hold| hold.resources.contains(&r.id));
                 let mut view = resource_view(r, run);
                 if let (None, Some(hold)) = (&view.run, hold) {
                     view.run = Some(super::unknown_runs::hold_view(hold));
@@ -444,7 +444,7 @@ fn gpu_state(gpu: &mut GpuView, state: &crate::sampler::GpuState) {
 
 impl Core {
     /// What `/metrics` reads from the core: the counters (shared, rendered off the core) and
-    /// the gauges' data. As cheap as `resource list`: the lanes with the runs holding them,
+    /// the gauges' data. As cheap as `resource list`: the lanes with the runs and holds on them,
     /// two counts through partial indexes, and the sampler's last sample. Like `resource
     /// list`, it keeps the GPU sampler awake.
     pub fn metrics(&self) -> ApiResult<(crate::metrics::Counters, crate::metrics::Snapshot)> {
@@ -481,6 +481,9 @@ impl Core {
                 .collect(),
             None => Vec::new(),
         };
+        // A lane held for a live run the store does not know is in Attention too, every lane
+        // of that hold (`resource list` shows the same).
+        let holds = crate::store::attentions::lane_holds(db)?;
         let resources = all
             .into_iter()
             .map(|r| {
@@ -488,7 +491,13 @@ impl Core {
                     .iter()
                     .find(|run| run.holds(r.id))
                     .and_then(|run| run.phase.as_ref())
-                    .map(RunPhase::kind);
+                    .map(RunPhase::kind)
+                    .or_else(|| {
+                        holds
+                            .iter()
+                            .any(|hold| hold.resources.contains(&r.id))
+                            .then_some(homebased_shared::queue::PhaseKind::Attention)
+                    });
                 (r.name, phase)
             })
             .collect();

@@ -34,11 +34,13 @@ pub fn stop_cause_now(
 
 /// Walks the still-waiting jobs (serving order) twice. First each counts the free lanes it
 /// may use and, for the rest of what it needs, lanes already becoming free for it, so it
-/// needs no new stop for those. Then each job still short picks executing victims of
-/// strictly lower level until their lanes make up what it lacks, or stops nothing at all:
-/// never a preemption that cannot give it its lanes. Hence N urgent jobs at a full machine
-/// stop N runs at once, and never more runs than there are jobs to use the lanes. Every
-/// lane is counted by one job at most, and a victim on several lanes gets one stop.
+/// needs no new stop for those. Then each job still short counts the spare lanes of runs
+/// stopped earlier in this walk (a victim's lanes its preemptor does not take), and picks
+/// executing victims of strictly lower level until their lanes make up what it still lacks,
+/// or stops nothing at all: never a preemption that cannot give it its lanes. Hence N urgent
+/// jobs at a full machine stop at most N runs at once, and never more runs than there are
+/// jobs to use the lanes. Every lane is counted by one job at most, and a victim on several
+/// lanes gets one stop.
 /// Also returns the becoming-free lanes counted on, by whom.
 pub(super) fn choose_victims(
     now: Millis,
@@ -87,16 +89,26 @@ pub(super) fn choose_victims(
         }
     }
 
+    // The lanes of a run stopped in this pass that its preemptor does not take: they free
+    // with the rest of that run, so a later job counts on them rather than stopping a run of
+    // its own (a victim on four lanes for a job of two leaves two for the next).
+    let mut spare: Vec<ResourceId> = Vec::new();
     let mut stops: Vec<Stop> = Vec::new();
     for (job, missing) in short {
+        let lanes = lanes_for(job);
+        let from_spare: Vec<ResourceId> = lanes
+            .iter()
+            .map(|r| r.id)
+            .filter(|id| spare.contains(id))
+            .take(missing)
+            .collect();
+        let missing = missing - from_spare.len();
         let mut candidates: Vec<Candidate<'_>> = Vec::new();
-        for lane in lanes_for(job)
-            .into_iter()
-            .filter(|r| !counted.contains(&r.id))
-        {
+        for &lane in lanes.iter().filter(|r| !counted.contains(&r.id)) {
             let Some(candidate) = Candidate::for_job(job, lane, now) else {
                 continue;
             };
+            // A run stopped already (its spare lanes are counted above) is not stopped twice.
             if stops.iter().any(|s| s.task == candidate.run.task) {
                 continue;
             }
@@ -119,11 +131,33 @@ pub(super) fn choose_victims(
             gained += candidate.lanes.len();
             chosen.push(candidate);
         }
+        // Short even with every victim: it stops nothing and leaves the spare lanes to the
+        // jobs after it.
         if gained < missing {
             continue;
         }
+        spare.retain(|id| !from_spare.contains(id));
+        counted.extend(from_spare);
+        // Every lane its victims hold frees; the job takes the first it may use in resource
+        // order, and the rest are spare.
+        let freed: Vec<ResourceId> = resources
+            .iter()
+            .filter(|r| {
+                r.run
+                    .as_ref()
+                    .is_some_and(|run| chosen.iter().any(|v| v.run.task == run.task))
+            })
+            .map(|r| r.id)
+            .collect();
+        let taken: Vec<ResourceId> = freed
+            .iter()
+            .copied()
+            .filter(|id| lanes.iter().any(|r| r.id == *id))
+            .take(missing)
+            .collect();
+        spare.extend(freed.iter().filter(|id| !taken.contains(id)));
+        counted.extend(taken);
         for victim in chosen {
-            counted.extend(&victim.lanes);
             // The stop names the run's first lane of all it holds, the one the core checks.
             let first = resources
                 .iter()

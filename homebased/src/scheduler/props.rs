@@ -1,7 +1,8 @@
 //! Random snapshots: whatever the queue and the machine look like, a pass never starts a
 //! job on the wrong number of lanes or on a busy one, never gives a lane twice, never lets
 //! a job behind a reservation onto a held lane unless it ends before the estimated start,
-//! and never stops a run for a job that still could not gather its lanes.
+//! and never stops a run for a job that still could not gather its lanes (counting the spare
+//! lanes of runs stopped for other jobs), nor more runs than the jobs that stop them need.
 
 use super::*;
 use homebased_shared::queue::PreemptMode::{Restart, Wait, Yield};
@@ -232,11 +233,30 @@ proptest! {
                     // A held lane it is kept off frees for the holder, not for it.
                     let free = r.is_free() && !given.contains(&r.id);
                     let counted = d.claims.iter().any(|c| c.job == j.id && c.resource == r.id);
-                    let freed = r.run.as_ref().is_some_and(|run| mine.iter().any(|s| s.task == run.task));
+                    // Its own victims' lanes, and the spare lanes of a run stopped for a job
+                    // before it in this pass.
+                    let freed = r.run.as_ref().is_some_and(|run| d.stops.iter().any(|s| s.task == run.task));
                     !bars(r.id) && (free || counted || freed)
                 })
                 .count();
             prop_assert!(reachable >= j.needs(), "a stop for a job that still cannot gather its lanes");
         }
+        // Together, the jobs that stop runs need no more lanes than the stops free, the free
+        // lanes nobody was given and the lanes they count on.
+        let preemptors: Vec<&WaitingJob> = jobs
+            .iter()
+            .filter(|j| d.stops.iter().any(|s| s.for_job == j.id))
+            .collect();
+        let needed: usize = preemptors.iter().map(|j| j.needs()).sum();
+        let supplied = resources
+            .iter()
+            .filter(|r| {
+                let free = r.is_free() && !given.contains(&r.id);
+                let counted = d.claims.iter().any(|c| c.resource == r.id && preemptors.iter().any(|j| j.id == c.job));
+                let freed = r.run.as_ref().is_some_and(|run| d.stops.iter().any(|s| s.task == run.task));
+                free || counted || freed
+            })
+            .count();
+        prop_assert!(needed <= supplied, "stops that cannot serve every job they are for");
     }
 }

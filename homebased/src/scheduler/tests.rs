@@ -1390,108 +1390,139 @@ fn a_victim_on_two_lanes_counts_for_both_and_gets_one_stop() {
 }
 
 #[test]
-fn a_victims_lanes_are_counted_by_one_job_only() {
-    // Two urgent jobs of one lane; the youngest victim holds two lanes. The second job
-    // does not pick it again: it stops the next one.
+fn a_victims_spare_lane_serves_the_next_job_without_a_stop_of_its_own() {
+    // Two urgent jobs of one lane; the youngest victim holds two lanes. The first job takes
+    // one of them; the second counts on the other instead of stopping the older run.
     let wide = executing(Low, Yield, 5);
     let gpu0 = gpu_busy(0, wide.clone());
     let gpu1 = gpu_busy(1, wide);
     let gpu2 = gpu_busy(2, executing(Low, Yield, 60));
     let first = job(High, 1);
     let second = job(High, 2);
+    let third = job(High, 3);
     let d = decide_on(
         vec![gpu0.clone(), gpu1.clone(), gpu2.clone()],
         vec![first.clone(), second.clone()],
+    );
+    assert_eq!(d.stops, [stop(&gpu0, StopCause::Yield, &first)]);
+    // A third job finds both spare lanes counted and stops the next run.
+    let d = decide_on(
+        vec![gpu0.clone(), gpu1.clone(), gpu2.clone()],
+        vec![first.clone(), second.clone(), third.clone()],
     );
     assert_eq!(
         d.stops,
         [
             stop(&gpu0, StopCause::Yield, &first),
-            stop(&gpu2, StopCause::Yield, &second)
+            stop(&gpu2, StopCause::Yield, &third)
+        ]
+    );
+}
+
+/// The lanes of `slot`'s run once a stop for `for_job` is committed: stopping, the same run.
+fn stopped_for(slot: &ResourceSlot, for_job: &WaitingJob) -> ResourceSlot {
+    let mut slot = slot.clone();
+    if let Some(run) = slot.run.as_mut() {
+        run.phase = SlotPhase::Stopping {
+            cause: StopCause::Yield,
+            requested_at: NOW - MINUTE,
+            for_job: Some(for_job.id),
+        };
+    }
+    slot
+}
+
+#[test]
+fn a_victim_on_four_lanes_for_a_pair_leaves_two_for_the_next_urgent_job() {
+    // One low run on four lanes, an older low run on a fifth (a victim too, but not needed).
+    let wide = executing(Low, Yield, 5);
+    let four: Vec<ResourceSlot> = (0..4).map(|n| gpu_busy(n, wide.clone())).collect();
+    let older = gpu_busy(4, executing(Low, Yield, 60));
+    let pair = gpus(High, 1, 2);
+    let single = job(High, 2);
+    let jobs = vec![pair.clone(), single.clone()];
+    let mut lanes = four.clone();
+    lanes.push(older.clone());
+    let d = decide_on(lanes.clone(), jobs.clone());
+    assert_eq!(
+        d.stops,
+        [stop(&four[0], StopCause::Yield, &pair)],
+        "one stop"
+    );
+
+    // Next pass, the stop committed: both jobs count on the stopping run's lanes, and
+    // nothing else is stopped.
+    let stopping: Vec<ResourceSlot> = four.iter().map(|l| stopped_for(l, &pair)).collect();
+    let mut lanes = stopping.clone();
+    lanes.push(older.clone());
+    let d = decide_on(lanes, jobs.clone());
+    assert!(d.stops.is_empty(), "{:?}", d.stops);
+    let claim = |job: &WaitingJob, lane: &ResourceSlot| Claim {
+        job: job.id,
+        resource: lane.id,
+    };
+    assert_eq!(
+        d.claims,
+        [
+            claim(&pair, &stopping[0]),
+            claim(&pair, &stopping[1]),
+            claim(&single, &stopping[2])
+        ]
+    );
+
+    // The lanes free: both start, on the lanes they counted on.
+    let freed: Vec<ResourceSlot> = (0..4).map(gpu).collect();
+    let mut lanes = freed.clone();
+    lanes.push(older);
+    let d = decide_on(lanes, jobs);
+    assert!(d.stops.is_empty());
+    assert_eq!(
+        d.launches,
+        [
+            launch_on(&pair, &[&freed[0], &freed[1]]),
+            launch_on(&single, &[&freed[2]])
         ]
     );
 }
 
 #[test]
-fn a_stop_names_the_victims_first_lane_even_one_the_job_may_not_use() {
+fn on_four_lanes_one_four_lane_run_gives_an_urgent_pair_and_single_one_stop() {
+    let wide = executing(Low, Yield, 5);
+    let four: Vec<ResourceSlot> = (0..4).map(|n| gpu_busy(n, wide.clone())).collect();
+    let pair = gpus(High, 1, 2);
+    let single = job(High, 2);
+    let d = decide_on(four.clone(), vec![pair.clone(), single.clone()]);
+    assert_eq!(d.stops, [stop(&four[0], StopCause::Yield, &pair)]);
+    let freed: Vec<ResourceSlot> = (0..4).map(gpu).collect();
+    let d = decide_on(freed.clone(), vec![pair.clone(), single.clone()]);
+    assert_eq!(
+        d.launches,
+        [
+            launch_on(&pair, &[&freed[0], &freed[1]]),
+            launch_on(&single, &[&freed[2]])
+        ]
+    );
+}
+
+#[test]
+fn a_job_that_stays_short_leaves_the_spare_lanes_to_the_next() {
+    // The wide run's spare lane is not enough for the pair pinned beside it, which stops
+    // nothing; the single after the pair counts on that lane rather than stopping gpu3.
     let wide = executing(Low, Yield, 5);
     let gpu0 = gpu_busy(0, wide.clone());
     let gpu1 = gpu_busy(1, wide);
-    let gpu2 = gpu_busy(2, executing(Low, Yield, 60));
-    let set = WaitingJob {
+    let gpu2 = gpu_busy(2, executing(Medium, Wait, 60));
+    let gpu3 = gpu_busy(3, executing(Low, Yield, 60));
+    let first = job(High, 1);
+    let pair = WaitingJob {
         target: Target::Lanes(vec![gpu1.id, gpu2.id]),
-        ..gpus(High, 1, 2)
+        ..gpus(High, 2, 2)
     };
-    let d = decide_on(
-        vec![gpu0.clone(), gpu1.clone(), gpu2.clone()],
-        vec![set.clone()],
+    let single = job(High, 3);
+    let d = decide_with(
+        false,
+        vec![gpu0.clone(), gpu1.clone(), gpu2.clone(), gpu3.clone()],
+        vec![first.clone(), pair.clone(), single.clone()],
     );
-    // The wide run frees only gpu1 for it: it needs the other victim too.
-    assert_eq!(
-        d.stops,
-        [
-            stop(&gpu0, StopCause::Yield, &set),
-            stop(&gpu2, StopCause::Yield, &set)
-        ]
-    );
-}
-
-#[test]
-fn equal_level_never_preempts_for_several_lanes() {
-    let gpu0 = gpu_busy(0, executing(Medium, Restart, 5));
-    let gpu1 = gpu_busy(1, executing(Medium, Restart, 5));
-    let pair = gpus(Medium, 1, 2);
-    let d = decide_on(vec![gpu0.clone(), gpu1.clone()], vec![pair.clone()]);
-    assert!(d.stops.is_empty());
-    let head = d.first_blocked.unwrap();
-    assert_eq!(head.blockers, [run_blocker(&gpu0), run_blocker(&gpu1)]);
-}
-
-#[test]
-fn a_job_the_snapshot_did_not_read_is_reserved_off_a_held_free_lane() {
-    let gpu0 = gpu_busy(0, executing(Medium, Wait, 5));
-    let gpu1 = gpu(1);
-    let pair = gpus(Medium, 1, 2);
-    let snapshot = Snapshot {
-        now: NOW,
-        resources: vec![gpu0.clone(), gpu1.clone()],
-        jobs: vec![pair.clone()],
-        storage_unavailable_since: None,
-        reservations: true,
-        cleanup_bound: BOUND,
-    };
-    let d = decide(&snapshot);
-    let unread = job(Low, 9);
-    assert_eq!(
-        waiting_beyond(&snapshot, &d, &unread),
-        Some(Waiting::Reserved {
-            job: pair.id,
-            resources: ids(&[&gpu0, &gpu1]),
-            estimated_start: None,
-        })
-    );
-}
-
-#[test]
-fn a_job_kept_off_the_held_lanes_stops_nothing_there() {
-    // The holder cannot gather its four lanes, even with the one low run it may stop. The
-    // job behind it may stop that run, but the lane would free for the holder only.
-    let free = gpu(0);
-    let wait_mode = gpu_busy(1, ending_in(executing(Low, Wait, 60), 10));
-    let victim = gpu_busy(2, ending_in(executing(Low, Yield, 60), 20));
-    let equal = gpu_busy(3, ending_in(executing(Medium, Yield, 60), 30));
-    let four = gpus(Medium, 1, 4);
-    let behind = job(Medium, 2);
-    let d = decide_on(
-        vec![
-            free.clone(),
-            wait_mode.clone(),
-            victim.clone(),
-            equal.clone(),
-        ],
-        vec![four.clone(), behind.clone()],
-    );
-    assert_eq!(d.reservation.as_ref().map(|r| r.resources.len()), Some(4));
-    assert!(d.stops.is_empty());
-    assert!(matches!(reason_of(&d, &behind), Waiting::Reserved { job, .. } if job == four.id));
+    assert_eq!(d.stops, [stop(&gpu0, StopCause::Yield, &first)]);
 }

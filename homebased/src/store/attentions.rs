@@ -1,6 +1,8 @@
-//! Attentions: holds on a lane whose cleanup failed, or that a live run the store does not
-//! know occupies ([`LaneHold`], SPEC section 1). At most one is open per resource (a unique
-//! index); only `resource release` of that exact UUID closes it.
+//! Attentions: holds on the lanes of a run whose cleanup failed, or that a live run the store
+//! does not know occupies ([`LaneHold`], SPEC section 1). An Attention holds a set of lanes
+//! (`attention_lanes`, schema v16; `attentions.resource` is the first): a unique index keeps
+//! every lane to one open Attention, and releasing the Attention frees all of its lanes in
+//! one statement (a trigger). Only `resource release` of that exact UUID closes it.
 
 use super::{Db, DbResult};
 use homebased_shared::error::ApiResult;
@@ -9,15 +11,21 @@ use homebased_shared::time::Millis;
 use rusqlite::OptionalExtension;
 use serde_json::Value;
 
-/// Opens a hold on `resource` for the run `task`, with the cleanup failure a person checks.
+/// Opens a hold on `lanes` (first lane first) for the run `task`, with the failure a person
+/// checks. A lane another open Attention holds fails the whole commit (the unique index).
 pub fn open(
     db: Db,
     id: AttentionId,
-    resource: ResourceId,
+    lanes: &[ResourceId],
     task: TaskId,
     failure: &Value,
     at: Millis,
 ) -> ApiResult<()> {
+    let Some(first) = lanes.first() else {
+        return Err(homebased_shared::error::ApiError::internal(
+            "an Attention that holds no lane",
+        ));
+    };
     db.conn
         .prepare_cached(
             "INSERT INTO attentions (id, resource, task, failure, created_at) \
@@ -26,12 +34,22 @@ pub fn open(
         .db("create attention")?
         .execute((
             id.to_string(),
-            resource.to_string(),
+            first.to_string(),
             task.to_string(),
             failure.to_string(),
             at,
         ))
         .db("create attention")?;
+    for (ord, lane) in lanes.iter().enumerate() {
+        db.conn
+            .prepare_cached(
+                "INSERT INTO attention_lanes (attention, ord, resource, open) \
+                 VALUES (?1, ?2, ?3, 1)",
+            )
+            .db("hold a lane in attention")?
+            .execute((id.to_string(), ord, lane.to_string()))
+            .db("hold a lane in attention")?;
+    }
     Ok(())
 }
 
@@ -55,7 +73,7 @@ pub fn find_current(db: Db, id: AttentionId) -> ApiResult<Option<TaskId>> {
     .transpose()
 }
 
-/// Closes the hold.
+/// Closes the hold; the trigger frees every lane of it in the same statement.
 pub fn close(db: Db, id: AttentionId, at: Millis) -> ApiResult<()> {
     db.conn
         .prepare_cached("UPDATE attentions SET released_at = ?2 WHERE id = ?1")
@@ -65,13 +83,14 @@ pub fn close(db: Db, id: AttentionId, at: Millis) -> ApiResult<()> {
     Ok(())
 }
 
-/// An open Attention that no run of the store holds: the lane of a live run the store does
+/// An open Attention that no run of the store holds: the lanes of a live run the store does
 /// not know, or knows as ended (`unknown_live_run`). The job is the one its `run.json` named,
 /// which the store may not know either.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LaneHold {
     pub id: AttentionId,
-    pub resource: ResourceId,
+    /// Every lane the hold keeps, first lane first; never empty.
+    pub resources: Vec<ResourceId>,
     pub task: TaskId,
     pub job: JobId,
     pub failure: Value,
@@ -84,8 +103,9 @@ pub fn lane_holds(db: Db) -> ApiResult<Vec<LaneHold>> {
     let mut statement = db
         .conn
         .prepare_cached(
-            "SELECT a.id, a.resource, a.task, a.failure FROM attentions a \
-             WHERE a.released_at IS NULL AND NOT EXISTS (SELECT 1 FROM runs r \
+            "SELECT a.id, (SELECT group_concat(l.resource, ',' ORDER BY l.ord) \
+             FROM attention_lanes l WHERE l.attention = a.id), a.task, a.failure \
+             FROM attentions a WHERE a.released_at IS NULL AND NOT EXISTS (SELECT 1 FROM runs r \
              WHERE r.task = a.task AND r.attention = a.id AND r.phase = 'attention')",
         )
         .db("read lane holds")?;
@@ -93,7 +113,7 @@ pub fn lane_holds(db: Db) -> ApiResult<Vec<LaneHold>> {
         .query_map([], |r| {
             Ok((
                 r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
+                r.get::<_, Option<String>>(1)?.unwrap_or_default(),
                 r.get::<_, String>(2)?,
                 r.get::<_, String>(3)?,
             ))
@@ -101,24 +121,32 @@ pub fn lane_holds(db: Db) -> ApiResult<Vec<LaneHold>> {
         .db("read lane holds")?;
     let mut holds = Vec::new();
     for row in rows {
-        let (id, resource, task, failure) = row.db("read lane holds")?;
-        holds.push(lane_hold(&id, &resource, &task, &failure).map_err(|e| {
+        let (id, lanes, task, failure) = row.db("read lane holds")?;
+        holds.push(lane_hold(&id, &lanes, &task, &failure).map_err(|e| {
             homebased_shared::error::ApiError::internal(format!("attention {id}: {e}"))
         })?);
     }
     Ok(holds)
 }
 
-fn lane_hold(id: &str, resource: &str, task: &str, failure: &str) -> Result<LaneHold, String> {
+fn lane_hold(id: &str, lanes: &str, task: &str, failure: &str) -> Result<LaneHold, String> {
     let failure: Value = serde_json::from_str(failure).map_err(|e| e.to_string())?;
     let job = failure["job"]
         .as_str()
         .ok_or("failure without its job")?
         .parse()
         .map_err(|e| format!("job: {e}"))?;
+    let resources = lanes
+        .split(',')
+        .filter(|lane| !lane.is_empty())
+        .map(|lane| lane.parse().map_err(|e| format!("resource: {e}")))
+        .collect::<Result<Vec<ResourceId>, String>>()?;
+    if resources.is_empty() {
+        return Err("a hold without its lanes".into());
+    }
     Ok(LaneHold {
         id: id.parse().map_err(|e| format!("id: {e}"))?,
-        resource: resource.parse().map_err(|e| format!("resource: {e}"))?,
+        resources,
         task: task.parse().map_err(|e| format!("task: {e}"))?,
         job,
         failure,
@@ -137,13 +165,93 @@ pub fn ever_named(db: Db, task: TaskId) -> ApiResult<bool> {
         .db("read attentions of a run")
 }
 
-/// Whether `resource` is held by an open Attention.
+/// Whether `resource` is one of the lanes an open Attention holds.
 pub fn is_held(db: Db, resource: ResourceId) -> ApiResult<bool> {
     db.conn
-        .prepare_cached("SELECT 1 FROM attentions WHERE resource = ?1 AND released_at IS NULL")
+        .prepare_cached("SELECT 1 FROM attention_lanes WHERE resource = ?1 AND open = 1")
         .db("read the attention of a resource")?
         .query_row([resource.to_string()], |_| Ok(()))
         .optional()
         .map(|found| found.is_some())
         .db("read the attention of a resource")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{jobs, resources, runs};
+    use homebased_shared::queue::Priority;
+    use homebased_shared::wire::ResourceOrigin;
+
+    fn lanes(db: Db, names: &[&str]) -> Vec<ResourceId> {
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                resources::insert(db, name, Some(i as u32), ResourceOrigin::Detected)
+                    .unwrap()
+                    .id
+            })
+            .collect()
+    }
+
+    fn failure() -> Value {
+        serde_json::json!({"result": "unknown_live_run", "job": JobId::new()})
+    }
+
+    /// One Attention holds both lanes of an unknown run: no new run takes either, a second
+    /// hold on one of them is refused whole, and one release frees both.
+    #[test]
+    fn a_hold_keeps_every_lane_until_one_release_frees_them_all() {
+        let (_d, mut store) = crate::store::test_store();
+        let gpu = lanes(store.db(), &["gpu0", "gpu1", "gpu2"]);
+        let id = AttentionId::new();
+        let failure = failure();
+        store
+            .write(|db| open(db, id, &gpu[1..], TaskId::new(), &failure, 10))
+            .unwrap();
+        let db = store.db();
+        let held: Vec<bool> = gpu.iter().map(|l| is_held(db, *l).unwrap()).collect();
+        assert_eq!(held, [false, true, true]);
+        let holds = lane_holds(db).unwrap();
+        assert_eq!(holds.len(), 1);
+        assert_eq!((holds[0].id, &holds[0].resources), (id, &gpu[1..].to_vec()));
+
+        let spec = serde_json::json!({});
+        let job = jobs::NewJob::for_test(&spec, Priority::High);
+        jobs::insert(db, &job).unwrap();
+        assert!(runs::reserve(db, job.id, &[gpu[2]]).unwrap().is_none());
+        assert!(runs::reserve(db, job.id, &[gpu[1]]).unwrap().is_none());
+
+        let other = AttentionId::new();
+        let refused =
+            store.write(|db| open(db, other, &[gpu[0], gpu[2]], TaskId::new(), &failure, 11));
+        assert!(refused.is_err(), "a lane is held by one open Attention");
+        let db = store.db();
+        assert!(
+            !is_held(db, gpu[0]).unwrap(),
+            "the refused hold changed nothing"
+        );
+        assert_eq!(lane_holds(db).unwrap().len(), 1);
+
+        store.write(|db| close(db, id, 20)).unwrap();
+        let db = store.db();
+        assert!(gpu.iter().all(|l| !is_held(db, *l).unwrap()));
+        assert!(lane_holds(db).unwrap().is_empty());
+        let run = runs::reserve(db, job.id, &[gpu[2]]).unwrap();
+        assert!(run.is_some(), "the released lane serves again");
+        // The released hold's lanes are free for a new hold too.
+        store
+            .write(|db| open(db, other, &gpu[..2], TaskId::new(), &failure, 30))
+            .unwrap();
+        assert_eq!(lane_holds(store.db()).unwrap()[0].resources, gpu[..2]);
+    }
+
+    #[test]
+    fn a_hold_of_no_lane_is_refused() {
+        let (_d, mut store) = crate::store::test_store();
+        let refused =
+            store.write(|db| open(db, AttentionId::new(), &[], TaskId::new(), &failure(), 1));
+        assert!(refused.is_err());
+    }
 }

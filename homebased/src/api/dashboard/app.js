@@ -517,9 +517,10 @@ function linksText(links) {
 }
 
 // A job's target: `any`, or the lane(s) it is pinned to, by name (the UUID until the lanes
-// are known).
+// are known). Several lanes are written as the CLI writes them (render::target_name,
+// `gpu0,gpu1`), so that the page and `resource jobs` say the same words.
 function targetText(target, gpus) {
-  if (Array.isArray(target)) return target.map(resourceName).join(", ");
+  if (Array.isArray(target)) return target.map(resourceName).join(",");
   if (target === "any") return gpus > 1 ? `${gpus} x any` : "any";
   return resourceName(target);
 }
@@ -527,7 +528,8 @@ function targetText(target, gpus) {
 function stateText(j) {
   if (j.state.state === "active") {
     const lanes = j.state.resources && j.state.resources.length ? j.state.resources : [j.state.resource];
-    return `active on ${lanes.map(resourceName).join(", ")}`;
+    // As `job show` and `resource jobs` say it (render::state_on): `active on gpu1,gpu2`.
+    return `active on ${lanes.map(resourceName).join(",")}`;
   }
   if (j.state.state === "queued") return j.state.resume ? "queued (resumes)" : "queued";
   return j.state.state;
@@ -733,7 +735,8 @@ function renderDetail(d) {
           el("td", {}, idText(r.task)),
           el("td", { text: r.run_number }),
           el("td", { text: r.step }),
-          el("td", { text: resourceName(r.resource) }),
+          // Every lane the run held (job show's `resources`), as the state names them.
+          el("td", { text: (r.resources && r.resources.length ? r.resources : [r.resource]).map(resourceName).join(",") }),
           el("td", { text: r.status }),
           el("td", { text: r.stop_cause || "-" }),
           el("td", { text: when(r.started_at) }),
