@@ -78,34 +78,60 @@ enum StartFailure {
 }
 
 impl Core {
-    pub(super) fn launch(&mut self, launch: Launch) {
+    /// Starts the launches of one pass: every one is reserved first, the reservations are
+    /// made durable together by one flush (ARCHITECTURE "Group commit"), and only then are
+    /// their workers started, since a worker must never run for a reservation a machine
+    /// crash could still undo. Lanes that freed together cost one flush, not one per run.
+    pub(super) fn launch_all(&mut self, launches: Vec<Launch>) {
         let decided = now_us();
-        let reserved = match self
-            .store
-            .write(|db| runs::reserve(db, launch.job, &launch.resources))
-        {
-            Ok(Some(r)) => r,
-            Ok(None) => return,
-            Err(e) => {
-                tracing::error!(job = %launch.job, error = %e, "cannot reserve a launch");
-                return;
+        let mut reserved = Vec::new();
+        for launch in launches {
+            match self
+                .store
+                .write_unsynced(|db| runs::reserve(db, launch.job, &launch.resources))
+            {
+                Ok(Some(r)) => reserved.push(r),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::error!(job = %launch.job, error = %e, "cannot reserve a launch");
+                }
             }
-        };
-        // Durable now, and with it every commit before it (the submit of this job, often):
-        // their answers need not wait for the run directory and the worker.
+        }
+        if reserved.is_empty() {
+            return;
+        }
+        if let Err(e) = self.store.sync() {
+            tracing::error!(error = %e, "cannot make the launches' reservations durable; their lanes are given back");
+            for r in &reserved {
+                // As a worker that never started: nothing ran, the lane serves again.
+                self.observe(r.task, true);
+            }
+            return;
+        }
+        // Durable now, and with them every commit before (the submit of this job, often):
+        // their answers need not wait for the run directories and the workers.
         self.release_answers();
+        let at = now_us();
+        for r in reserved {
+            self.start_reserved(
+                &r,
+                LaunchStamps {
+                    decided,
+                    reserved: at,
+                },
+            );
+        }
+    }
+
+    fn start_reserved(&mut self, reserved: &Reservation, stamps: LaunchStamps) {
         let task = reserved.task;
         self.metrics.run_started(
             reserved.job.priority,
             reserved.queued_since,
             reserved.reserved_at,
         );
-        let stamps = LaunchStamps {
-            decided,
-            reserved: now_us(),
-        };
         fail::fail_point!("launch.reserved", |_| std::process::abort());
-        match self.start(&reserved, stamps) {
+        match self.start(reserved, stamps) {
             Ok(()) => self.launch_backoff.succeeded(),
             Err(StartFailure::RunDir(error)) => {
                 tracing::error!(%task, job = %reserved.job.id, %error, "storage unavailable: cannot make the run directory; launches wait");

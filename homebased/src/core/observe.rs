@@ -74,6 +74,14 @@ impl Core {
 
     /// Folds `observations` through the lifecycle from the run's stored phase, commits the
     /// outcome as one transaction, then performs its side effects.
+    ///
+    /// A move with a side effect (a stop to enact, a cleanup or an adoption to start) commits
+    /// durably, since the effect follows its commit. One without (a start seen, an end
+    /// recorded, the lane given back) commits unsynced (ARCHITECTURE "Group commit"): every
+    /// effect it can lead to comes later and behind a durable commit of its own (the next
+    /// launch's reservation, a stop), and every answer that reports it is held until the
+    /// turn's barrier. So lanes that end together share the flush of their next launches
+    /// instead of paying one each.
     pub(super) fn advance(
         &mut self,
         run: &Run,
@@ -83,7 +91,11 @@ impl Core {
             return Ok(());
         };
         let machine = self.machine;
-        self.store.write(|db| moved.commit(db, machine))?;
+        if moved.actions.iter().any(|a| a.is_effect()) {
+            self.store.write(|db| moved.commit(db, machine))?;
+        } else {
+            self.store.write_unsynced(|db| moved.commit(db, machine))?;
+        }
         fail::fail_point!("observe.committed", |_| std::process::abort());
         self.act(&moved);
         Ok(())

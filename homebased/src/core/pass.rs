@@ -86,9 +86,7 @@ impl Core {
                 tracing::debug!("launches wait after a worker failed to start");
             }
         } else {
-            for launch in decisions.launches {
-                self.launch(launch);
-            }
+            self.launch_all(decisions.launches);
         }
         for stop in decisions.stops {
             self.preempt(stop);

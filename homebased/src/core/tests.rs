@@ -1061,6 +1061,99 @@ fn a_submits_answer_waits_for_the_launch_whose_commit_makes_it_durable() {
     assert_eq!(barriers(&f), before + 1, "no barrier commit of its own");
 }
 
+/// Lanes `gpu1` and `gpu2` beside the fixture's `gpu0`, and three one-step jobs queued for
+/// them without a pass.
+fn three_lanes_three_queued(f: &mut Fixture) -> Vec<JobId> {
+    for name in ["gpu1", "gpu2"] {
+        f.core
+            .register(RegisterRequest {
+                name: name.into(),
+                device: None,
+            })
+            .unwrap();
+    }
+    let step = json!({"type": "task", "command": ["/bin/sh", "-c", "true"]});
+    let jobs: Vec<JobId> = (0..3)
+        .map(|_| f.submit_only(Priority::Medium, restart(), vec![step.clone()]))
+        .collect();
+    jobs
+}
+
+/// [`three_lanes_three_queued`], each job running (started and confirmed), every commit
+/// durable.
+fn three_lanes_running(f: &mut Fixture) -> Vec<JobId> {
+    let jobs = three_lanes_three_queued(f);
+    f.pass();
+    for job in &jobs {
+        let task = f.active(*job).task;
+        f.confirm(task);
+    }
+    f.core.store.sync().unwrap();
+    jobs
+}
+
+#[test]
+fn the_launches_of_one_pass_are_made_durable_by_one_flush_then_started() {
+    let mut f = Fixture::new();
+    let jobs = three_lanes_three_queued(&mut f);
+    f.core.store.sync().unwrap();
+    let before = barriers(&f);
+    f.pass();
+    for job in &jobs {
+        assert_eq!(
+            f.phase(*job).kind(),
+            homebased_shared::queue::PhaseKind::Launching
+        );
+    }
+    let started = f
+        .workers
+        .asked()
+        .iter()
+        .filter(|a| matches!(a, Asked::Start(_)))
+        .count();
+    assert_eq!(started, 3, "a worker for each reservation");
+    assert!(f.core.store.is_synced(), "every reservation is on disk");
+    // Each reservation alone would be a flush of its own; together they are one barrier's.
+    assert_eq!(barriers(&f), before + 1, "one flush for the three launches");
+}
+
+#[test]
+fn runs_that_end_in_one_turn_share_the_flush_of_the_launch_after_them() {
+    let mut f = Fixture::new();
+    let jobs = three_lanes_running(&mut f);
+    let next = f.submit_only(
+        Priority::Medium,
+        restart(),
+        vec![json!({"type": "task", "command": ["/bin/sh", "-c", "true"]})],
+    );
+    f.core.store.sync().unwrap();
+    let before = barriers(&f);
+    for job in &jobs {
+        let task = f.active(*job).task;
+        f.exit(task, ExitReason::Exit { code: 0 });
+        f.cleanup(task, 1, CleanupOutcome::Clean);
+        f.worker_gone(task);
+    }
+    for job in &jobs {
+        assert_eq!(f.job(*job).status, JobStatus::Succeeded);
+    }
+    assert!(
+        !f.core.store.is_synced(),
+        "ends with no side effect of their own wait for the next flush"
+    );
+    f.pass();
+    assert_eq!(
+        f.phase(next).kind(),
+        homebased_shared::queue::PhaseKind::Launching
+    );
+    assert!(f.core.store.is_synced(), "the launch made them durable");
+    assert_eq!(
+        barriers(&f),
+        before + 1,
+        "one flush for the ends and the launch"
+    );
+}
+
 #[test]
 fn a_durable_write_that_changes_nothing_still_makes_a_held_submit_durable() {
     let mut f = Fixture::new();
