@@ -5,6 +5,11 @@
 //!
 //! One file per verb: [`register`], [`submit`], [`move_job`], [`cancel`]; [`views`] builds
 //! the read shapes.
+//!
+//! Workers are reached only through the supervisor's seam, [`Launcher`]: run directories
+//! made, workers started, watched, signalled and cleaned up after. What a watcher sees comes
+//! back as a posted [`Core::observe`], wired in `daemon::serve`. `testing` is the unit
+//! tests' fake of everything the supervisor does.
 
 pub mod cancel;
 pub mod classify;
@@ -12,7 +17,6 @@ pub mod dependencies;
 pub mod fleet;
 pub mod history;
 pub mod launch;
-pub mod launcher;
 pub mod move_job;
 pub mod notices;
 pub mod observe;
@@ -35,6 +39,7 @@ pub(crate) mod testing;
 mod tests;
 
 use crate::store::Store;
+use crate::supervisor::launcher::Launcher;
 use homebased_shared::config::Config;
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::home::Home;
@@ -42,7 +47,6 @@ use homebased_shared::ids::MachineId;
 use homebased_shared::ids::TaskId;
 use homebased_shared::rundir::RunDir;
 use homebased_shared::time::now_ms;
-use launcher::Launcher;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -75,7 +79,8 @@ pub struct Core {
     machine: MachineId,
     machine_name: String,
     facts: DaemonFacts,
-    /// Starts, watches, signals and cleans up after workers (a fake in unit tests).
+    /// Prepares run directories, starts, watches, signals and cleans up after workers: the
+    /// supervisor's seam (a fake in unit tests). The core reaches workers only through it.
     launcher: Box<dyn Launcher>,
     /// Runs whose last observation failed to commit (a locked database, a full disk), with
     /// whether their worker was seen gone: the tick observes them again until it lands.
@@ -175,18 +180,23 @@ fn stopped() -> ApiError {
 }
 
 impl Core {
+    /// A core over `store`. Its launcher is made by `launcher` from a handle to this core,
+    /// so that what the launcher observes can be posted back to it (`daemon::serve` wires
+    /// that; a test's fake ignores it).
     pub fn new(
         store: Store,
         home: Home,
         config: Config,
         facts: DaemonFacts,
-        launcher: Box<dyn Launcher>,
+        launcher: impl FnOnce(CoreHandle) -> Box<dyn Launcher>,
     ) -> ApiResult<Core> {
         let machine = crate::store::machine::ensure(store.db())?;
         let machine_name = config.fleet.machine_name.clone().unwrap_or_else(|| {
             homebased_shared::peer_address::machine_name_from_host(&host_name())
         });
         let (calls, inbox) = mpsc::channel::<Call>();
+        let me = CoreHandle { calls };
+        let launcher = launcher(me.clone());
         Ok(Core {
             store,
             home,
@@ -209,7 +219,7 @@ impl Core {
             retention: None,
             run_dir_usage: run_dir_usage::RunDirUsageBoard::default(),
             metrics: crate::metrics::Counters::new(),
-            me: CoreHandle { calls },
+            me,
             delivery_wake: Arc::new(tokio::sync::Notify::new()),
             fleet_wake: Arc::new(tokio::sync::Notify::new()),
             inbox: Some(inbox),

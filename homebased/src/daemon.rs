@@ -9,8 +9,9 @@ pub mod lock;
 pub mod sampling;
 
 use crate::api::{self, Listener};
-use crate::core::{Core, DaemonFacts};
+use crate::core::{Core, CoreHandle, DaemonFacts};
 use crate::store::Store;
+use crate::supervisor::launcher::{Observer, Supervisor, WorkerEvent};
 use homebased_shared::config::{Config, ConfigSource};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::home::Home;
@@ -87,7 +88,7 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
         opts.home.clone(),
         opts.config.clone(),
         facts,
-        Box::new(crate::core::launcher::Supervisor::start(&opts.home)),
+        |core| Box::new(Supervisor::start(&opts.home, observer(core))),
     )?;
     if cfg!(target_os = "linux") {
         sampling::spawn(
@@ -121,6 +122,16 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
     }
     tracing::info!("daemon stopped; running work continues on its own");
     result
+}
+
+/// The supervisor's observer, wired to the core: a worker gone, or the cleanup after a lost
+/// one done, has the core observe the run again, its worker gone. Posted, never waited on:
+/// the watcher and cleanup threads must not block on the core.
+fn observer(core: CoreHandle) -> Observer {
+    std::sync::Arc::new(move |event| {
+        let (WorkerEvent::WorkerGone { task } | WorkerEvent::LostCleanupDone { task }) = event;
+        core.post(move |core| core.observe(task, true));
+    })
 }
 
 /// Fleet is reached through the TCP listener: enabled without one is `config_invalid`.
@@ -318,7 +329,7 @@ pub async fn run(
 
 /// Workers send the task UUID as a datagram after each record they write: a hint to
 /// re-read that run directory now rather than at the next tick.
-async fn forward_pokes(socket: tokio::net::UnixDatagram, core: crate::core::CoreHandle) {
+async fn forward_pokes(socket: tokio::net::UnixDatagram, core: CoreHandle) {
     let mut buf = [0u8; 128];
     loop {
         let Ok(n) = socket.recv(&mut buf).await else {
@@ -420,5 +431,101 @@ mod tests {
             daemon.await.unwrap().unwrap();
         });
         assert!(!home.socket().exists());
+    }
+
+    #[test]
+    fn the_supervisors_observer_has_the_core_clean_up_after_a_lost_worker_then_free_its_lane() {
+        use crate::core::testing::{plain_submitter, Asked};
+        use homebased_shared::ids::{JobId, ThreadId};
+        use homebased_shared::rundir::{
+            write_json_atomic, ChildRecord, CleanupOutcome, CleanupRecord, ProcessIdentity, RunDir,
+            WorkerRecord,
+        };
+        use homebased_shared::wire::{RegisterRequest, SubmitRequest};
+
+        let dir = tempfile::tempdir().unwrap();
+        let workers = FakeLauncher::default();
+        let mut core = open_core(&dir, Config::default(), workers.clone());
+        let home = core.home().clone();
+        core.register(RegisterRequest {
+            name: "gpu0".into(),
+            device: None,
+        })
+        .unwrap();
+        for _ in 0..2 {
+            let spec = serde_json::json!({
+                "api_version": 1, "thread": ThreadId::new(), "name": "observed", "cwd": "/",
+                "priority": "medium", "preempt": {"mode": "restart"},
+                "workload": {"type": "task", "command": ["/bin/sh", "-c", "true"]},
+            });
+            core.submit(SubmitRequest {
+                job: JobId::new(),
+                spec,
+                submitter: plain_submitter(),
+                allow_other_thread: false,
+                machine: None,
+            })
+            .unwrap();
+        }
+        let thread = core.spawn().unwrap();
+        let told = observer(thread.handle.clone());
+        // Calls are served in order: once this one is answered, whatever was posted before it
+        // (the observer's news) has been observed, and a pass has run.
+        let settled = || thread.handle.call(|core| core.settle());
+        runtime().block_on(async {
+            settled().await.unwrap();
+            let [Asked::Start(task)] = workers.asked()[..] else {
+                panic!("one job starts on the one lane: {:?}", workers.asked());
+            };
+            // The worker confirms (its poke), then vanishes without an exit record.
+            let run = RunDir::new(home.task_dir(task));
+            let workload = ProcessIdentity {
+                pid: 4243,
+                start_ticks: 8,
+            };
+            let record = WorkerRecord {
+                worker: ProcessIdentity {
+                    pid: 4242,
+                    start_ticks: 7,
+                },
+                child: Some(ChildRecord {
+                    process: workload,
+                    pgid: workload.pid,
+                    started_at: homebased_shared::time::now_ms(),
+                }),
+                stamps: None,
+            };
+            write_json_atomic(&run.worker_json(), &record).unwrap();
+            thread.handle.post(move |core| core.observe(task, false));
+            workers.end(task);
+            told(WorkerEvent::WorkerGone { task });
+            settled().await.unwrap();
+            let lost = Asked::CleanUpLost {
+                task,
+                attempt: 2,
+                container_step: false,
+            };
+            assert_eq!(workers.asked().last(), Some(&lost));
+
+            let cleaned = CleanupRecord {
+                attempt: 2,
+                outcome: CleanupOutcome::Clean,
+                finished_at: homebased_shared::time::now_ms(),
+            };
+            write_json_atomic(&run.cleanup_json(), &cleaned).unwrap();
+            told(WorkerEvent::LostCleanupDone { task });
+            settled().await.unwrap();
+            match workers.asked()[..] {
+                [Asked::Start(first), Asked::CleanUpLost { .. }, Asked::Start(next)] => {
+                    assert_eq!(first, task);
+                    assert_ne!(next, task, "the freed lane serves the other job");
+                }
+                ref asked => panic!("the lane was not freed: {asked:?}"),
+            }
+        });
+        thread.stop.raise();
+        // Wakes the core thread to see the raised flag.
+        thread.handle.post(|_| {});
+        thread.thread.join().unwrap();
     }
 }

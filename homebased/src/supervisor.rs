@@ -1,20 +1,29 @@
 //! The supervisor: the daemon's side of the run directory. It creates a run directory,
 //! starts `homebased-worker` with the locked `runner.lock` handed over as fd 3, watches each
 //! live worker through that lock, and signals workers by verified identity. It never decides
-//! anything: the core does, and is told what happened through [`CoreHandle::post`].
+//! anything: the core does, through the [`Launcher`](launcher::Launcher) seam, and is told
+//! what happened through the [`Observer`] that `daemon::serve` hands it. It never imports
+//! the core: the seam points one way.
+//!
+//! # Layout
+//! - [`launcher`]: the seam the core holds (`Launcher`, the data it carries, the observer's
+//!   events) and `Supervisor`, the real one over the functions here.
+//! - `lost_cleanup`: the cleanup after a worker that vanished before it wrote `cleanup.json`.
+//! - [`standby`]: the keeper of a standby worker per lane, handed a run's lock at start.
+//! - [`staged`]: the run and job directories the keeper makes ahead of need.
 
+pub mod launcher;
 mod lost_cleanup;
 pub mod staged;
 pub mod standby;
 
-use crate::core::launcher::LostCleanup;
-use crate::core::CoreHandle;
 use homebased_shared::home::Home;
 use homebased_shared::ids::TaskId;
 use homebased_shared::process;
 use homebased_shared::rundir::{
     write_json_atomic, write_json_replace, AdoptionRequest, RunDir, RunSpec,
 };
+use launcher::{LostCleanup, Observer, WorkerEvent};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::fs::{DirBuilder, File, OpenOptions};
@@ -76,7 +85,7 @@ fn private_dir(path: &std::path::Path) -> io::Result<()> {
 /// with a run after a crash (ARCHITECTURE "The run directory is the contract").
 /// The directories are the staged ones when the keeper has them ready (`staged`), else
 /// made here.
-pub fn create_run_dir(home: &Home, spec: &RunSpec) -> io::Result<RunDir> {
+fn create_run_dir(home: &Home, spec: &RunSpec) -> io::Result<RunDir> {
     let dir = RunDir::new(home.task_dir(spec.task));
     if !staged::claim_run(home, dir.root()) {
         private_dir(&dir.control_dir())?;
@@ -92,12 +101,12 @@ pub fn create_run_dir(home: &Home, spec: &RunSpec) -> io::Result<RunDir> {
 /// Locks `runner.lock`, starts the worker in a new session holding it, and releases the
 /// daemon's copy so that only the worker's life holds the lock. The worker is `standby` when
 /// one is given and takes the hand-over, else a fresh process.
-pub fn start_worker(dir: &RunDir, standby: Option<standby::Standby>) -> io::Result<Child> {
+fn start_worker(dir: &RunDir, standby: Option<standby::Standby>) -> io::Result<Child> {
     spawn_worker(dir, &[], standby)
 }
 
 /// Records that adopting worker number `adoption` is about to start (`adoption.json`).
-pub fn request_adoption(dir: &RunDir, adoption: u32) -> io::Result<()> {
+fn request_adoption(dir: &RunDir, adoption: u32) -> io::Result<()> {
     let request = AdoptionRequest {
         adoption,
         requested_at: homebased_shared::time::now_ms(),
@@ -108,7 +117,7 @@ pub fn request_adoption(dir: &RunDir, adoption: u32) -> io::Result<()> {
 /// Starts a worker that adopts the container of the run's vanished worker
 /// (`homebased-worker <run-dir> --adopt`), holding a newly taken `runner.lock` exactly like
 /// [`start_worker`].
-pub fn start_adopting_worker(dir: &RunDir, adoption: u32) -> io::Result<Child> {
+fn start_adopting_worker(dir: &RunDir, adoption: u32) -> io::Result<Child> {
     tracing::debug!(run = %dir.root().display(), adoption, "starting an adopting worker");
     spawn_worker(dir, &["--adopt"], None)
 }
@@ -178,7 +187,7 @@ fn spawn_worker(
 
 /// Whether a live worker holds the run's lock (without waiting). A lock the workload replaced
 /// (a link, a FIFO) proves nothing either way: the worker's own process is asked instead.
-pub fn worker_alive(dir: &RunDir) -> bool {
+fn worker_alive(dir: &RunDir) -> bool {
     match open_lock(dir) {
         Ok(file) => flock(&file, libc::LOCK_SH | libc::LOCK_NB).is_err(),
         Err(e) if lock_replaced(&e) => worker_process_lives(dir),
@@ -216,8 +225,8 @@ fn open_lock(dir: &RunDir) -> io::Result<File> {
 }
 
 /// Watches a worker: a thread blocks on `runner.lock` and, once granted (the worker is gone),
-/// reaps it if it is our child and tells the core.
-pub fn watch(core: CoreHandle, dir: RunDir, task: TaskId, child: Option<Child>) {
+/// reaps it if it is our child and tells the observer.
+fn watch(observer: Observer, dir: RunDir, task: TaskId, child: Option<Child>) {
     let spawned = std::thread::Builder::new()
         .name(format!("watch-{task}"))
         .spawn(move || {
@@ -247,7 +256,7 @@ pub fn watch(core: CoreHandle, dir: RunDir, task: TaskId, child: Option<Child>) 
             if let Some(mut child) = child {
                 let _ = child.wait();
             }
-            core.post(move |core| core.observe(task, true));
+            observer(WorkerEvent::WorkerGone { task });
         });
     if let Err(e) = spawned {
         tracing::error!(%task, error = %e, "cannot start a run watcher; the safety tick will notice");
@@ -256,7 +265,7 @@ pub fn watch(core: CoreHandle, dir: RunDir, task: TaskId, child: Option<Child>) 
 
 /// Signals the worker of a run, only if the pid in `worker.json` still names the same
 /// process (a reused pid is never hit).
-pub fn signal_worker(dir: &RunDir, signal: Signal) {
+fn signal_worker(dir: &RunDir, signal: Signal) {
     let Ok(Some(record)) = dir.read_worker() else {
         return;
     };
@@ -269,8 +278,8 @@ pub fn signal_worker(dir: &RunDir, signal: Signal) {
 }
 
 /// Cleans up after a lost worker on a thread of its own, writes `cleanup.json` as attempt
-/// `lost.attempt`, and tells the core.
-pub fn clean_up_lost(core: CoreHandle, dir: RunDir, task: TaskId, lost: LostCleanup) {
+/// `lost.attempt`, and tells the observer.
+fn clean_up_lost(observer: Observer, dir: RunDir, task: TaskId, lost: LostCleanup) {
     let spawned = std::thread::Builder::new()
         .name(format!("cleanup-{task}"))
         .spawn(move || {
@@ -285,7 +294,7 @@ pub fn clean_up_lost(core: CoreHandle, dir: RunDir, task: TaskId, lost: LostClea
             if let Err(e) = write_json_atomic(&dir.cleanup_json(), &record) {
                 tracing::error!(%task, error = %e, "cannot write cleanup.json");
             }
-            core.post(move |core| core.observe(task, true));
+            observer(WorkerEvent::LostCleanupDone { task });
         });
     if let Err(e) = spawned {
         tracing::error!(%task, error = %e, "cannot start the cleanup of a lost worker");

@@ -8,7 +8,6 @@ use crate::lifecycle::{CommittedStop, Observation};
 use crate::scheduler::{self, Launch, Stop};
 use crate::store::jobs;
 use crate::store::runs::{self, Reservation};
-use crate::supervisor;
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::rundir::{LaunchStamps, RunSpec};
 use homebased_shared::spec::{JobSpec, Step};
@@ -180,7 +179,7 @@ impl Core {
             time_limit,
             stamps: Some(stamps),
         };
-        let dir = supervisor::create_run_dir(&self.home, &run).map_err(|e| {
+        let dir = self.launcher.create_run_dir(&run).map_err(|e| {
             StartFailure::RunDir(format!(
                 "cannot create the run directory {}: {e}",
                 self.home.task_dir(r.task).display()
@@ -190,8 +189,7 @@ impl Core {
             tracing::info!("storage available again: a run directory was made");
         }
         fail::fail_point!("launch.run-json-written", |_| std::process::abort());
-        let handle = self.handle();
-        self.launcher.start(handle, &dir, r.task).map_err(|e| {
+        self.launcher.start(&dir, r.task).map_err(|e| {
             StartFailure::Other(ApiError::internal(format!(
                 "cannot start homebased-worker: {e}"
             )))

@@ -8,12 +8,12 @@
 
 use super::classify::{classify, JobNext};
 use super::launch::step_of;
-use super::launcher::LostCleanup;
 use super::Core;
 use crate::lifecycle::{self, Action, Context, Observation, RunEnd, RunPhase};
 use crate::store::events::{self, EventRun};
 use crate::store::runs::{self, Run};
 use crate::store::{attentions, jobs, Db};
+use crate::supervisor::launcher::LostCleanup;
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::event::{EventDetail, EventKind};
 use homebased_shared::ids::{AttentionId, MachineId, TaskId};
@@ -142,8 +142,7 @@ impl Core {
             container_step,
         };
         let dir = self.run_dir(task);
-        let handle = self.handle();
-        self.launcher.clean_up_lost(handle, &dir, task, lost);
+        self.launcher.clean_up_lost(&dir, task, lost);
     }
 
     /// The worker detached from the run's container: start adopting worker `adoption` on the
@@ -152,12 +151,11 @@ impl Core {
     /// cannot be started makes the run lost, as it would have been without adoption.
     fn adopt(&mut self, task: TaskId, adoption: u32) {
         let dir = self.run_dir(task);
-        if let Err(e) = crate::supervisor::request_adoption(&dir, adoption) {
+        if let Err(e) = self.launcher.request_adoption(&dir, adoption) {
             // The adopting worker is started all the same: its records wait for space.
             tracing::warn!(%task, adoption, error = %e, "cannot write adoption.json");
         }
-        let handle = self.handle();
-        match self.launcher.adopt(handle, &dir, task, adoption) {
+        match self.launcher.adopt(&dir, task, adoption) {
             Ok(()) => {
                 tracing::info!(%task, adoption, "adopting the container of a vanished worker")
             }

@@ -29,8 +29,7 @@ impl Core {
             let dir = self.run_dir(run.task);
             if self.launcher.worker_alive(&dir) {
                 tracing::info!(task = %run.task, phase = ?phase.kind(), "re-attached to a live worker");
-                let handle = self.handle();
-                self.launcher.reattach(handle, &dir, run.task);
+                self.launcher.reattach(&dir, run.task);
                 if matches!(phase, RunPhase::Stopping { .. }) {
                     self.enact_stop(run.task);
                 }

@@ -1,14 +1,18 @@
-//! Test support for the core: a [`FakeLauncher`] that records what the core asked of its
-//! workers, and a core on a temporary home and real store that uses it. Tests play the
-//! worker's part by writing the run directory's files, as a real worker would.
+//! Test support for the core: a [`FakeLauncher`] that stands in for everything the
+//! supervisor does (it records what the core asked of its workers and writes only the files
+//! the daemon's side of the run directory writes), and a core on a temporary home and real
+//! store that uses it. Tests play the worker's part by writing the run directory's files, as
+//! a real worker would, and tell the core a worker is gone themselves.
 
-use super::launcher::{Launcher, LostCleanup};
-use super::{Core, CoreHandle, DaemonFacts};
+use super::{Core, DaemonFacts};
 use crate::store::Store;
+use crate::supervisor::launcher::{Launcher, LostCleanup};
 use homebased_shared::config::Config;
 use homebased_shared::home::Home;
 use homebased_shared::ids::TaskId;
-use homebased_shared::rundir::RunDir;
+use homebased_shared::rundir::{
+    write_json_atomic, write_json_replace, AdoptionRequest, RunDir, RunSpec,
+};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
@@ -68,7 +72,17 @@ impl FakeLauncher {
 }
 
 impl Launcher for FakeLauncher {
-    fn start(&mut self, _core: CoreHandle, _dir: &RunDir, task: TaskId) -> std::io::Result<()> {
+    /// What the real one makes, without its modes or staged directories: tests read
+    /// `run.json` and write the worker's files beside it.
+    fn create_run_dir(&mut self, spec: &RunSpec) -> std::io::Result<RunDir> {
+        let dir = RunDir::new(Home::at(&spec.home).task_dir(spec.task));
+        std::fs::create_dir_all(dir.control_dir())?;
+        std::fs::create_dir_all(&spec.job_dir)?;
+        write_json_replace(&dir.run_json(), spec)?;
+        Ok(dir)
+    }
+
+    fn start(&mut self, _dir: &RunDir, task: TaskId) -> std::io::Result<()> {
         self.with(|w| {
             if std::mem::take(&mut w.fail_start) {
                 return Err(std::io::Error::other("no such worker binary"));
@@ -79,13 +93,16 @@ impl Launcher for FakeLauncher {
         })
     }
 
-    fn adopt(
-        &mut self,
-        _core: CoreHandle,
-        _dir: &RunDir,
-        task: TaskId,
-        adoption: u32,
-    ) -> std::io::Result<()> {
+    /// Written as the real one writes it: the core counts adoptions from it.
+    fn request_adoption(&mut self, dir: &RunDir, adoption: u32) -> std::io::Result<()> {
+        let request = AdoptionRequest {
+            adoption,
+            requested_at: homebased_shared::time::now_ms(),
+        };
+        write_json_atomic(&dir.adoption_json(), &request)
+    }
+
+    fn adopt(&mut self, _dir: &RunDir, task: TaskId, adoption: u32) -> std::io::Result<()> {
         self.with(|w| {
             if std::mem::take(&mut w.fail_adopt) {
                 return Err(std::io::Error::other("no such worker binary"));
@@ -96,7 +113,7 @@ impl Launcher for FakeLauncher {
         })
     }
 
-    fn reattach(&mut self, _core: CoreHandle, dir: &RunDir, _task: TaskId) {
+    fn reattach(&mut self, dir: &RunDir, _task: TaskId) {
         let task = task_of(dir);
         self.with(|w| w.asked.push(Asked::Reattach(task)));
     }
@@ -111,7 +128,7 @@ impl Launcher for FakeLauncher {
         self.with(|w| w.asked.push(Asked::SignalStop(task)));
     }
 
-    fn clean_up_lost(&mut self, _core: CoreHandle, _dir: &RunDir, task: TaskId, lost: LostCleanup) {
+    fn clean_up_lost(&mut self, _dir: &RunDir, task: TaskId, lost: LostCleanup) {
         self.with(|w| {
             w.asked.push(Asked::CleanUpLost {
                 task,
@@ -139,5 +156,5 @@ pub fn open_core(dir: &tempfile::TempDir, config: Config, launcher: FakeLauncher
     home.create().expect("a temporary home can be created");
     let store = Store::open(&home.database()).expect("a new store opens");
     let facts = DaemonFacts { pid: 1, web: None };
-    Core::new(store, home, config, facts, Box::new(launcher)).expect("a new core starts")
+    Core::new(store, home, config, facts, |_| Box::new(launcher)).expect("a new core starts")
 }

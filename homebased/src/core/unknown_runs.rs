@@ -21,6 +21,7 @@
 use super::Core;
 use crate::store::attentions::{self, LaneHold};
 use crate::store::{resources, runs, Db};
+use crate::supervisor::launcher::Launcher;
 use homebased_shared::error::ApiResult;
 use homebased_shared::home::Home;
 use homebased_shared::ids::{AttentionId, JobId, ResourceId, TaskId};
@@ -125,10 +126,10 @@ pub fn failure_record(run: &LiveRun, run_known: bool) -> Value {
     })
 }
 
-/// The run directories under `<home>/tasks/` whose lock a live worker holds, except
-/// `skip` (the runs the store holds lanes for). A directory whose records cannot be read is
+/// The run directories under `<home>/tasks/` whose lock a live worker holds (as `launcher`
+/// tells), except `skip` (the runs the store holds lanes for). A directory whose records cannot be read is
 /// logged and left: without its `run.json` there is no lane to hold.
-pub fn scan(home: &Home, skip: &HashSet<TaskId>) -> Vec<LiveRun> {
+pub fn scan(home: &Home, skip: &HashSet<TaskId>, launcher: &dyn Launcher) -> Vec<LiveRun> {
     let tasks = home.root().join("tasks");
     let entries = match std::fs::read_dir(&tasks) {
         Ok(entries) => entries,
@@ -153,7 +154,7 @@ pub fn scan(home: &Home, skip: &HashSet<TaskId>) -> Vec<LiveRun> {
         let dir = RunDir::new(entry.path());
         // The same check as for a known run: the lock, or the worker's own process where
         // the workload replaced the lock.
-        if !crate::supervisor::worker_alive(&dir) {
+        if !launcher.worker_alive(&dir) {
             continue;
         }
         match read_live_run(&dir, task) {
@@ -222,7 +223,7 @@ impl Core {
     /// Holds the lanes of every live run the store does not know, or knows as ended; called
     /// at start, before the first scheduling pass, with the tasks the store holds lanes for.
     pub(super) fn hold_unknown_live_runs(&mut self, holding: &HashSet<TaskId>) {
-        for run in scan(&self.home, holding) {
+        for run in scan(&self.home, holding, self.launcher.as_ref()) {
             let held = self.store.write(|db| {
                 let plan = plan(&run, &known(db, &run)?);
                 if let Plan::Hold { lanes, failure } = &plan {

@@ -14,7 +14,7 @@
 //! A descendant that cleared or rewrote its environment and whose chain to the workload is
 //! broken is beyond this cleanup (the documented limit).
 
-use crate::core::launcher::LostCleanup;
+use super::launcher::LostCleanup;
 use homebased_shared::config::CleanupConfig;
 use homebased_shared::container::{self, docker::Docker, removal};
 use homebased_shared::ids::TaskId;

@@ -1,0 +1,147 @@
+//! The seam between the core and the processes it supervises. The core decides; a
+//! [`Launcher`] prepares run directories, starts workers, watches them, signals them and
+//! cleans up after lost ones, and tells what it saw to an [`Observer`] (built by
+//! `daemon::serve` from the core's handle). [`Supervisor`] is the real one; the core's unit
+//! tests use a fake that records what it was asked and lets the test play the worker's part
+//! by writing the run directory's files. The seam points one way: the core imports it, the
+//! supervisor never imports the core.
+
+use homebased_shared::config::CleanupConfig;
+use homebased_shared::home::Home;
+use homebased_shared::ids::TaskId;
+use homebased_shared::rundir::{RunDir, RunSpec};
+use std::io;
+use std::sync::Arc;
+
+pub trait Launcher: Send {
+    /// The daemon serves now, on `lanes` lanes: what is prepared ahead of need (standby
+    /// workers, staged directories, as many as lanes may start at once) may be started. Not
+    /// before: binding the socket changes the process's umask for a moment, which a worker
+    /// or folder made then would keep.
+    fn ready(&mut self, _lanes: usize) {}
+
+    /// Creates the run directory of `spec` (`control/`, the job's checkpoint directory and
+    /// `run.json`), ready for [`Launcher::start`].
+    fn create_run_dir(&mut self, spec: &RunSpec) -> io::Result<RunDir>;
+
+    /// Starts the worker of a created run directory and watches it: when the worker is
+    /// gone, the observer is told [`WorkerEvent::WorkerGone`].
+    fn start(&mut self, dir: &RunDir, task: TaskId) -> io::Result<()>;
+
+    /// Watches a worker that was already running when the daemon started.
+    fn reattach(&mut self, dir: &RunDir, task: TaskId);
+
+    /// Whether a live worker holds the run's lock, without waiting.
+    fn worker_alive(&self, dir: &RunDir) -> bool;
+
+    /// Asks the worker to stop its workload now (the stop request file is already written).
+    fn signal_stop(&mut self, dir: &RunDir);
+
+    /// Records that adopting worker number `adoption` is about to start (`adoption.json`),
+    /// before [`Launcher::adopt`] starts it.
+    fn request_adoption(&mut self, dir: &RunDir, adoption: u32) -> io::Result<()>;
+
+    /// Starts a worker that adopts the container a vanished worker left in `dir` (the
+    /// `adoption`th for the run), and watches it like any worker.
+    fn adopt(&mut self, dir: &RunDir, task: TaskId, adoption: u32) -> io::Result<()>;
+
+    /// Cleans up after a lost worker off the core thread, writes `cleanup.json` as attempt
+    /// `lost.attempt`, and tells the observer [`WorkerEvent::LostCleanupDone`].
+    fn clean_up_lost(&mut self, dir: &RunDir, task: TaskId, lost: LostCleanup);
+}
+
+/// What the daemon's cleanup after a lost worker needs besides the run directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostCleanup {
+    /// The cleanup attempt this is (`cleanup.json`'s `attempt`).
+    pub attempt: u32,
+    pub config: CleanupConfig,
+    /// Processes never signalled, whatever they carry (the daemon).
+    pub protected: Vec<u32>,
+    /// Whether the run's step runs a container (its container is removed first), as the
+    /// store keeps the step: `run.json` is not read for it, since after a machine crash it
+    /// may be empty (its content is never fsynced, ARCHITECTURE "The run directory is the
+    /// contract").
+    pub container_step: bool,
+}
+
+/// What the supervisor saw happen to a run, off the core thread. Either way the run's
+/// directory has news (the worker's last records, or `cleanup.json`) and its worker is gone.
+/// The task names the run: its directory is `Home::task_dir(task)`, which the core knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerEvent {
+    /// The run's worker is gone: its `runner.lock` was granted (or, where the workload
+    /// replaced the lock, its process ended), and a child of the daemon's was reaped.
+    WorkerGone { task: TaskId },
+    /// The cleanup after the run's lost worker finished and wrote `cleanup.json`.
+    LostCleanupDone { task: TaskId },
+}
+
+/// Told of every [`WorkerEvent`], from the watcher and cleanup threads; it must not block
+/// them for long.
+pub type Observer = Arc<dyn Fn(WorkerEvent) + Send + Sync>;
+
+/// Real workers: `homebased-worker` processes (a pool kept in standby, see
+/// [`super::standby`]), lock watchers and the shared sweep.
+pub struct Supervisor {
+    home: Home,
+    standby: Option<super::standby::Keeper>,
+    observer: Observer,
+}
+
+impl Supervisor {
+    /// The real launcher for `home` with its standby keeper, which prepares nothing before
+    /// [`Launcher::ready`]; what its watchers and cleanups see goes to `observer`.
+    pub fn start(home: &Home, observer: Observer) -> Supervisor {
+        Supervisor {
+            home: home.clone(),
+            standby: super::standby::Keeper::start(home.clone()),
+            observer,
+        }
+    }
+}
+
+impl Launcher for Supervisor {
+    fn ready(&mut self, lanes: usize) {
+        if let Some(keeper) = &self.standby {
+            keeper.prepare(lanes);
+        }
+    }
+
+    fn create_run_dir(&mut self, spec: &RunSpec) -> io::Result<RunDir> {
+        super::create_run_dir(&self.home, spec)
+    }
+
+    fn start(&mut self, dir: &RunDir, task: TaskId) -> io::Result<()> {
+        let standby = self.standby.as_ref().and_then(|keeper| keeper.take());
+        let child = super::start_worker(dir, standby)?;
+        super::watch(self.observer.clone(), dir.clone(), task, Some(child));
+        Ok(())
+    }
+
+    fn reattach(&mut self, dir: &RunDir, task: TaskId) {
+        super::watch(self.observer.clone(), dir.clone(), task, None);
+    }
+
+    fn worker_alive(&self, dir: &RunDir) -> bool {
+        super::worker_alive(dir)
+    }
+
+    fn signal_stop(&mut self, dir: &RunDir) {
+        super::signal_worker(dir, nix::sys::signal::Signal::SIGTERM);
+    }
+
+    fn request_adoption(&mut self, dir: &RunDir, adoption: u32) -> io::Result<()> {
+        super::request_adoption(dir, adoption)
+    }
+
+    fn adopt(&mut self, dir: &RunDir, task: TaskId, adoption: u32) -> io::Result<()> {
+        let child = super::start_adopting_worker(dir, adoption)?;
+        super::watch(self.observer.clone(), dir.clone(), task, Some(child));
+        Ok(())
+    }
+
+    fn clean_up_lost(&mut self, dir: &RunDir, task: TaskId, lost: LostCleanup) {
+        super::clean_up_lost(self.observer.clone(), dir.clone(), task, lost);
+    }
+}
