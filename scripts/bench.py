@@ -2831,13 +2831,15 @@ def mixed8_workload(bins: Path, rows: list[Row], notes: dict) -> None:
         log(f"{lanes} lanes held, {MIXED_QUEUE} queued")
         wait_for(h.release_hold, 10, 0.01, "the holders to wait on their FIFO")
 
-        pending = list(jobs)
+        done = [0]  # jobs[:done[0]] have ended
 
         def drained() -> bool:
             # The FIFO is opened again while waiting, in case a holder reached its `read` late.
+            # Jobs end in about queue order: each poll reads on from the first not yet ended.
             h.release_hold()
-            pending[:] = [j for j in pending if not read_ns(h.out / f"e.{j}")]
-            return not pending
+            while done[0] < len(jobs) and read_ns(h.out / f"e.{jobs[done[0]]}"):
+                done[0] += 1
+            return done[0] == len(jobs)
 
         lane_seconds = sum(trace)
         wait_for(drained, 60 + lane_seconds * 2 / lanes, 0.05, "the last jobs")
