@@ -3317,7 +3317,10 @@ samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in 
   can be the wait for the job's other lanes, not hand-over cost. The hand-over is therefore
   per job: its S minus the latest E of the jobs before it on each of its lanes (the last of
   its lanes becoming free, cleanup included); a job first on one of its lanes (after a
-  holder, which writes no stamps) has none. Beside it the plain per-lane gap (next S minus
+  holder, which writes no stamps) has none. A job queued behind a wide job that is gathering
+  can still find its free lane reserved for that job and get it only in the pass that starts
+  the wide job (which takes the lowest free lanes, maybe not that one): that wait, up to a
+  job's second, stays in this figure and shows in its tail. Beside it the plain per-lane gap (next S minus
   previous E on the same lane, each lane of a wide job counted), and the cleanup as in
   **hand-over**. GPU utilization = the jobs' busy lane time (E - S on each lane they hold)
   over 8 times the window from the first S to the last E; the jobs all last 1 s, so what
