@@ -33,8 +33,8 @@ Python 3.11 standard library only. Settings (environment):
   BENCH_INTEGRITY_STARTS timed `daemon serve` starts per integrity size            [7 / 3]
   BENCH_ONLY             comma list of workloads to run (default all): floor,start,handover,
                          queue,preempt,sweep,kill9,sampler,fleet,dashboard,history,metrics,
-                         startpath,peers,integrity,quiet,listing,mig56,schedule (peers
-                         needs task-spooler's `tsp`; schedule runs the simulator
+                         startpath,peers,integrity,quiet,listing,mig56,schedule,mixed8
+                         (peers needs task-spooler's `tsp`; schedule runs the simulator
                          examples/schedule_sim.rs through cargo)
   BENCH_STARTPATH        starts per path (CLI, API) taken apart by the startpath workload [50 / 20]
   BENCH_COMPARE          comma list of other builds' binary folders: the peers workload
@@ -43,6 +43,7 @@ Python 3.11 standard library only. Settings (environment):
   BENCH_MIG_QUEUE        1 s jobs queued over the mig56 workload's 56 MIG lanes   [2000 / 200]
   BENCH_MIG_RUNS         timed `resource list --json` calls and settles in mig56  [20 / 5]
   BENCH_MIG_SECONDS      mig56's sampler window, no reads (at most 55)           [45 / 10]
+  BENCH_MIXED_QUEUE      1 s jobs of 1, 2 and 4 GPUs in mixed8's trace on 8 lanes [600 / 60]
   BENCH_OUT              report path [docs/BENCHMARKS.md; none when quick]; empty: no report
   BENCH_TMPDIR           parent folder of the temporary homes [system temp]
   BENCH_KEEP=1           keep the temporary homes (for a look afterwards)
@@ -59,6 +60,7 @@ import http.client
 import json
 import os
 import platform
+import random
 import re
 import shutil
 import signal
@@ -151,6 +153,7 @@ MIG_RUNS = max(setting("BENCH_MIG_RUNS", 20, 5), 1)
 # The sampler samples for a minute after the last read of resources; the window must end
 # inside that minute, or it would measure a sleeping sampler.
 MIG_SECONDS = min(max(setting("BENCH_MIG_SECONDS", 45, 10), 1), 55)
+MIXED_QUEUE = max(setting("BENCH_MIXED_QUEUE", 600, 60), 2)
 # Other builds' binary folders for the peers workload to start jobs on, round by round.
 COMPARE_BUILDS = [
     Path(p).resolve() for p in os.environ.get("BENCH_COMPARE", "").split(",") if p
@@ -175,6 +178,7 @@ WORKLOADS = [
     "listing",
     "mig56",
     "schedule",
+    "mixed8",
 ]
 ONLY = [w.strip() for w in os.environ.get("BENCH_ONLY", "").split(",") if w.strip()]
 for w in ONLY:
@@ -1185,10 +1189,8 @@ def startpath_workload(bins: Path, rows: list[Row], notes: dict) -> None:
         h.close()
 
 
-def lane_gaps(h: Home, jobs: list[str]) -> tuple[dict[str, list[tuple[int, int]]], list[float]]:
-    """Per lane (each of `run.json`'s `lanes`), the (start, end) stamps of `jobs` that wrote
-    both (`s.<job>`, `e.<job>` under `h.out`), and every gap in ms from one job's end to the
-    next job's start on the same lane: a job on several lanes ends a span on each."""
+def job_lanes(h: Home) -> dict[str, list[str]]:
+    """Per job, the lanes its run held (`run.json` `lanes`; these jobs run once)."""
     lanes_of: dict[str, list[str]] = {}
     for d in (h.home / "tasks").iterdir():
         try:
@@ -1196,6 +1198,14 @@ def lane_gaps(h: Home, jobs: list[str]) -> tuple[dict[str, list[tuple[int, int]]
         except (FileNotFoundError, json.JSONDecodeError):
             continue
         lanes_of[run["job"]] = [lane["name"] for lane in run["lanes"]]
+    return lanes_of
+
+
+def lane_gaps(h: Home, jobs: list[str]) -> tuple[dict[str, list[tuple[int, int]]], list[float]]:
+    """Per lane (each of `run.json`'s `lanes`), the (start, end) stamps of `jobs` that wrote
+    both (`s.<job>`, `e.<job>` under `h.out`), and every gap in ms from one job's end to the
+    next job's start on the same lane: a job on several lanes ends a span on each."""
+    lanes_of = job_lanes(h)
     by_lane: dict[str, list[tuple[int, int]]] = {}
     for j in jobs:
         s, e = read_ns(h.out / f"s.{j}"), read_ns(h.out / f"e.{j}")
@@ -2738,6 +2748,162 @@ def mig56_workload(bins: Path, rows: list[Row], notes: dict) -> None:
         h.close()
 
 
+# The mixed trace (issue 27's real-process row): shares of 1-, 2- and 4-GPU jobs, and the
+# seed that makes the trace the same on every run.
+MIXED_LANES = 8
+MIXED_SHARES = ((1, 0.60), (2, 0.25), (4, 0.15))
+MIXED_SEED = 27
+
+
+def mixed_trace(count: int, seed: int = MIXED_SEED) -> list[int]:
+    """`count` GPU counts drawn by MIXED_SHARES from `random.Random(seed)`: the same list for
+    the same arguments, so every run queues the same trace."""
+    rng = random.Random(seed)
+    trace = []
+    for _ in range(count):
+        x, acc = rng.random(), 0.0
+        gpus = MIXED_SHARES[-1][0]  # should the shares' float sum fall short of 1
+        for g, share in MIXED_SHARES:
+            acc += share
+            if x < acc:
+                gpus = g
+                break
+        trace.append(gpus)
+    return trace
+
+
+def last_lane_handovers(
+    spans: dict[str, tuple[int, int]], lanes_of: dict[str, list[str]]
+) -> list[float]:
+    """Per job (`spans`: its start and end stamps in ns; `lanes_of`: the lanes it held), its
+    start minus the latest end of the jobs before it on its lanes, in ms: the hand-over from
+    the last of its lanes becoming free, without the time its other lanes stood reserved for
+    it. A job first on one of its lanes (after a holder, which wrote no stamps) has none."""
+    by_lane: dict[str, list[tuple[int, int, str]]] = {}
+    for job, (s, e) in spans.items():
+        for lane in lanes_of.get(job, []):
+            by_lane.setdefault(lane, []).append((s, e, job))
+    prev_ends: dict[str, list[int]] = {}
+    for runs in by_lane.values():
+        runs.sort()
+        for (_, prev_end, _), (_, _, job) in zip(runs, runs[1:]):
+            prev_ends.setdefault(job, []).append(prev_end)
+    return [
+        (spans[job][0] - max(ends)) / 1e6
+        for job, ends in prev_ends.items()
+        if len(ends) == len(lanes_of[job])
+    ]
+
+
+def lane_utilization(by_lane: dict[str, list[tuple[int, int]]], lanes: int) -> float | None:
+    """Busy lane time over `lanes` times the window from the first start to the last end."""
+    spans = [span for runs in by_lane.values() for span in runs]
+    if not spans:
+        return None
+    window = max(e for _, e in spans) - min(s for s, _ in spans)
+    if window <= 0:
+        return None
+    return sum(e - s for s, e in spans) / (lanes * window)
+
+
+def mixed8_workload(bins: Path, rows: list[Row], notes: dict) -> None:
+    """Issue 27's real-process row: 8 lanes, each held, then a seeded trace of BENCH_MIXED_QUEUE
+    1 s jobs of 1, 2 and 4 GPUs at one level, no time limits, drained after the holders go.
+    A 4-GPU job at the head waits for four free lanes (its reservation), so a gap on one lane
+    may be the wait for the job's other lanes: the hand-over is taken from the last of them."""
+    lanes = MIXED_LANES
+    h = Home(bins, "mixed8", lanes=lanes)
+    try:
+        h.start()
+        for i in range(lanes):
+            h.submit_api(h.spec(f"hold-{i}", h.hold_script()))
+        wait_for(lambda: len(h.executing()) == lanes, 60, 0.01, "every holder to run")
+        script = (
+            f"date +%s%N > '{h.out}/s.'\"$HOMEBASED_JOB_ID\"; sleep 1; "
+            f"exec date +%s%N > '{h.out}/e.'\"$HOMEBASED_JOB_ID\""
+        )
+        specs = {}
+        for gpus, _ in MIXED_SHARES:
+            specs[gpus] = h.spec(f"{gpus} GPU, one second", script)
+            specs[gpus]["gpus"] = gpus
+        trace = mixed_trace(MIXED_QUEUE)
+        jobs = [h.submit_api(specs[g]) for g in trace]
+        log(f"{lanes} lanes held, {MIXED_QUEUE} queued")
+        wait_for(h.release_hold, 10, 0.01, "the holders to wait on their FIFO")
+
+        done = [0]  # jobs[:done[0]] have ended
+
+        def drained() -> bool:
+            # The FIFO is opened again while waiting, in case a holder reached its `read` late.
+            # Jobs end in about queue order: each poll reads on from the first not yet ended.
+            h.release_hold()
+            while done[0] < len(jobs) and read_ns(h.out / f"e.{jobs[done[0]]}"):
+                done[0] += 1
+            return done[0] == len(jobs)
+
+        lane_seconds = sum(trace)
+        wait_for(drained, 60 + lane_seconds * 2 / lanes, 0.05, "the last jobs")
+        h.wait_idle(timeout=60)
+        by_lane, gaps = lane_gaps(h, jobs)
+        spans = {}
+        for j in jobs:
+            s, e = read_ns(h.out / f"s.{j}"), read_ns(h.out / f"e.{j}")
+            if s is not None and e is not None:
+                spans[j] = (s, e)
+        handovers = last_lane_handovers(spans, job_lanes(h))
+        util = lane_utilization(by_lane, lanes)
+        share = ", ".join(
+            f"{trace.count(g):,} of {g}{' GPU' if i == 0 else ''}"
+            for i, (g, _) in enumerate(MIXED_SHARES)
+        )
+        setup = f"{lanes} lanes, {MIXED_QUEUE:,} 1 s jobs queued ({share})"
+        rows.append(
+            dist_row(
+                "mixed8_handover",
+                f"hand-over, {setup}: the last of a job's lanes free to the job's start",
+                "ms",
+                handovers,
+                "< 100 ms p99",
+            )
+        )
+        rows.append(
+            dist_row(
+                "mixed8_handover_lane",
+                "↳ beside it: exit to next start on the same lane (a wide job's reservation "
+                "wait included)",
+                "ms",
+                gaps,
+            )
+        )
+        rows.append(
+            dist_row(
+                "mixed8_handover_cleanup",
+                "↳ of which the worker's cleanup (exit.json to cleanup.json)",
+                "ms",
+                [
+                    r["finished_at"] - r["ended_at"]
+                    for r in run_records(h)
+                    if r["ended_at"] and r["finished_at"]
+                ],
+            )
+        )
+        if util is None:
+            rows.append(Row("mixed8_utilization", f"GPU utilization, {setup}", "%",
+                            text="not measured"))
+        else:
+            rows.append(
+                Row(
+                    "mixed8_utilization",
+                    f"GPU utilization, {setup} (busy lane time, first start to last end)",
+                    "%",
+                    p50=util * 100,
+                )
+            )
+        notes["mixed8_gaps"] = (len(handovers), len(gaps), len(spans), len(jobs))
+    finally:
+        h.close()
+
+
 # ---------------------------------------------------------------------------------------
 # The report
 
@@ -3142,6 +3308,23 @@ samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in 
   limits are 1.2 to 2 times the work; launches execute at once, a stopped run keeps its
   lanes 30 s then cleans, every run's lanes free 60 s (the cleanup bound) after it ends.
   Utilization is executing lane time over the week; waits are arrival to first start.
+- **mixed8** (issue 27, the simulator's real-process row): 8 indexed lanes, each held, then
+  BENCH_MIXED_QUEUE 1 s jobs queued through the API as in **hand-over, BENCH_LANES lanes of
+  1 s jobs**, a trace drawn from `random.Random(27)`: 60 % need 1 GPU, 25 % 2 and 15 % 4
+  (`gpus`), all at level medium, no time limits, in that order; then the holders are
+  released and the trace drains. All or nothing: a 2- or 4-GPU job at the head keeps the
+  lanes that free for it (its reservation) until it has all it needs, so a gap on one lane
+  can be the wait for the job's other lanes, not hand-over cost. The hand-over is therefore
+  per job: its S minus the latest E of the jobs before it on each of its lanes (the last of
+  its lanes becoming free, cleanup included); a job first on one of its lanes (after a
+  holder, which writes no stamps) has none. A job queued behind a wide job that is gathering
+  can still find its free lane reserved for that job and get it only in the pass that starts
+  the wide job (which takes the lowest free lanes, maybe not that one): that wait, up to a
+  job's second, stays in this figure and shows in its tail. Beside it the plain per-lane gap (next S minus
+  previous E on the same lane, each lane of a wide job counted), and the cleanup as in
+  **hand-over**. GPU utilization = the jobs' busy lane time (E - S on each lane they hold)
+  over 8 times the window from the first S to the last E; the jobs all last 1 s, so what
+  stays idle is hand-over and lanes kept for a wider job.
 - **settle**: `POST /v1/internal/settle` with the queue full: the timers and one scheduling
   pass.
 """
@@ -3168,6 +3351,13 @@ def note_lines(notes: dict) -> list[str]:
             "Threads of the idle daemon that used CPU in the quiet window (ticks): "
             + (", ".join(f"{k} {v}" for k, v in sorted(woke.items())) or "none")
             + "."
+        )
+    if notes.get("mixed8_gaps"):
+        handovers, gaps, ran, queued = notes["mixed8_gaps"]
+        out.append(
+            f"mixed8: {handovers:,} hand-overs from a job's last lane and {gaps:,} same-lane "
+            f"gaps, over {ran:,} of {queued:,} queued jobs that wrote both stamps (a job "
+            "first on one of its lanes, after a holder, has no hand-over)."
         )
     if notes.get("preempt_odd"):
         out.append(
@@ -3284,6 +3474,7 @@ def main() -> int:
         ("listing", listing_workload),
         ("mig56", mig56_workload),
         ("schedule", schedule_workload),
+        ("mixed8", mixed8_workload),
     ]
     failed = []
     for name, fn in plan:
