@@ -2612,6 +2612,35 @@ def schedule_workload(bins: Path, rows: list[Row], notes: dict) -> None:
     notes["schedule_elapsed"] = report["elapsed_s"]
 
 
+def shell_lanes_floor(lanes: int, rounds: int) -> list[float]:
+    """The machine's floor for a hand-over: `lanes` plain `sh` loops, no queue, each running
+    `rounds` of the benchmark's one-second job back to back (the same script, so the same
+    processes start), all begun together as a queue's lanes are. Every gap from one job's
+    end stamp to the next one's start stamp on the same loop, in ms."""
+    work = Path(tempfile.mkdtemp(prefix="hb-bench-floor-"))
+    try:
+        job = (
+            'date +%s%N > "$0/s.$1.$2"; sleep 1; exec date +%s%N > "$0/e.$1.$2"'
+        )
+        loop = f"for i in $(seq 1 {rounds}); do sh -c '{job}' \"$0\" \"$1\" \"$i\"; done"
+        procs = [
+            subprocess.Popen(["sh", "-c", loop, str(work), str(lane)])
+            for lane in range(lanes)
+        ]
+        for proc in procs:
+            proc.wait(timeout=60 + rounds * 5)
+        gaps = []
+        for lane in range(lanes):
+            for i in range(1, rounds):
+                end = read_ns(work / f"e.{lane}.{i}")
+                start = read_ns(work / f"s.{lane}.{i + 1}")
+                if end is not None and start is not None:
+                    gaps.append((start - end) / 1e6)
+        return gaps
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def mig56_workload(bins: Path, rows: list[Row], notes: dict) -> None:
     """Issue 30: 56 MIG lanes (8 cards of 7 slices), each held, BENCH_MIG_QUEUE 1 s jobs
     queued: `resource list --json`, a scheduling pass (settle), and the daemon's CPU with the
@@ -2733,6 +2762,15 @@ def mig56_workload(bins: Path, rows: list[Row], notes: dict) -> None:
         )
         rows.append(
             dist_row(
+                "mig56_floor",
+                f"↳ beside it: {lanes} plain `sh` loops running the same job back to back, no "
+                "queue (this machine's floor for the same burst)",
+                "ms",
+                shell_lanes_floor(lanes, max(3, min(10, MIG_QUEUE // lanes))),
+            )
+        )
+        rows.append(
+            dist_row(
                 "mig56_handover_cleanup",
                 "↳ of which the worker's cleanup (exit.json to cleanup.json)",
                 "ms",
@@ -2773,12 +2811,16 @@ def mixed_trace(count: int, seed: int = MIXED_SEED) -> list[int]:
 
 
 def last_lane_handovers(
-    spans: dict[str, tuple[int, int]], lanes_of: dict[str, list[str]]
+    spans: dict[str, tuple[int, int]], lanes_of: dict[str, list[str]], order: list[str]
 ) -> list[float]:
-    """Per job (`spans`: its start and end stamps in ns; `lanes_of`: the lanes it held), its
-    start minus the latest end of the jobs before it on its lanes, in ms: the hand-over from
-    the last of its lanes becoming free, without the time its other lanes stood reserved for
-    it. A job first on one of its lanes (after a holder, which wrote no stamps) has none."""
+    """Per job (`spans`: its start and end stamps in ns; `lanes_of`: the lanes it held;
+    `order`: the queue's order, one level), the time from the moment the queue's own rules let
+    it start to its start, in ms. That moment is the later of the last end of the jobs before
+    it on its lanes and the latest start of a job ahead of it in the queue that started no
+    later than it: a job whose lanes were free but reserved for a wide job ahead of it, which
+    was gathering its lanes, may start only once that job has (in the same pass). So the
+    figure is the daemon's hand-over, without the wait the reservation imposes. A job first on
+    one of its lanes (after a holder, which wrote no stamps) has none."""
     by_lane: dict[str, list[tuple[int, int, str]]] = {}
     for job, (s, e) in spans.items():
         for lane in lanes_of.get(job, []):
@@ -2788,8 +2830,18 @@ def last_lane_handovers(
         runs.sort()
         for (_, prev_end, _), (_, _, job) in zip(runs, runs[1:]):
             prev_ends.setdefault(job, []).append(prev_end)
+    latest_start_ahead: dict[str, int] = {}
+    started_ahead: list[int] = []
+    for job in order:
+        if job not in spans:
+            continue
+        start = spans[job][0]
+        earlier = [s for s in started_ahead if s <= start]
+        if earlier:
+            latest_start_ahead[job] = max(earlier)
+        started_ahead.append(start)
     return [
-        (spans[job][0] - max(ends)) / 1e6
+        (spans[job][0] - max(max(ends), latest_start_ahead.get(job, 0))) / 1e6
         for job, ends in prev_ends.items()
         if len(ends) == len(lanes_of[job])
     ]
@@ -2850,7 +2902,7 @@ def mixed8_workload(bins: Path, rows: list[Row], notes: dict) -> None:
             s, e = read_ns(h.out / f"s.{j}"), read_ns(h.out / f"e.{j}")
             if s is not None and e is not None:
                 spans[j] = (s, e)
-        handovers = last_lane_handovers(spans, job_lanes(h))
+        handovers = last_lane_handovers(spans, job_lanes(h), jobs)
         util = lane_utilization(by_lane, lanes)
         share = ", ".join(
             f"{trace.count(g):,} of {g}{' GPU' if i == 0 else ''}"
@@ -2860,7 +2912,8 @@ def mixed8_workload(bins: Path, rows: list[Row], notes: dict) -> None:
         rows.append(
             dist_row(
                 "mixed8_handover",
-                f"hand-over, {setup}: the last of a job's lanes free to the job's start",
+                f"hand-over, {setup}: the job free to start (its last lane free, and the "
+                "wide job ahead that held a reservation started) to its start",
                 "ms",
                 handovers,
                 "< 100 ms p99",
@@ -3299,7 +3352,10 @@ samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in 
   queries (cutime + cstime; the fake is `sh`, a real `nvidia-smi` costs more); the fake
   counts the samples. Last the holders are released and the 1 s jobs run back to back on the
   56 lanes; the hand-over is measured per lane as in **hand-over, BENCH_LANES lanes of 1 s
-  jobs**.
+  jobs**, with the worker's cleanup part as in **hand-over**. Beside it, the floor: 56 plain
+  `sh` loops, no daemon, each running the same job back to back (3 to 10 rounds), begun
+  together as the lanes are, with the same gap from one job's E to the next one's S: what
+  starting the same processes in the same burst costs this machine without any queue.
 - **schedule** (issue 27): `homebased/examples/schedule_sim.rs --json`, no daemon: the real
   `decide` on a virtual clock over two seeded weeks on 8 lanes (steady: 1-GPU jobs of 5
   minutes to 2 hours at level medium plus one 8-GPU job an hour; research: 1/2/4-GPU jobs of
@@ -3315,12 +3371,12 @@ samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in 
   released and the trace drains. All or nothing: a 2- or 4-GPU job at the head keeps the
   lanes that free for it (its reservation) until it has all it needs, so a gap on one lane
   can be the wait for the job's other lanes, not hand-over cost. The hand-over is therefore
-  per job: its S minus the latest E of the jobs before it on each of its lanes (the last of
-  its lanes becoming free, cleanup included); a job first on one of its lanes (after a
-  holder, which writes no stamps) has none. A job queued behind a wide job that is gathering
-  can still find its free lane reserved for that job and get it only in the pass that starts
-  the wide job (which takes the lowest free lanes, maybe not that one): that wait, up to a
-  job's second, stays in this figure and shows in its tail. Beside it the plain per-lane gap (next S minus
+  per job, from the moment the queue's rules let it start to its S: the later of the latest
+  E of the jobs before it on each of its lanes (the last of its lanes becoming free, cleanup
+  included) and the latest S of a job ahead of it in the queue that started no later than
+  it (a job behind a wide job that is gathering finds its free lane reserved for that job,
+  and may take it only in the pass that starts the wide job). A job first on one of its
+  lanes (after a holder, which writes no stamps) has none. Beside it the plain per-lane gap (next S minus
   previous E on the same lane, each lane of a wide job counted), and the cleanup as in
   **hand-over**. GPU utilization = the jobs' busy lane time (E - S on each lane they hold)
   over 8 times the window from the first S to the last E; the jobs all last 1 s, so what

@@ -53,7 +53,14 @@ pub fn clean_up(
         lineage,
     };
     let mut clock = ReapingClock { reaper, signals };
+    let began = Instant::now();
     let swept = sweep.run(&ProcTable::new(), &mut clock);
+    // One line per run: what a slow cleanup cost is the first thing a person asks of it.
+    log.note(format!(
+        "cleanup: the process table swept in {} scans, {} ms",
+        swept.scans,
+        began.elapsed().as_millis()
+    ));
     for sent in &swept.signalled {
         let why = if swept.descendants.contains(&sent.process) {
             "which descends from this worker without the run marker"
