@@ -129,9 +129,12 @@ impl JobsTable {
 
     /// Takes the next piece of the answer: every record whose line it completes.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let seen = self.pending.len();
         self.pending.extend_from_slice(bytes);
         if self.stage == Stage::Head {
-            let Some(end) = self.pending.iter().position(|b| *b == b'\n') else {
+            // Only the new bytes are searched: an answer without lines is not scanned again
+            // at every piece.
+            let Some(end) = bytes.iter().position(|b| *b == b'\n').map(|at| seen + at) else {
                 return Ok(());
             };
             if !self.pending[..end].ends_with(HEAD_END) {
@@ -161,27 +164,29 @@ impl JobsTable {
     }
 
     /// The records of whole lines (`{…},\n` or, the last, `{…}\n`).
-    fn lines(&mut self, mut lines: &[u8]) -> Result<(), String> {
+    fn lines(&mut self, lines: &[u8]) -> Result<(), String> {
+        // Checked as UTF-8 once here, so that no string is checked again as it is parsed.
+        let mut lines = std::str::from_utf8(lines).map_err(|e| e.to_string())?;
         while !lines.is_empty() {
-            if self.stage != Stage::Next || lines[0] != b'{' {
-                return Err(unexpected(lines));
+            if self.stage != Stage::Next || !lines.starts_with('{') {
+                return Err(unexpected(lines.as_bytes()));
             }
-            let mut records = serde_json::Deserializer::from_slice(lines).into_iter::<Record>();
+            let mut records = serde_json::Deserializer::from_str(lines).into_iter::<Record>();
             let record = match records.next() {
                 Some(Ok(record)) => record,
                 Some(Err(e)) => return Err(e.to_string()),
-                None => return Err(unexpected(lines)),
+                None => return Err(unexpected(lines.as_bytes())),
             };
             let end = records.byte_offset();
             self.push(&record);
             lines = &lines[end..];
-            if let Some(rest) = lines.strip_prefix(b",\n") {
+            if let Some(rest) = lines.strip_prefix(",\n") {
                 lines = rest;
-            } else if let Some(rest) = lines.strip_prefix(b"\n") {
+            } else if let Some(rest) = lines.strip_prefix('\n') {
                 self.stage = Stage::End;
                 lines = rest;
             } else {
-                return Err(unexpected(lines));
+                return Err(unexpected(lines.as_bytes()));
             }
         }
         Ok(())
@@ -263,25 +268,35 @@ impl JobsTable {
     }
 
     fn render(&self) -> String {
-        // Job names by id, once: a reason naming a job ("ahead") is then a lookup, not a
-        // walk of the whole listing per row. Not built when no job waits.
-        let mut jobs: HashMap<JobId, &str> = HashMap::new();
-        if !self.reasons.is_empty() {
-            jobs.reserve(self.rows.len());
+        let decoded: Vec<Option<Waiting>> = self
+            .reasons
+            .iter()
+            .map(|raw| serde_json::from_str(raw).ok())
+            .collect();
+        // The names of the jobs the reasons cite, found in one walk of the rows by their ids'
+        // text (as the daemon writes a JobId): no id of the other rows is parsed or hashed
+        // into a map.
+        let cited: HashMap<String, JobId> = decoded
+            .iter()
+            .flatten()
+            .flat_map(cited_jobs)
+            .map(|id| (id.to_string(), id))
+            .collect();
+        let mut jobs: HashMap<JobId, &str> = HashMap::with_capacity(cited.len());
+        if !cited.is_empty() {
             for row in &self.rows {
-                if let Ok(id) = self.cell(row, 0).parse() {
-                    jobs.insert(id, &self.text[row.name..row.bounds[5]]);
+                if let Some(id) = cited.get(self.cell(row, 0)) {
+                    jobs.insert(*id, &self.text[row.name..row.bounds[5]]);
                 }
             }
         }
         let worded: Vec<String> = self
             .reasons
             .iter()
-            .map(|raw| {
-                serde_json::from_str::<Waiting>(raw).map_or_else(
-                    |_| raw.to_string(),
-                    |w| waiting_reason(&w, &jobs, &self.lanes),
-                )
+            .zip(&decoded)
+            .map(|(raw, waiting)| match waiting {
+                Some(w) => waiting_reason(w, &jobs, &self.lanes),
+                None => raw.to_string(),
             })
             .collect();
         let rows: Vec<[&str; 6]> = self
@@ -309,6 +324,25 @@ impl JobsTable {
             ],
             &rows,
         )
+    }
+}
+
+/// The jobs a reason names, whose names [`waiting_reason`] words it with.
+fn cited_jobs(waiting: &Waiting) -> Vec<JobId> {
+    match waiting {
+        Waiting::Resources { blockers } | Waiting::Gathering { blockers, .. } => {
+            blockers.iter().map(|b| b.job).collect()
+        }
+        Waiting::Ahead { job }
+        | Waiting::Dependency { job, .. }
+        | Waiting::Reserved { job, .. } => {
+            vec![*job]
+        }
+        Waiting::Stopping { .. }
+        | Waiting::Cleaning { .. }
+        | Waiting::Attention { .. }
+        | Waiting::NoResources
+        | Waiting::StorageUnavailable { .. } => Vec::new(),
     }
 }
 

@@ -8,6 +8,9 @@ const EVAL: &str = "01a23742-e46c-7581-8eb8-b3304dc3cda8";
 const SWEEP: &str = "01a23742-e473-7d61-a237-c171a0980969";
 const PAIR: &str = "01a23742-e480-7d61-a237-c171a0980970";
 const LAST: &str = "01a23742-e490-7d61-a237-c171a0980971";
+const AFTER: &str = "01a23742-e4a0-7d61-a237-c171a0980972";
+/// A job no longer listed (it succeeded): a reason citing it names it by its UUID.
+const GONE: &str = "01a23742-e400-7d61-a237-c171a0980900";
 
 /// A listing's envelope and records as the table's form writes them: the head and each
 /// record on a line of their own.
@@ -51,6 +54,9 @@ fn records() -> Vec<Value> {
         json!({"id": LAST, "name": "held", "priority": "medium", "position": null,
                "state": {"state": "queued", "resume": true}, "target": "any", "gpus": 3,
                "waiting": {"reason": "no_resources"}}),
+        json!({"id": AFTER, "name": "after", "priority": "low", "position": 4,
+               "state": {"state": "queued", "resume": false}, "target": "any", "gpus": 1,
+               "waiting": {"reason": "dependency", "job": GONE, "state": "succeeded"}}),
     ]
 }
 
@@ -97,6 +103,13 @@ fn expected() -> String {
             "3 x any / held",
             "no resource it may use",
         ),
+        row(
+            AFTER,
+            "low",
+            "4",
+            "any / after",
+            &format!("after {GONE} (succeeded)"),
+        ),
     ]
     .join("\n")
 }
@@ -136,7 +149,7 @@ fn the_table_names_lanes_jobs_and_reasons_and_aligns_its_columns() {
     assert_eq!(shown, expected(), "\n{shown}");
     assert_eq!(
         table.ids().collect::<Vec<_>>(),
-        [TRAIN, EVAL, SWEEP, PAIR, LAST]
+        [TRAIN, EVAL, SWEEP, PAIR, LAST, AFTER]
     );
 }
 
