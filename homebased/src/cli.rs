@@ -491,14 +491,18 @@ async fn resource(
                 }
                 return Ok(None);
             }
-            // Only what the table shows, asked for and decoded so (borrowed from the answer),
-            // each distinct waiting reason decoded once; and no JSON built back from it,
-            // since none is printed here.
-            let reply = client.job_table(m.machine.as_deref()).await?;
-            let list: render::TableList =
-                serde_json::from_slice(reply.bytes()).map_err(ApiError::internal)?;
-            let ids = list.jobs.iter().map(|j| j.id.to_string()).collect();
-            let human = render::jobs(&list);
+            // Only what the table shows, asked for so and read a record at a time as it
+            // arrives, each distinct waiting reason decoded once; and no JSON built back
+            // from it, since none is printed here.
+            let mut table = render::JobsTable::new();
+            let mut read = |bytes: &[u8]| table.feed(bytes).map_err(std::io::Error::other);
+            client
+                .job_table_streamed(m.machine.as_deref(), &mut read)
+                .await?;
+            let human = table.finish().map_err(|e| {
+                ApiError::internal(format!("unexpected answer from the daemon: {e}"))
+            })?;
+            let ids = table.ids().map(str::to_string).collect();
             Printed::new(Value::Null, ids, human)
         }
         ResourceCommand::Register { name, device } => {

@@ -195,15 +195,26 @@ impl Client {
             .await
     }
 
-    /// The listing with only the fields of the human table (`view=table`), which a person's
-    /// `resource jobs` reads (`cli::render::TableList` borrows from its bytes); a script's
-    /// `--json` gets every field.
+    /// The listing with only the fields of the human table (`view=table`), whole: what a
+    /// daemon passes on from a peer; a script's `--json` gets every field.
     pub async fn job_table(
         &self,
         machine: Option<&str>,
     ) -> ApiResult<Reply<serde::de::IgnoredAny>> {
         let query = [("machine", machine), ("view", Some("table"))];
         self.get_reply(&path("/v1/jobs", &query)).await
+    }
+
+    /// [`Client::job_table`]'s answer handed to `sink` as it arrives: a person's
+    /// `resource jobs` reads each record while the daemon writes the rest
+    /// (`cli::render::JobsTable`).
+    pub async fn job_table_streamed(
+        &self,
+        machine: Option<&str>,
+        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> ApiResult<()> {
+        let query = [("machine", machine), ("view", Some("table"))];
+        self.get_streamed(&path("/v1/jobs", &query), sink).await
     }
 
     /// [`Client::job_list`]'s answer, exactly as the daemon sends it, handed to `sink` as it

@@ -24,14 +24,23 @@ const WAITING_NULL: &[u8] = b"\"waiting\":null}";
 /// How a record of the table's form ends when its reason is the previous record's.
 const WAITING_AS_ABOVE: &[u8] = b"\"waiting_as_above\":true}";
 
-/// A chunk goes out once it holds this much.
+/// A chunk of the full listing goes out once it holds this much: `--json` copies the bytes
+/// as they come, so fewer, larger writes cost it least.
 const CHUNK_BYTES: usize = 1024 * 1024;
+
+/// A chunk of the table's form goes out once it holds this much: the CLI reads its records
+/// while the rest is written, so the first ones leave early (2,000 queued are about 360 KB).
+const TABLE_CHUNK_BYTES: usize = 32 * 1024;
 
 /// Chunks written but not yet sent: what a slow reader makes the daemon hold.
 const CHUNKS_IN_FLIGHT: usize = 4;
 
 /// Jobs read and handed to the writer at a time.
 const BATCH_JOBS: usize = 2048;
+
+/// Jobs of the table's form read and handed to the writer at a time: smaller, so that the
+/// writer (and the CLI after it) start while the rest is read.
+const TABLE_BATCH_JOBS: usize = 256;
 
 /// Batches read but not yet written.
 const BATCHES_IN_FLIGHT: usize = 4;
@@ -61,9 +70,28 @@ pub enum ListingView {
     Table,
 }
 
+impl ListingView {
+    fn chunk_bytes(self) -> usize {
+        match self {
+            ListingView::Full => CHUNK_BYTES,
+            ListingView::Table => TABLE_CHUNK_BYTES,
+        }
+    }
+
+    fn batch_jobs(self) -> usize {
+        match self {
+            ListingView::Full => BATCH_JOBS,
+            ListingView::Table => TABLE_BATCH_JOBS,
+        }
+    }
+}
+
 /// A listed job with only the fields of the human table, in the order of the full record,
 /// `waiting` last as there; a job whose reason is the previous job's says
-/// `"waiting_as_above":true` instead (`cli::render::TableList` reads both).
+/// `"waiting_as_above":true` instead (`cli::render::JobsTable` reads both). The table's form
+/// puts the envelope's head (up to `"jobs":[`) and each record on a line of its own (JSON
+/// still: a raw newline is only ever whitespace there), so that the CLI can take each record
+/// as it arrives.
 #[derive(serde::Serialize)]
 struct TableRow<'a> {
     id: &'a homebased_shared::ids::JobId,
@@ -94,7 +122,10 @@ pub(super) async fn local_job_list(
     // other works out why each job waits and writes the JSON; the body sends its chunks.
     let (batches, read) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
     let (chunks, mut received) = mpsc::channel(CHUNKS_IN_FLIGHT);
-    tokio::task::spawn_blocking(move || read_batches(|visit| heads.visit(visit), &batches));
+    let batch_jobs = view.batch_jobs();
+    tokio::task::spawn_blocking(move || {
+        read_batches(batch_jobs, |visit| heads.visit(visit), &batches);
+    });
     tokio::task::spawn_blocking(move || {
         // The turn ends with the writer; a reader it leaves behind (the client went away)
         // stops at its next batch.
@@ -134,17 +165,18 @@ enum Batch<T> {
 
 /// Reads the listing through `visit_all` in batches; stops early once the writer is gone.
 fn read_batches<T>(
+    batch_jobs: usize,
     visit_all: impl FnOnce(&mut dyn FnMut(T) -> bool) -> ApiResult<()>,
     batches: &std::sync::mpsc::SyncSender<Batch<T>>,
 ) {
-    let mut batch = Vec::with_capacity(BATCH_JOBS);
+    let mut batch = Vec::with_capacity(batch_jobs);
     let mut gone = false;
     let read = visit_all(&mut |job| {
         batch.push(job);
-        if batch.len() < BATCH_JOBS {
+        if batch.len() < batch_jobs {
             return true;
         }
-        let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH_JOBS));
+        let full = std::mem::replace(&mut batch, Vec::with_capacity(batch_jobs));
         gone = batches.send(Batch::Jobs(full)).is_err();
         !gone
     });
@@ -202,11 +234,14 @@ fn write_batches<T>(
     send(out.finish());
 }
 
-/// The listing's JSON, one job at a time, cut into chunks of about [`CHUNK_BYTES`]; the
-/// bytes are those of `Versioned<JobList>` serialized whole.
+/// The listing's JSON, one job at a time, cut into chunks of about the view's chunk size
+/// ([`CHUNK_BYTES`], [`TABLE_CHUNK_BYTES`]); the full view's bytes are those of
+/// `Versioned<JobList>` serialized whole.
 struct ListingWriter {
     buf: Vec<u8>,
     view: ListingView,
+    /// A chunk goes out once it holds this much (the view's).
+    chunk_bytes: usize,
     jobs: usize,
     /// The last job's `waiting` and its JSON. Along a long queue it is the same job after job
     /// (every busy lane as a blocker: 1.3 KB of a 1.8 KB job with 8 lanes), so it is written
@@ -233,12 +268,17 @@ impl ListingWriter {
                 "the job listing's envelope does not end with its jobs",
             ));
         };
-        let mut buf = Vec::with_capacity(CHUNK_BYTES + 4096);
+        let chunk_bytes = view.chunk_bytes();
+        let mut buf = Vec::with_capacity(chunk_bytes + 4096);
         buf.extend_from_slice(prefix);
         buf.push(b'[');
+        if view == ListingView::Table {
+            buf.push(b'\n');
+        }
         Ok(ListingWriter {
             buf,
             view,
+            chunk_bytes,
             jobs: 0,
             last_waiting: None,
         })
@@ -248,6 +288,9 @@ impl ListingWriter {
     fn push(&mut self, mut job: JobSummary) -> ApiResult<Option<Bytes>> {
         if self.jobs > 0 {
             self.buf.push(b',');
+            if self.view == ListingView::Table {
+                self.buf.push(b'\n');
+            }
         }
         self.jobs += 1;
         // `waiting` is the record's last field: the job is written with `null` there, which
@@ -301,17 +344,21 @@ impl ListingWriter {
         self.chunk_if_full()
     }
 
-    /// The buffer as a chunk once it holds [`CHUNK_BYTES`].
+    /// The buffer as a chunk once it holds the view's chunk size.
     fn chunk_if_full(&mut self) -> ApiResult<Option<Bytes>> {
-        if self.buf.len() < CHUNK_BYTES {
+        if self.buf.len() < self.chunk_bytes {
             return Ok(None);
         }
-        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_BYTES + 4096));
+        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(self.chunk_bytes + 4096));
         Ok(Some(Bytes::from(chunk)))
     }
 
-    /// The last chunk, with the end of the envelope.
+    /// The last chunk, with the end of the envelope (on a line of its own in the table's
+    /// form, after its last record).
     fn finish(mut self) -> ApiResult<Bytes> {
+        if self.view == ListingView::Table && self.jobs > 0 {
+            self.buf.push(b'\n');
+        }
         self.buf.extend_from_slice(b"]}");
         Ok(Bytes::from(self.buf))
     }
@@ -538,5 +585,45 @@ mod tests {
         }
         assert!(shortened > 0, "a repeated reason is said once");
         assert_eq!(table, expected);
+    }
+
+    #[test]
+    fn the_table_view_is_in_lines_and_small_chunks_which_the_cli_reads_into_the_table_of_the_full_listing(
+    ) {
+        let machine = MachineId::new();
+        let lane = ResourceId::new();
+        let names: Names = [(lane, "gpu0".to_string())].into();
+        for count in [0, 1, 3_000] {
+            let mut jobs: Vec<JobSummary> = (1..=count).map(job).collect();
+            if let Some(first) = jobs.first_mut() {
+                first.target = homebased_shared::wire::JobTarget::Lane(lane);
+            }
+            let (chunks, table) = written_as(ListingView::Table, machine, &names, &jobs);
+            let (_, full) = written(machine, &names, &jobs);
+            // The head, each record and the end on lines of their own.
+            let text = String::from_utf8(table).unwrap();
+            let lines: Vec<&str> = text.split('\n').collect();
+            assert_eq!(lines.len(), count as usize + 2, "{count} jobs");
+            assert!(lines[0].ends_with("\"jobs\":["), "{}", lines[0]);
+            assert_eq!(lines[lines.len() - 1], "]}");
+            if count == 3_000 {
+                assert!(chunks.len() > 10, "{} chunks", chunks.len());
+                assert!(chunks.iter().all(|c| c.len() < TABLE_CHUNK_BYTES + 4096));
+            }
+            // Read as it arrives, the table is the one read whole from the full listing.
+            let mut streamed = crate::cli::render::JobsTable::new();
+            for chunk in &chunks {
+                streamed.feed(chunk).unwrap();
+            }
+            let mut whole = crate::cli::render::JobsTable::new();
+            whole.feed(&full).unwrap();
+            let shown = streamed.finish().unwrap();
+            assert_eq!(shown, whole.finish().unwrap(), "{count} jobs");
+            // A row for each job, each name's newline breaking its row in two.
+            assert_eq!(shown.lines().count(), 1 + 2 * count as usize);
+            if count > 0 {
+                assert!(shown.contains(" gpu0 / job "), "{shown}");
+            }
+        }
     }
 }

@@ -1,7 +1,10 @@
 //! Human output: aligned tables and one-line confirmations, for a quick look. Scripts use
 //! `--json`.
 
+mod jobs_table;
 mod words;
+
+pub use jobs_table::JobsTable;
 
 pub use words::{age, process_result};
 
@@ -9,19 +12,20 @@ use homebased_shared::ids::{JobId, ResourceId};
 use homebased_shared::queue::PhaseKind;
 use homebased_shared::time::{now_ms, Millis};
 use homebased_shared::wire::{JobTarget, PhaseView, ResourceList, Waiting};
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// Formats rows as columns separated by two spaces, the last column unpadded.
 pub fn table<R: AsRef<[S]>, S: AsRef<str>>(header: &[&str], rows: &[R]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| width(h)).collect();
     for row in rows {
         for (i, cell) in row.as_ref().iter().enumerate() {
-            widths[i] = widths[i].max(cell.as_ref().chars().count());
+            widths[i] = widths[i].max(width(cell.as_ref()));
         }
     }
-    // Written into one buffer, cell by cell: no row is copied or formatted twice.
-    let mut out = String::new();
+    // Written into one buffer sized for it, cell by cell: no row is copied or formatted
+    // twice, and the buffer is not grown and copied along the way.
+    let line_bytes: usize = widths.iter().map(|w| w + 2).sum::<usize>() + 1;
+    let mut out = String::with_capacity(line_bytes * (rows.len() + 1));
     let mut line = |cells: &mut dyn Iterator<Item = &str>| {
         if !out.is_empty() {
             out.push('\n');
@@ -31,8 +35,7 @@ pub fn table<R: AsRef<[S]>, S: AsRef<str>>(header: &[&str], rows: &[R]) -> Strin
         while let Some((i, cell)) = cells.next() {
             out.push_str(cell);
             if cells.peek().is_some() {
-                let pad = widths[i].saturating_sub(cell.chars().count()) + 2;
-                out.extend(std::iter::repeat_n(' ', pad));
+                pad(&mut out, widths[i].saturating_sub(width(cell)) + 2);
             }
         }
         let kept = out[start..].trim_end().len();
@@ -43,6 +46,25 @@ pub fn table<R: AsRef<[S]>, S: AsRef<str>>(header: &[&str], rows: &[R]) -> Strin
         line(&mut row.as_ref().iter().map(AsRef::as_ref));
     }
     out
+}
+
+/// A cell's width in characters; most cells are ASCII, whose width is their length.
+fn width(cell: &str) -> usize {
+    if cell.is_ascii() {
+        cell.len()
+    } else {
+        cell.chars().count()
+    }
+}
+
+/// `n` spaces.
+fn pad(out: &mut String, mut n: usize) {
+    const SPACES: &str = "                                                                ";
+    while n > 0 {
+        let now = n.min(SPACES.len());
+        out.push_str(&SPACES[..now]);
+        n -= now;
+    }
 }
 
 fn since(at: Millis) -> String {
@@ -187,124 +209,6 @@ pub fn attention_summary(failure: &serde_json::Value) -> String {
     }
 }
 
-/// The fields of a listed job that `resource jobs`' table shows, borrowed from the answer's
-/// bytes: 2,000 queued jobs are then 2,000 records that point into one buffer instead of
-/// 10,000 strings to allocate and free. `waiting` is kept as its JSON: a long queue repeats
-/// one reason job after job (every busy lane as a blocker), so each distinct reason is
-/// decoded and worded once.
-#[derive(Debug, serde::Deserialize)]
-pub struct TableJob<'a> {
-    #[serde(borrow)]
-    pub id: Cow<'a, str>,
-    #[serde(borrow)]
-    pub name: Cow<'a, str>,
-    #[serde(borrow)]
-    pub priority: Cow<'a, str>,
-    pub position: Option<u32>,
-    #[serde(borrow)]
-    pub state: TableState<'a>,
-    pub target: JobTarget,
-    #[serde(default = "one_gpu")]
-    pub gpus: u32,
-    #[serde(default, borrow)]
-    pub waiting: Option<&'a serde_json::value::RawValue>,
-    /// The table's form of the listing (`view=table`): this job's reason is the previous
-    /// job's, not repeated.
-    #[serde(default)]
-    pub waiting_as_above: bool,
-}
-
-fn one_gpu() -> u32 {
-    1
-}
-
-/// A listed job's state as the table shows it: its name only.
-#[derive(Debug, serde::Deserialize)]
-pub struct TableState<'a> {
-    #[serde(borrow)]
-    pub state: Cow<'a, str>,
-}
-
-/// `resource jobs` as the table reads it (the listing's other fields are skipped).
-#[derive(Debug, serde::Deserialize)]
-pub struct TableList<'a> {
-    #[serde(default)]
-    pub resource_names: std::collections::BTreeMap<ResourceId, String>,
-    #[serde(borrow)]
-    pub jobs: Vec<TableJob<'a>>,
-}
-
-/// `names` gives resource names for the REASON column (the UUID where unknown).
-pub fn jobs(list: &TableList) -> String {
-    let names: HashMap<ResourceId, String> = list
-        .resource_names
-        .iter()
-        .map(|(id, name)| (*id, name.clone()))
-        .collect();
-    // Job names by id, once: a reason naming a job ("ahead") is then a lookup, not a walk of
-    // the whole listing per row (2,000 queued made that 4 million comparisons).
-    let job_names: HashMap<JobId, &str> = list
-        .jobs
-        .iter()
-        .filter_map(|j| Some((j.id.parse().ok()?, j.name.as_ref())))
-        .collect();
-    // Each distinct reason worded once, in order; a row points at its words.
-    let mut worded: Vec<(&str, String)> = Vec::new();
-    let mut above: Option<usize> = None;
-    let reason_of: Vec<Option<usize>> = list
-        .jobs
-        .iter()
-        .map(|j| {
-            if j.waiting_as_above {
-                return above;
-            }
-            above = j.waiting.map(|raw| {
-                let raw = raw.get();
-                if worded.last().is_none_or(|(seen, _)| *seen != raw) {
-                    let text = serde_json::from_str::<Waiting>(raw).map_or_else(
-                        |_| raw.to_string(),
-                        |w| waiting_reason(&w, &job_names, &names),
-                    );
-                    worded.push((raw, text));
-                }
-                worded.len() - 1
-            });
-            above
-        })
-        .collect();
-    let rows: Vec<[Cow<str>; 6]> = list
-        .jobs
-        .iter()
-        .zip(reason_of)
-        .map(|(j, reason)| {
-            [
-                Cow::Borrowed(j.id.as_ref()),
-                Cow::Borrowed(j.priority.as_ref()),
-                j.position
-                    .map_or(Cow::Borrowed("-"), |p| Cow::Owned(p.to_string())),
-                Cow::Borrowed(j.state.state.as_ref()),
-                Cow::Owned(format!(
-                    "{} / {}",
-                    target_name(&j.target, j.gpus, &names),
-                    j.name
-                )),
-                reason.map_or(Cow::Borrowed("-"), |i| Cow::Borrowed(worded[i].1.as_str())),
-            ]
-        })
-        .collect();
-    table(
-        &[
-            "JOB",
-            "PRIORITY",
-            "POSITION",
-            "STATE",
-            "TARGET / NAME",
-            "REASON",
-        ],
-        &rows,
-    )
-}
-
 /// How long a run ran (or has been running): `-` before it started.
 fn run_time(started: Option<Millis>, ended: Option<Millis>) -> String {
     started.map_or_else(|| "-".into(), |s| age(ended.unwrap_or_else(now_ms) - s))
@@ -314,12 +218,40 @@ fn run_time(started: Option<Millis>, ended: Option<Millis>) -> String {
 /// name is not known here), or a pinned set's names; a job holding several lanes says how
 /// many (`2 x any`, `gpu0,gpu1`).
 pub fn target_name(target: &JobTarget, gpus: u32, names: &HashMap<ResourceId, String>) -> String {
-    let name = |id: &ResourceId| names.get(id).cloned().unwrap_or_else(|| id.to_string());
+    let mut out = String::new();
+    write_target_name(&mut out, target, gpus, names);
+    out
+}
+
+/// [`target_name`], written at the end of `out` (a table of 2,000 rows makes no string for
+/// each).
+pub fn write_target_name(
+    out: &mut String,
+    target: &JobTarget,
+    gpus: u32,
+    names: &HashMap<ResourceId, String>,
+) {
+    use std::fmt::Write;
+    let name = |out: &mut String, id: &ResourceId| match names.get(id) {
+        Some(name) => out.push_str(name),
+        None => {
+            let _ = write!(out, "{id}");
+        }
+    };
     match target {
-        JobTarget::Any if gpus > 1 => format!("{gpus} x any"),
-        JobTarget::Any => "any".to_string(),
-        JobTarget::Lane(lane) => name(lane),
-        JobTarget::Lanes(lanes) => lanes.iter().map(name).collect::<Vec<_>>().join(","),
+        JobTarget::Any if gpus > 1 => {
+            let _ = write!(out, "{gpus} x any");
+        }
+        JobTarget::Any => out.push_str("any"),
+        JobTarget::Lane(lane) => name(out, lane),
+        JobTarget::Lanes(lanes) => {
+            for (i, lane) in lanes.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                name(out, lane);
+            }
+        }
     }
 }
 
