@@ -1201,6 +1201,21 @@ def job_lanes(h: Home) -> dict[str, list[str]]:
     return lanes_of
 
 
+def job_decisions(h: Home) -> dict[str, int]:
+    """Per job, when the pass that launched its run decided it (`run.json` `stamps.decided`,
+    microseconds): the launches of one pass share it."""
+    decided: dict[str, int] = {}
+    for d in (h.home / "tasks").iterdir():
+        try:
+            run = json.loads((d / "run.json").read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            continue
+        at = (run.get("stamps") or {}).get("decided")
+        if at is not None:
+            decided[run["job"]] = at
+    return decided
+
+
 def lane_gaps(h: Home, jobs: list[str]) -> tuple[dict[str, list[tuple[int, int]]], list[float]]:
     """Per lane (each of `run.json`'s `lanes`), the (start, end) stamps of `jobs` that wrote
     both (`s.<job>`, `e.<job>` under `h.out`), and every gap in ms from one job's end to the
@@ -2811,16 +2826,20 @@ def mixed_trace(count: int, seed: int = MIXED_SEED) -> list[int]:
 
 
 def last_lane_handovers(
-    spans: dict[str, tuple[int, int]], lanes_of: dict[str, list[str]], order: list[str]
+    spans: dict[str, tuple[int, int]],
+    lanes_of: dict[str, list[str]],
+    order: list[str],
+    decided: dict[str, int],
 ) -> list[float]:
     """Per job (`spans`: its start and end stamps in ns; `lanes_of`: the lanes it held;
-    `order`: the queue's order, one level), the time from the moment the queue's own rules let
-    it start to its start, in ms. That moment is the later of the last end of the jobs before
-    it on its lanes and the latest start of a job ahead of it in the queue that started no
-    later than it: a job whose lanes were free but reserved for a wide job ahead of it, which
-    was gathering its lanes, may start only once that job has (in the same pass). So the
-    figure is the daemon's hand-over, without the wait the reservation imposes. A job first on
-    one of its lanes (after a holder, which wrote no stamps) has none."""
+    `order`: the queue's order, one level; `decided`: the pass that launched it), the time
+    from the moment the queue's own rules let it start to its start, in ms. That moment is
+    the last end of the jobs before it on its lanes, or, when the pass that launched it also
+    launched a job ahead of it in the queue, the latest such moment of those: a job whose
+    lanes were free but reserved for a wide job ahead of it, which was gathering its lanes,
+    may start only in the pass that starts that job. So the figure is the daemon's hand-over
+    without the wait the reservation imposes. A job first on one of its lanes (after a
+    holder, which wrote no stamps) has none."""
     by_lane: dict[str, list[tuple[int, int, str]]] = {}
     for job, (s, e) in spans.items():
         for lane in lanes_of.get(job, []):
@@ -2830,21 +2849,24 @@ def last_lane_handovers(
         runs.sort()
         for (_, prev_end, _), (_, _, job) in zip(runs, runs[1:]):
             prev_ends.setdefault(job, []).append(prev_end)
-    latest_start_ahead: dict[str, int] = {}
-    started_ahead: list[int] = []
-    for job in order:
-        if job not in spans:
-            continue
-        start = spans[job][0]
-        earlier = [s for s in started_ahead if s <= start]
-        if earlier:
-            latest_start_ahead[job] = max(earlier)
-        started_ahead.append(start)
-    return [
-        (spans[job][0] - max(max(ends), latest_start_ahead.get(job, 0))) / 1e6
+    # The moment each job's own lanes were all free (a job with a lane first after a holder
+    # has none).
+    free_at = {
+        job: max(ends)
         for job, ends in prev_ends.items()
         if len(ends) == len(lanes_of[job])
-    ]
+    }
+    handovers = []
+    ahead_in_pass: dict[int, list[str]] = {}
+    for job in order:
+        pass_at = decided.get(job)
+        ahead = ahead_in_pass.setdefault(pass_at, []) if pass_at is not None else []
+        if job in free_at:
+            ready = max([free_at[job]] + [free_at[w] for w in ahead if w in free_at])
+            handovers.append((spans[job][0] - ready) / 1e6)
+        if pass_at is not None:
+            ahead.append(job)
+    return handovers
 
 
 def lane_utilization(by_lane: dict[str, list[tuple[int, int]]], lanes: int) -> float | None:
@@ -2902,7 +2924,7 @@ def mixed8_workload(bins: Path, rows: list[Row], notes: dict) -> None:
             s, e = read_ns(h.out / f"s.{j}"), read_ns(h.out / f"e.{j}")
             if s is not None and e is not None:
                 spans[j] = (s, e)
-        handovers = last_lane_handovers(spans, job_lanes(h), jobs)
+        handovers = last_lane_handovers(spans, job_lanes(h), jobs, job_decisions(h))
         util = lane_utilization(by_lane, lanes)
         share = ", ".join(
             f"{trace.count(g):,} of {g}{' GPU' if i == 0 else ''}"
@@ -2912,8 +2934,8 @@ def mixed8_workload(bins: Path, rows: list[Row], notes: dict) -> None:
         rows.append(
             dist_row(
                 "mixed8_handover",
-                f"hand-over, {setup}: the job free to start (its last lane free, and the "
-                "wide job ahead that held a reservation started) to its start",
+                f"hand-over, {setup}: the job free to start (its last lane free, or a wide "
+                "job ahead of it launched in the same pass free) to its start",
                 "ms",
                 handovers,
                 "< 100 ms p99",
@@ -3371,11 +3393,12 @@ samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in 
   released and the trace drains. All or nothing: a 2- or 4-GPU job at the head keeps the
   lanes that free for it (its reservation) until it has all it needs, so a gap on one lane
   can be the wait for the job's other lanes, not hand-over cost. The hand-over is therefore
-  per job, from the moment the queue's rules let it start to its S: the later of the latest
-  E of the jobs before it on each of its lanes (the last of its lanes becoming free, cleanup
-  included) and the latest S of a job ahead of it in the queue that started no later than
-  it (a job behind a wide job that is gathering finds its free lane reserved for that job,
-  and may take it only in the pass that starts the wide job). A job first on one of its
+  per job, from the moment the queue's rules let it start to its S: the latest E of the
+  jobs before it on each of its lanes (the last of its lanes becoming free, cleanup
+  included), or, when the pass that launched it (`run.json` `stamps.decided`) also launched
+  a job ahead of it in the queue, the latest such moment of those (a job behind a wide job
+  that is gathering finds its free lane reserved for that job, and may take it only in the
+  pass that starts the wide job). A job first on one of its
   lanes (after a holder, which writes no stamps) has none. Beside it the plain per-lane gap (next S minus
   previous E on the same lane, each lane of a wide job counted), and the cleanup as in
   **hand-over**. GPU utilization = the jobs' busy lane time (E - S on each lane they hold)

@@ -31,9 +31,11 @@ const REPLACE_AFTER: Duration = Duration::from_millis(10);
 const REFILL_AT_THE_LATEST: Duration = Duration::from_millis(250);
 
 /// The largest pool: a machine of more lanes starts the rest of a burst fresh, as before.
-/// 64 covers a fully split eight-card machine (56 MIG lanes); each waiting worker holds a
-/// socket and about a megabyte of its own memory.
-pub const MOST_KEPT: usize = 64;
+/// Eight covers an eight-card machine's burst. Beyond it a waiting worker costs more than it
+/// saves: it is one more process that every sweep of the burst reads (it started after the
+/// runs that are ending), and at 56 lanes a pool of 56 made the hand-over no faster than a
+/// pool of one (docs/BENCHMARKS.md, "Hand-over at 8 and 56 lanes").
+pub const MOST_KEPT: usize = 8;
 
 /// How many standby workers (and staged run directories) a daemon of `lanes` lanes keeps.
 pub fn pool_size(lanes: usize) -> usize {
@@ -191,5 +193,23 @@ fn keep(home: &Home, pool: &Mutex<VecDeque<Standby>>, requests: &mpsc::Receiver<
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_has_a_worker_per_lane_at_least_one_and_at_most_eight() {
+        assert_eq!(
+            pool_size(0),
+            1,
+            "a daemon with no lane yet still starts one"
+        );
+        assert_eq!(pool_size(1), 1);
+        assert_eq!(pool_size(4), 4);
+        assert_eq!(pool_size(8), 8);
+        assert_eq!(pool_size(56), MOST_KEPT);
     }
 }
