@@ -34,7 +34,7 @@ const REFILL_AT_THE_LATEST: Duration = Duration::from_millis(250);
 /// Eight covers an eight-card machine's burst. Beyond it a waiting worker costs more than it
 /// saves: it is one more process that every sweep of the burst reads (it started after the
 /// runs that are ending), and at 56 lanes a pool of 56 made the hand-over no faster than a
-/// pool of one (docs/BENCHMARKS.md, "Hand-over at 8 and 56 lanes").
+/// pool of one (docs/BENCHMARKS.md, "Hand-over at 8 and 56 lanes, and the human listing again").
 pub const MOST_KEPT: usize = 8;
 
 /// How many standby workers (and staged run directories) a daemon of `lanes` lanes keeps.
