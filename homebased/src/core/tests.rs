@@ -1368,4 +1368,28 @@ fn the_commit_that_appends_an_event_wakes_delivery_and_a_pass_alone_does_not() {
     assert_eq!(f.cancel(queued), CancelResult::Cancelled);
     assert_eq!(f.events(queued), ["JOB_CANCELLED"]);
     assert!(delivery_woken(&wake), "the cancel's commit woke delivery");
+
+    // A job submitted after a cancelled one is cancelled by its submit, with its event.
+    let after = JobId::new();
+    let spec = json!({
+        "api_version": 1,
+        "thread": ThreadId::new(),
+        "name": "after a cancelled job",
+        "cwd": "/",
+        "priority": Priority::Medium,
+        "preempt": restart(),
+        "after": [queued],
+        "steps": [{"type": "task", "command": ["/bin/sh", "-c", "true"]}],
+    });
+    f.core
+        .submit(SubmitRequest {
+            job: after,
+            spec,
+            submitter: plain_submitter(),
+            allow_other_thread: false,
+            machine: None,
+        })
+        .unwrap();
+    assert_eq!(f.events(after), ["JOB_CANCELLED"]);
+    assert!(delivery_woken(&wake), "the submit's commit woke delivery");
 }
