@@ -1,8 +1,8 @@
 //! The run lifecycle as one pure function: [`next`] takes the phase of a run that holds a
 //! lane and one thing observed about it, and answers the phase after it and what must be
-//! done: changes the store commits in the observation's one transaction, then side effects
-//! after the commit. Observe, launch, stop and release in the core only load, decide with
-//! [`next`], commit and act.
+//! done, kept apart: the [`Commit`]s the store writes in the observation's one transaction,
+//! then the [`Effect`]s the core performs after that commit. Observe, launch, stop and
+//! release in the core only load, decide with [`next`], commit and act.
 //!
 //! ```text
 //! launching ──confirmed──▶ executing ──stop committed──▶ stopping
@@ -175,11 +175,10 @@ pub enum Observation {
     Released,
 }
 
-/// What the store commits for a transition (in the observation's one transaction), or what
-/// the core does once that transaction committed.
+/// What the store commits for a transition, in the observation's one transaction, with the
+/// new phase.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    // --- committed with the new phase ---
+pub enum Commit {
     /// The worker confirmed.
     RecordStart { workload_started_at: Option<Millis> },
     /// The run's stop columns and the job's last stop cause.
@@ -195,7 +194,13 @@ pub enum Action {
     OpenAttention,
     /// The Attention is released.
     CloseAttention,
-    // --- after the commit ---
+}
+
+/// What the core does outside the store once the transition's transaction committed. The
+/// commit comes first so that a crash between the two loses no record of what was started:
+/// the daemon that comes next finds the phase and observes the run again.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
     /// Write the stop request into the run directory and signal the worker.
     EnactStop,
     /// The worker is gone without cleaning up: the daemon cleans as attempt `attempt`.
@@ -205,22 +210,14 @@ pub enum Action {
     Adopt { adoption: u32 },
 }
 
-impl Action {
-    /// Whether the core performs this after the commit rather than the store within it.
-    pub fn is_effect(&self) -> bool {
-        matches!(
-            self,
-            Action::EnactStop | Action::CleanUpLost { .. } | Action::Adopt { .. }
-        )
-    }
-}
-
 /// The outcome of an observation that changes something: the phase after it (`None`: the
-/// lane is free) and the actions, in order.
+/// lane is free), what the store commits with it and what the core does after, each in
+/// order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
     pub phase: Option<RunPhase>,
-    pub actions: Vec<Action>,
+    pub commits: Vec<Commit>,
+    pub effects: Vec<Effect>,
 }
 
 /// Inputs a transition may need besides the phase and the observation, fixed by the caller
@@ -244,22 +241,31 @@ pub const MAX_ADOPTIONS: u32 = 3;
 /// The one lifecycle rule. `None`: the observation changes nothing in this phase (a late or
 /// duplicate hint, a stale cleanup record, a release of a run not in Attention).
 pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<Transition> {
-    use Action::*;
+    use Commit::*;
+    use Effect::*;
     use Observation::*;
-    let to = |phase: Option<RunPhase>, actions: Vec<Action>| Some(Transition { phase, actions });
+    let to = |phase: Option<RunPhase>, commits: Vec<Commit>, effects: Vec<Effect>| {
+        Some(Transition {
+            phase,
+            commits,
+            effects,
+        })
+    };
     // The worker is gone without a cleanup record: the daemon cleans as the next attempt,
     // until attempts run out.
-    let clean_lost = |done: u32, before: Vec<Action>| {
+    let clean_lost = |done: u32, before: Vec<Commit>| {
         let attempt = done + 1;
         if attempt > MAX_CLEANUP_ATTEMPTS {
             let failure = cleanup_exhausted(done, ctx.now);
-            let mut actions = before;
-            actions.extend([RecordCleanup(failure.clone()), OpenAttention]);
-            return to(Some(attention(ctx, &failure)), actions);
+            let mut commits = before;
+            commits.extend([RecordCleanup(failure.clone()), OpenAttention]);
+            return to(Some(attention(ctx, &failure)), commits, vec![]);
         }
-        let mut actions = before;
-        actions.push(CleanUpLost { attempt });
-        to(Some(RunPhase::Cleaning { attempt }), actions)
+        to(
+            Some(RunPhase::Cleaning { attempt }),
+            before,
+            vec![CleanUpLost { attempt }],
+        )
     };
     match (phase, observation) {
         (
@@ -273,13 +279,18 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
                 workload_started_at,
             };
             match stop {
-                None => to(Some(RunPhase::Executing { started_at }), vec![record]),
+                None => to(
+                    Some(RunPhase::Executing { started_at }),
+                    vec![record],
+                    vec![],
+                ),
                 Some(stop) => to(
                     Some(RunPhase::Stopping {
                         started_at,
                         stop: *stop,
                     }),
-                    vec![record, EnactStop],
+                    vec![record],
+                    vec![EnactStop],
                 ),
             }
         }
@@ -294,6 +305,7 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
                     ended_at,
                 },
             ],
+            vec![],
         ),
         (RunPhase::Launching { .. }, WorkerGone { wrote_worker_json }) => {
             if wrote_worker_json {
@@ -309,7 +321,7 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
                 )
             } else {
                 // Nothing proves less than a missing worker.json: nothing of it ran.
-                to(None, vec![Abandon])
+                to(None, vec![Abandon], vec![])
             }
         }
         (RunPhase::Launching { reserved_at, stop }, StopCommitted(request)) => {
@@ -320,6 +332,7 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
                     stop: Some(stop),
                 }),
                 vec![RecordStop(stop)],
+                vec![],
             )
         }
         (RunPhase::Executing { .. } | RunPhase::Stopping { .. }, Exited { reason, ended_at }) => {
@@ -329,6 +342,7 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
                     end: RunEnd::Recorded(reason),
                     ended_at,
                 }],
+                vec![],
             )
         }
         // No stop was requested and the container may run: a new worker adopts it and the
@@ -339,6 +353,7 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
             WorkerDetached { adoptions },
         ) if adoptions < MAX_ADOPTIONS => to(
             Some(phase.clone()),
+            vec![],
             vec![Adopt {
                 adoption: adoptions + 1,
             }],
@@ -365,7 +380,8 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
                 started_at: *started_at,
                 stop,
             }),
-            vec![RecordStop(stop), EnactStop],
+            vec![RecordStop(stop)],
+            vec![EnactStop],
         ),
         (RunPhase::Stopping { started_at, stop }, StopCommitted(request)) => {
             let stop = stop.merge(request);
@@ -374,7 +390,8 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
                     started_at: *started_at,
                     stop,
                 }),
-                vec![RecordStop(stop), EnactStop],
+                vec![RecordStop(stop)],
+                vec![EnactStop],
             )
         }
         (RunPhase::Cleaning { attempt }, CleanupRecorded(record)) => {
@@ -382,14 +399,18 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
                 return None;
             }
             if record.outcome.is_clean() {
-                to(None, vec![RecordCleanup(record)])
+                to(None, vec![RecordCleanup(record)], vec![])
             } else {
                 let phase = attention(ctx, &record);
-                to(Some(phase), vec![RecordCleanup(record), OpenAttention])
+                to(
+                    Some(phase),
+                    vec![RecordCleanup(record), OpenAttention],
+                    vec![],
+                )
             }
         }
         (RunPhase::Cleaning { attempt }, WorkerGone { .. }) => clean_lost(*attempt, vec![]),
-        (RunPhase::Attention { .. }, Released) => to(None, vec![CloseAttention]),
+        (RunPhase::Attention { .. }, Released) => to(None, vec![CloseAttention], vec![]),
         // Everything else is a late or repeated hint, or a request the phase refuses.
         (RunPhase::Launching { .. }, CleanupRecorded(_) | Released)
         | (RunPhase::Executing { .. } | RunPhase::Stopping { .. }, Confirmed { .. })

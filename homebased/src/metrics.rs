@@ -14,7 +14,7 @@
 //!
 //! [`Snapshot`] is the plain data of one scrape, [`render`] the pure function that writes it.
 
-use crate::lifecycle::Action;
+use crate::lifecycle::Commit;
 use homebased_shared::ids::ResourceId;
 use homebased_shared::queue::{JobStatus, PhaseKind, Priority, RunStatus, StopCause};
 use homebased_shared::time::Millis;
@@ -149,15 +149,19 @@ impl Counters {
     }
 
     /// Counts what a committed run move did: its end, its preemptive stop, its Attention.
-    pub fn moved(&self, actions: &[Action], ended: Option<RunStatus>) {
+    pub fn moved(&self, commits: &[Commit], ended: Option<RunStatus>) {
         if let Some(status) = ended {
             self.run_ended(status);
         }
-        for action in actions {
-            match action {
-                Action::RecordStop(stop) => self.preempted(stop.cause),
-                Action::OpenAttention => self.attention_opened(),
-                _ => {}
+        for commit in commits {
+            match commit {
+                Commit::RecordStop(stop) => self.preempted(stop.cause),
+                Commit::OpenAttention => self.attention_opened(),
+                Commit::RecordStart { .. }
+                | Commit::RecordEnd { .. }
+                | Commit::Abandon
+                | Commit::RecordCleanup(_)
+                | Commit::CloseAttention => {}
             }
         }
     }

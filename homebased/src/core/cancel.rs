@@ -21,6 +21,7 @@ impl Core {
         let op = Operation::new(req.operation_id, "cancel", self.machine, &content);
         let machine = self.machine;
         let mut stopped = None;
+        let mut appended = false;
         let result = self.store.write(|tx| {
             operations::once(tx, &op, || {
                 let job = jobs::require(tx, id)?;
@@ -41,6 +42,7 @@ impl Core {
                             Default::default(),
                         )?;
                         super::dependencies::cancel_dependents(tx, machine, id)?;
+                        appended = true;
                         CancelResult::Cancelled
                     }
                     JobStatus::Active => {
@@ -70,6 +72,9 @@ impl Core {
                 Ok(result)
             })
         })?;
+        if appended {
+            self.wake_delivery();
+        }
         if let Some(moved) = stopped {
             self.act(&moved);
         }

@@ -31,18 +31,19 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 impl Core {
-    /// The pass hook: keeps the episode bookkeeping for the head the scheduler found, fires
-    /// its notice when due, and wakes delivery (the change behind this pass may have
-    /// appended events).
+    /// The pass hook: keeps the episode bookkeeping for the head the scheduler found, and
+    /// fires its notice when due, waking delivery for it. Every other event wakes delivery
+    /// where it is committed (`Core::act` for a run's move, cancel, submit), not here.
     pub(super) fn notice_blocked_head(&mut self, head: Option<BlockedHead>) {
         let now = now_ms();
         if let Err(e) = self.track_episode(head.as_ref(), now) {
             tracing::error!(error = %e, "cannot keep the blocked-notice episode");
         }
-        if let Err(e) = self.fire_due_blocked(now) {
-            tracing::error!(error = %e, "cannot produce a blocked notice");
+        match self.fire_due_blocked(now) {
+            Ok(true) => self.wake_delivery(),
+            Ok(false) => {}
+            Err(e) => tracing::error!(error = %e, "cannot produce a blocked notice"),
         }
-        self.wake_delivery();
     }
 
     /// The tick hook: a blocked notice or a check-due whose time has come. Returns when the

@@ -1,7 +1,8 @@
 //! Observing runs: the worker's files are the truth, its poke and the lock watcher are only
 //! hints. Each observation re-reads the run directory, turns what it finds into
 //! [`Observation`]s, folds them through the [`lifecycle`](crate::lifecycle) and commits the
-//! result in one transaction; side effects follow the commit.
+//! result in one transaction; side effects follow the commit, and so does the wake of event
+//! delivery when the commit appended an event.
 //!
 //! A commit that fails (a locked database, a full disk) loses nothing: the files are still
 //! there, so the run is simply observed again later ([`Core::retry_observations`]).
@@ -9,7 +10,7 @@
 use super::classify::{classify, JobNext};
 use super::launch::step_of;
 use super::Core;
-use crate::lifecycle::{self, Action, Context, Observation, RunEnd, RunPhase};
+use crate::lifecycle::{self, Commit, Context, Effect, Observation, RunEnd, RunPhase};
 use crate::store::events::{self, EventRun};
 use crate::store::runs::{self, Run};
 use crate::store::{attentions, jobs, Db};
@@ -75,7 +76,7 @@ impl Core {
     /// Folds `observations` through the lifecycle from the run's stored phase, commits the
     /// outcome as one transaction, then performs its side effects.
     ///
-    /// A move with a side effect (a stop to enact, a cleanup or an adoption to start) commits
+    /// A move with an [`Effect`] (a stop to enact, a cleanup or an adoption to start) commits
     /// durably, since the effect follows its commit. One without (a start seen, an end
     /// recorded, the lane given back) commits unsynced (ARCHITECTURE "Group commit"): every
     /// effect it can lead to comes later and behind a durable commit of its own (the next
@@ -91,7 +92,7 @@ impl Core {
             return Ok(());
         };
         let machine = self.machine;
-        if moved.actions.iter().any(|a| a.is_effect()) {
+        if moved.has_effects() {
             self.store.write(|db| moved.commit(db, machine))?;
         } else {
             self.store.write_unsynced(|db| moved.commit(db, machine))?;
@@ -103,8 +104,16 @@ impl Core {
 
     /// The side effects of a committed move, then a pass. Its counters of `/metrics` are
     /// counted here, once the move is committed, never for a transaction rolled back.
+    ///
+    /// A commit that appended an event (a job's end, a cancel, an Attention, the dependents
+    /// cancelled with them) wakes delivery here, not through the pass: the event is pending
+    /// from this commit on. The wake is no [`Effect`]: delivery reads the event through the
+    /// core, whose answers wait for the turn's barrier, so it needs no durable commit.
     pub(super) fn act(&mut self, moved: &Moved) {
-        self.metrics.moved(&moved.actions, moved.ended);
+        self.metrics.moved(&moved.commits, moved.ended);
+        if moved.appended {
+            self.wake_delivery();
+        }
         if moved.ended.is_some() {
             // Its output is final: `daemon status` counts it now, not at the next walk.
             self.run_dir_usage
@@ -112,12 +121,11 @@ impl Core {
                     self.home.task_dir(moved.run.task),
                 ));
         }
-        for action in moved.actions.iter().filter(|a| a.is_effect()) {
-            match action {
-                Action::EnactStop => self.enact_stop(moved.run.task),
-                Action::CleanUpLost { attempt } => self.clean_up_lost(&moved.run, *attempt),
-                Action::Adopt { adoption } => self.adopt(moved.run.task, *adoption),
-                _ => {}
+        for effect in &moved.effects {
+            match effect {
+                Effect::EnactStop => self.enact_stop(moved.run.task),
+                Effect::CleanUpLost { attempt } => self.clean_up_lost(&moved.run, *attempt),
+                Effect::Adopt { adoption } => self.adopt(moved.run.task, *adoption),
             }
         }
         self.mark_dirty();
@@ -253,10 +261,13 @@ fn read_observations(
 pub(super) struct Moved {
     run: Run,
     phase: Option<RunPhase>,
-    actions: Vec<Action>,
+    commits: Vec<Commit>,
+    effects: Vec<Effect>,
     ctx: Context,
     /// How the run ended, once committed (`RecordEnd`, `Abandon`), for `/metrics`.
     ended: Option<RunStatus>,
+    /// Whether the commit appended an event, for the wake of delivery.
+    appended: bool,
 }
 
 impl Moved {
@@ -270,42 +281,62 @@ impl Moved {
             new_attention: AttentionId::new(),
         };
         let mut phase = run.phase.clone();
-        let mut actions = Vec::new();
+        let mut commits = Vec::new();
+        let mut effects = Vec::new();
         for observation in observations {
             let Some(current) = &phase else { break };
             if let Some(t) = lifecycle::next(current, observation, ctx) {
                 phase = t.phase;
-                actions.extend(t.actions);
+                commits.extend(t.commits);
+                effects.extend(t.effects);
             }
         }
-        if actions.is_empty() {
+        if commits.is_empty() && effects.is_empty() {
             return None;
         }
         Some(Moved {
             run: run.clone(),
             phase,
-            actions,
+            commits,
+            effects,
             ctx,
             ended: None,
+            appended: false,
         })
     }
 
-    /// The store's side: each action, then the new phase.
+    /// Whether the core acts outside the store after the commit: such a move commits
+    /// durably ([`Core::advance`]).
+    pub(super) fn has_effects(&self) -> bool {
+        !self.effects.is_empty()
+    }
+
+    /// The store's side: each commit, then the new phase.
     pub(super) fn commit(&mut self, db: Db, machine: MachineId) -> ApiResult<()> {
-        self.ended = commit(
+        let committed = commit(
             db,
             machine,
             &self.run,
             self.phase.as_ref(),
-            &self.actions,
+            &self.commits,
             self.ctx,
         )?;
+        self.ended = committed.ended;
+        self.appended = committed.appended;
         tracing::debug!(
             task = %self.run.task, phase = ?self.phase.as_ref().map(RunPhase::kind),
-            actions = ?self.actions, "run moved"
+            commits = ?self.commits, effects = ?self.effects, "run moved"
         );
         Ok(())
     }
+}
+
+/// What a move's commit did besides its phase.
+struct Committed {
+    /// How the run ended (`RecordEnd`, `Abandon`).
+    ended: Option<RunStatus>,
+    /// An event was appended: the job's own or its dependents' cancels.
+    appended: bool,
 }
 
 fn commit(
@@ -313,21 +344,24 @@ fn commit(
     machine: MachineId,
     run: &Run,
     phase: Option<&RunPhase>,
-    actions: &[Action],
+    commits: &[Commit],
     ctx: Context,
-) -> ApiResult<Option<RunStatus>> {
+) -> ApiResult<Committed> {
     let at = EventRun::of(run);
     let mut ended = None;
-    for action in actions {
-        match action {
-            Action::RecordStart {
+    let mut appended = false;
+    for commit in commits {
+        match commit {
+            Commit::RecordStart {
                 workload_started_at,
             } => runs::record_start(db, run.task, *workload_started_at)?,
-            Action::RecordStop(stop) => jobs::record_stop_cause(db, run.job, stop.cause)?,
-            Action::RecordEnd { end, ended_at } => {
-                ended = Some(record_end(db, machine, run, end, *ended_at, ctx.now)?)
+            Commit::RecordStop(stop) => jobs::record_stop_cause(db, run.job, stop.cause)?,
+            Commit::RecordEnd { end, ended_at } => {
+                let end = record_end(db, machine, run, end, *ended_at, ctx.now)?;
+                ended = Some(end.status);
+                appended |= end.appended;
             }
-            Action::Abandon => {
+            Commit::Abandon => {
                 runs::record_end(db, run.task, RunStatus::Lost, None, ctx.now)?;
                 ended = Some(RunStatus::Lost);
                 let job = jobs::require(db, run.job)?;
@@ -342,14 +376,15 @@ fn commit(
                         EventDetail::default(),
                     )?;
                     super::dependencies::cancel_dependents(db, machine, job.id)?;
+                    appended = true;
                 } else {
                     jobs::return_to_slot(db, run.job, ctx.now)?;
                 }
             }
-            Action::RecordCleanup(record) => {
+            Commit::RecordCleanup(record) => {
                 runs::record_cleanup(db, run.task, &lifecycle::cleanup_value(record))?
             }
-            Action::OpenAttention => {
+            Commit::OpenAttention => {
                 let Some(RunPhase::Attention { id, failure }) = phase else {
                     return Err(ApiError::internal("an Attention opened without its phase"));
                 };
@@ -361,22 +396,29 @@ fn commit(
                     ..EventDetail::default()
                 };
                 events::append(db, machine, &job, EventKind::JobAttention, Some(at), detail)?;
+                appended = true;
                 tracing::warn!(task = %run.task, attention = %id, "cleanup failed: resource held in Attention");
             }
-            Action::CloseAttention => {
+            Commit::CloseAttention => {
                 if let Some(RunPhase::Attention { id, .. }) = &run.phase {
                     attentions::close(db, *id, ctx.now)?;
                 }
             }
-            Action::EnactStop | Action::CleanUpLost { .. } | Action::Adopt { .. } => {}
         }
     }
     runs::set_phase(db, run.task, phase)?;
-    Ok(ended)
+    Ok(Committed { ended, appended })
+}
+
+/// A run's end as recorded.
+struct Ended {
+    status: RunStatus,
+    /// The job's event, or its dependents' cancels, were appended.
+    appended: bool,
 }
 
 /// Records how the run ended and moves its job, with the job's event; answers the run's
-/// status.
+/// status and whether an event was appended.
 fn record_end(
     db: Db,
     machine: MachineId,
@@ -384,7 +426,7 @@ fn record_end(
     end: &RunEnd,
     ended_at: Millis,
     now: Millis,
-) -> ApiResult<RunStatus> {
+) -> ApiResult<Ended> {
     let job = jobs::require(db, run.job)?;
     let last_step = job.step + 1 >= job.steps;
     // The run's own step: its `yield_codes` say which exits answer a yield.
@@ -415,6 +457,7 @@ fn record_end(
         JobNext::NextStep => jobs::advance_step(db, job.id, now)?,
         JobNext::Requeue { resume } => jobs::requeue(db, job.id, resume, now)?,
     }
+    let mut appended = false;
     if let Some(kind) = outcome.event {
         let detail = EventDetail {
             process,
@@ -423,14 +466,18 @@ fn record_end(
         };
         let job = jobs::require(db, run.job)?;
         events::append(db, machine, &job, kind, Some(EventRun::of(run)), detail)?;
+        appended = true;
     }
     // The jobs waiting on it go in the same transaction as its end, after its own event.
     if matches!(outcome.job, JobNext::Cancelled | JobNext::Failed) {
-        super::dependencies::cancel_dependents(db, machine, run.job)?;
+        appended |= super::dependencies::cancel_dependents(db, machine, run.job)? > 0;
     }
     tracing::info!(
         task = %run.task, job = %run.job, status = outcome.run.as_str(), next = ?outcome.job,
         "run ended"
     );
-    Ok(outcome.run)
+    Ok(Ended {
+        status: outcome.run,
+        appended,
+    })
 }

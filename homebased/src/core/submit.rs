@@ -71,6 +71,7 @@ impl Core {
         });
         let id = req.job;
         let machine = self.machine;
+        let mut cancelled = false;
         // Not fsynced: its answer is held until the next durable commit, which is usually the
         // pass's launch of this very job right after (`Core::answer`), so that a start costs
         // one fsync of the WAL, not two.
@@ -113,9 +114,14 @@ impl Core {
             // start, and is cancelled as it would have been at that job's end.
             if let Some(cause) = failed_dependency {
                 dependencies::cancel_for(tx, machine, id, cause)?;
+                cancelled = true;
             }
             jobs::require(tx, id)
         })?;
+        if cancelled {
+            // Its `JOB_CANCELLED` is pending.
+            self.wake_delivery();
+        }
         self.mark_dirty();
         Ok(self.submitted(&job))
     }

@@ -1325,3 +1325,71 @@ fn a_limit_that_passed_while_the_daemon_was_down_is_stopped_when_it_reconciles()
     ));
     assert!(f.dir(task).stop_file().exists());
 }
+
+/// Whether delivery was woken since the last look: takes the permit `notify_one` stores for
+/// a loop that is not waiting yet, as the delivery loop finds it at its next wait.
+fn delivery_woken(wake: &tokio::sync::Notify) -> bool {
+    use std::future::Future;
+    let mut notified = std::pin::pin!(wake.notified());
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    notified.as_mut().poll(&mut cx).is_ready()
+}
+
+#[test]
+fn the_commit_that_appends_an_event_wakes_delivery_and_a_pass_alone_does_not() {
+    let mut f = Fixture::new();
+    let wake = f.core.delivery_wake();
+    let job = f.submit(Priority::Medium, restart(), 1);
+    let task = f.active(job).task;
+    f.confirm(task);
+    assert!(
+        !delivery_woken(&wake),
+        "a submit, its launch, a pass and a confirmation append no event"
+    );
+
+    // The end is observed and nothing else runs: no pass, no tick.
+    f.exit(task, ExitReason::Exit { code: 0 });
+    assert_eq!(f.events(job), ["JOB_SUCCEEDED"]);
+    assert!(delivery_woken(&wake), "the end's commit woke delivery");
+
+    f.cleanup(task, 1, CleanupOutcome::Clean);
+    f.worker_gone(task);
+    f.pass();
+    assert!(
+        !delivery_woken(&wake),
+        "the lane given back and the pass after it append nothing"
+    );
+
+    // A queued job's cancel appends its event without a run's move.
+    let running = f.submit(Priority::Medium, restart(), 1);
+    let queued = f.submit(Priority::Medium, restart(), 1);
+    assert_eq!(f.job(running).status, JobStatus::Active);
+    assert!(!delivery_woken(&wake));
+    assert_eq!(f.cancel(queued), CancelResult::Cancelled);
+    assert_eq!(f.events(queued), ["JOB_CANCELLED"]);
+    assert!(delivery_woken(&wake), "the cancel's commit woke delivery");
+
+    // A job submitted after a cancelled one is cancelled by its submit, with its event.
+    let after = JobId::new();
+    let spec = json!({
+        "api_version": 1,
+        "thread": ThreadId::new(),
+        "name": "after a cancelled job",
+        "cwd": "/",
+        "priority": Priority::Medium,
+        "preempt": restart(),
+        "after": [queued],
+        "steps": [{"type": "task", "command": ["/bin/sh", "-c", "true"]}],
+    });
+    f.core
+        .submit(SubmitRequest {
+            job: after,
+            spec,
+            submitter: plain_submitter(),
+            allow_other_thread: false,
+            machine: None,
+        })
+        .unwrap();
+    assert_eq!(f.events(after), ["JOB_CANCELLED"]);
+    assert!(delivery_woken(&wake), "the submit's commit woke delivery");
+}

@@ -97,14 +97,23 @@ fn every_observation() -> Vec<Observation> {
     ]
 }
 
-fn moved(phase: Option<RunPhase>, actions: Vec<Action>) -> Option<Transition> {
-    Some(Transition { phase, actions })
+fn moved(
+    phase: Option<RunPhase>,
+    commits: Vec<Commit>,
+    effects: Vec<Effect>,
+) -> Option<Transition> {
+    Some(Transition {
+        phase,
+        commits,
+        effects,
+    })
 }
 
 /// The whole table, one row per (phase, observation) pair.
 #[test]
 fn every_phase_against_every_observation() {
-    use Action::*;
+    use Commit::*;
+    use Effect::*;
     let cancel = stop(StopCause::UserCancel, 4_000, None);
     let ended = |reason| RecordEnd {
         end: RunEnd::Recorded(reason),
@@ -135,6 +144,7 @@ fn every_phase_against_every_observation() {
                 vec![RecordStart {
                     workload_started_at: Some(1_500),
                 }],
+                vec![],
             ),
             moved(
                 Some(cleaning(1)),
@@ -144,28 +154,53 @@ fn every_phase_against_every_observation() {
                     },
                     ended(exit0.clone()),
                 ],
+                vec![],
             ),
-            moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
-            moved(None, vec![Abandon]),
+            moved(
+                Some(cleaning(2)),
+                vec![lost()],
+                vec![CleanUpLost { attempt: 2 }],
+            ),
+            moved(None, vec![Abandon], vec![]),
             // A launch that left a container: adopted, still to be confirmed.
-            moved(Some(launching(None)), vec![Adopt { adoption: 1 }]),
+            moved(Some(launching(None)), vec![], vec![Adopt { adoption: 1 }]),
             // Adoptions ran out: lost like a launch that wrote worker.json.
-            moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
+            moved(
+                Some(cleaning(2)),
+                vec![lost()],
+                vec![CleanUpLost { attempt: 2 }],
+            ),
             None,
             None,
-            moved(Some(launching(Some(cancel))), vec![RecordStop(cancel)]),
+            moved(
+                Some(launching(Some(cancel))),
+                vec![RecordStop(cancel)],
+                vec![],
+            ),
             None,
         ],
         // executing
         vec![
             None,
-            moved(Some(cleaning(1)), vec![ended(exit0.clone())]),
-            moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
-            moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
+            moved(Some(cleaning(1)), vec![ended(exit0.clone())], vec![]),
+            moved(
+                Some(cleaning(2)),
+                vec![lost()],
+                vec![CleanUpLost { attempt: 2 }],
+            ),
+            moved(
+                Some(cleaning(2)),
+                vec![lost()],
+                vec![CleanUpLost { attempt: 2 }],
+            ),
             // The container runs on: a new worker adopts it, the run keeps executing.
-            moved(Some(executing()), vec![Adopt { adoption: 1 }]),
+            moved(Some(executing()), vec![], vec![Adopt { adoption: 1 }]),
             // Adoptions ran out: lost, as without adoption.
-            moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
+            moved(
+                Some(cleaning(2)),
+                vec![lost()],
+                vec![CleanUpLost { attempt: 2 }],
+            ),
             None,
             None,
             moved(
@@ -173,19 +208,36 @@ fn every_phase_against_every_observation() {
                     started_at: 2_000,
                     stop: cancel,
                 }),
-                vec![RecordStop(cancel), EnactStop],
+                vec![RecordStop(cancel)],
+                vec![EnactStop],
             ),
             None,
         ],
         // stopping (yield requested at 3 000 for `job`)
         vec![
             None,
-            moved(Some(cleaning(1)), vec![ended(exit0.clone())]),
-            moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
-            moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
+            moved(Some(cleaning(1)), vec![ended(exit0.clone())], vec![]),
+            moved(
+                Some(cleaning(2)),
+                vec![lost()],
+                vec![CleanUpLost { attempt: 2 }],
+            ),
+            moved(
+                Some(cleaning(2)),
+                vec![lost()],
+                vec![CleanUpLost { attempt: 2 }],
+            ),
             // A stop was requested: never adopted, the daemon removes the container.
-            moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
-            moved(Some(cleaning(2)), vec![lost(), CleanUpLost { attempt: 2 }]),
+            moved(
+                Some(cleaning(2)),
+                vec![lost()],
+                vec![CleanUpLost { attempt: 2 }],
+            ),
+            moved(
+                Some(cleaning(2)),
+                vec![lost()],
+                vec![CleanUpLost { attempt: 2 }],
+            ),
             None,
             None,
             // Upgraded to a cancel; the first request time and job are kept.
@@ -196,7 +248,8 @@ fn every_phase_against_every_observation() {
                         started_at: 2_000,
                         stop: merged,
                     }),
-                    vec![RecordStop(merged), EnactStop],
+                    vec![RecordStop(merged)],
+                    vec![EnactStop],
                 )
             },
             None,
@@ -205,14 +258,19 @@ fn every_phase_against_every_observation() {
         vec![
             None,
             None,
-            moved(Some(cleaning(2)), vec![CleanUpLost { attempt: 2 }]),
-            moved(Some(cleaning(2)), vec![CleanUpLost { attempt: 2 }]),
-            moved(Some(cleaning(2)), vec![CleanUpLost { attempt: 2 }]),
-            moved(Some(cleaning(2)), vec![CleanUpLost { attempt: 2 }]),
-            moved(None, vec![RecordCleanup(record(1, CleanupOutcome::Clean))]),
+            moved(Some(cleaning(2)), vec![], vec![CleanUpLost { attempt: 2 }]),
+            moved(Some(cleaning(2)), vec![], vec![CleanUpLost { attempt: 2 }]),
+            moved(Some(cleaning(2)), vec![], vec![CleanUpLost { attempt: 2 }]),
+            moved(Some(cleaning(2)), vec![], vec![CleanUpLost { attempt: 2 }]),
+            moved(
+                None,
+                vec![RecordCleanup(record(1, CleanupOutcome::Clean))],
+                vec![],
+            ),
             moved(
                 Some(attention(record(1, failed()))),
                 vec![RecordCleanup(record(1, failed())), OpenAttention],
+                vec![],
             ),
             None,
             None,
@@ -228,7 +286,7 @@ fn every_phase_against_every_observation() {
             None,
             None,
             None,
-            moved(None, vec![CloseAttention]),
+            moved(None, vec![CloseAttention], vec![]),
         ],
     ];
     assert_eq!(expected.len(), phases.len());
@@ -264,14 +322,12 @@ fn a_stop_committed_while_launching_is_enacted_on_confirmation() {
         })
     );
     assert_eq!(
-        got.actions,
-        vec![
-            Action::RecordStart {
-                workload_started_at: None
-            },
-            Action::EnactStop
-        ]
+        got.commits,
+        vec![Commit::RecordStart {
+            workload_started_at: None
+        }]
     );
+    assert_eq!(got.effects, vec![Effect::EnactStop]);
 }
 
 #[test]
@@ -288,7 +344,8 @@ fn stops_only_upgrade_and_keep_the_first_request() {
 
 #[test]
 fn a_time_limit_upgrades_a_preemptive_stop_and_a_cancel_upgrades_a_time_limit() {
-    use Action::*;
+    use Commit::*;
+    use Effect::*;
     let limit = stop(StopCause::TimeLimit, 5_000, None);
     // Executing: the limit is committed and enacted as any stop.
     assert_eq!(
@@ -298,7 +355,8 @@ fn a_time_limit_upgrades_a_preemptive_stop_and_a_cancel_upgrades_a_time_limit() 
                 started_at: 2_000,
                 stop: limit
             }),
-            vec![RecordStop(limit), EnactStop]
+            vec![RecordStop(limit)],
+            vec![EnactStop]
         )
     );
     // A yield or a restart in flight becomes a time limit: the job fails instead of coming
@@ -312,7 +370,8 @@ fn a_time_limit_upgrades_a_preemptive_stop_and_a_cancel_upgrades_a_time_limit() 
                     started_at: 2_000,
                     stop: upgraded
                 }),
-                vec![RecordStop(upgraded), EnactStop]
+                vec![RecordStop(upgraded)],
+                vec![EnactStop]
             ),
             "{cause:?}"
         );
@@ -363,7 +422,8 @@ fn cleanup_that_cannot_run_ends_in_attention_after_a_bounded_number_of_tries() {
         match t.phase {
             Some(RunPhase::Cleaning { attempt }) => {
                 attempts += 1;
-                assert_eq!(t.actions, vec![Action::CleanUpLost { attempt }]);
+                assert_eq!(t.commits, vec![]);
+                assert_eq!(t.effects, vec![Effect::CleanUpLost { attempt }]);
                 phase = RunPhase::Cleaning { attempt };
             }
             Some(RunPhase::Attention { id, failure }) => {
@@ -371,9 +431,10 @@ fn cleanup_that_cannot_run_ends_in_attention_after_a_bounded_number_of_tries() {
                 assert_eq!(failure["result"], "enumeration_failed");
                 assert_eq!(failure["attempt"], MAX_CLEANUP_ATTEMPTS);
                 assert!(matches!(
-                    t.actions[..],
-                    [Action::RecordCleanup(_), Action::OpenAttention]
+                    t.commits[..],
+                    [Commit::RecordCleanup(_), Commit::OpenAttention]
                 ));
+                assert_eq!(t.effects, vec![], "nothing left to clean up with");
                 break;
             }
             other => panic!("unexpected {other:?}"),
@@ -421,16 +482,20 @@ fn a_detached_container_is_adopted_a_bounded_number_of_times_then_the_run_is_los
             ctx(),
         )
         .unwrap();
-        match t.actions[..] {
-            [Action::Adopt { adoption }] => {
+        match (&t.commits[..], &t.effects[..]) {
+            ([], [Effect::Adopt { adoption }]) => {
+                let adoption = *adoption;
                 assert_eq!(adoption, adoptions + 1);
                 assert_eq!(t.phase, Some(executing()), "the run keeps executing");
                 adoptions = adoption;
             }
-            [Action::RecordEnd {
-                end: RunEnd::Lost, ..
-            }, Action::CleanUpLost { attempt: 2 }] => break,
-            ref other => panic!("unexpected {other:?}"),
+            (
+                [Commit::RecordEnd {
+                    end: RunEnd::Lost, ..
+                }],
+                [Effect::CleanUpLost { attempt: 2 }],
+            ) => break,
+            other => panic!("unexpected {other:?}"),
         }
         assert!(adoptions <= MAX_ADOPTIONS, "adopted without bound");
     }
@@ -455,16 +520,7 @@ fn a_launch_with_a_committed_stop_is_never_adopted() {
     assert_eq!(detached, gone);
     assert!(!detached
         .unwrap()
-        .actions
+        .effects
         .iter()
-        .any(|a| matches!(a, Action::Adopt { .. })));
-}
-
-#[test]
-fn effects_are_told_apart_from_store_changes() {
-    assert!(Action::Adopt { adoption: 1 }.is_effect());
-    assert!(Action::EnactStop.is_effect());
-    assert!(Action::CleanUpLost { attempt: 2 }.is_effect());
-    assert!(!Action::Abandon.is_effect());
-    assert!(!Action::OpenAttention.is_effect());
+        .any(|e| matches!(e, Effect::Adopt { .. })));
 }

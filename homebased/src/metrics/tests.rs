@@ -112,16 +112,16 @@ fn counters_start_at_zero_for_every_label_and_count_committed_moves() {
     assert_eq!(line(&text, "homebased_attentions_opened_total"), Some("0"));
 
     let stop = |cause| {
-        Action::RecordStop(crate::lifecycle::CommittedStop {
+        Commit::RecordStop(crate::lifecycle::CommittedStop {
             cause,
             requested_at: 0,
             for_job: None,
         })
     };
-    counters.moved(&[stop(StopCause::Yield), Action::EnactStop], None);
+    counters.moved(&[stop(StopCause::Yield)], None);
     counters.moved(&[stop(StopCause::UserCancel)], None);
-    counters.moved(&[Action::OpenAttention], Some(RunStatus::Preempted));
-    counters.moved(&[Action::Abandon], Some(RunStatus::Lost));
+    counters.moved(&[Commit::OpenAttention], Some(RunStatus::Preempted));
+    counters.moved(&[Commit::Abandon], Some(RunStatus::Lost));
     let text = render(&counters, &Snapshot::default()).unwrap();
     assert_eq!(
         line(&text, "homebased_preemptions_total{cause=\"yield\"}"),
