@@ -1040,6 +1040,21 @@ def run_records(h: Home) -> list[dict]:
     return recs
 
 
+def cleanup_row(key: str, h: Home) -> Row:
+    """The worker's part of a hand-over, over every run of `h`: `exit.json` `ended_at` to
+    `cleanup.json` `finished_at`."""
+    return dist_row(
+        key,
+        "↳ of which the worker's cleanup (exit.json to cleanup.json)",
+        "ms",
+        [
+            r["finished_at"] - r["ended_at"]
+            for r in run_records(h)
+            if r["ended_at"] and r["finished_at"]
+        ],
+    )
+
+
 def handover_workload(bins: Path, rows: list[Row], notes: dict) -> None:
     """One lane; the first job holds it until all others are queued; each short job writes
     its start time and, as its last act (exec date), its end time."""
@@ -1260,11 +1275,6 @@ def lane_handover(bins: Path, rows: list[Row], notes: dict) -> None:
         )
         h.wait_idle(timeout=60)
         by_lane, gaps = lane_gaps(h, jobs)
-        cleanup = [
-            r["finished_at"] - r["ended_at"]
-            for r in run_records(h)
-            if r["ended_at"] and r["finished_at"]
-        ]
         rows.append(
             dist_row(
                 "handover_lanes",
@@ -1275,14 +1285,7 @@ def lane_handover(bins: Path, rows: list[Row], notes: dict) -> None:
                 "< 100 ms p99",
             )
         )
-        rows.append(
-            dist_row(
-                "handover_lanes_cleanup",
-                "↳ of which the worker's cleanup (exit.json to cleanup.json)",
-                "ms",
-                cleanup,
-            )
-        )
+        rows.append(cleanup_row("handover_lanes_cleanup", h))
         notes["handover_lanes_ran"] = sum(len(s) for s in by_lane.values())
     finally:
         h.close()
@@ -2784,18 +2787,7 @@ def mig56_workload(bins: Path, rows: list[Row], notes: dict) -> None:
                 shell_lanes_floor(lanes, max(3, min(10, MIG_QUEUE // lanes))),
             )
         )
-        rows.append(
-            dist_row(
-                "mig56_handover_cleanup",
-                "↳ of which the worker's cleanup (exit.json to cleanup.json)",
-                "ms",
-                [
-                    r["finished_at"] - r["ended_at"]
-                    for r in run_records(h)
-                    if r["ended_at"] and r["finished_at"]
-                ],
-            )
-        )
+        rows.append(cleanup_row("mig56_handover_cleanup", h))
         notes["mig56_ran"] = sum(len(v) for v in by_lane.values())
     finally:
         h.close()
@@ -2950,18 +2942,7 @@ def mixed8_workload(bins: Path, rows: list[Row], notes: dict) -> None:
                 gaps,
             )
         )
-        rows.append(
-            dist_row(
-                "mixed8_handover_cleanup",
-                "↳ of which the worker's cleanup (exit.json to cleanup.json)",
-                "ms",
-                [
-                    r["finished_at"] - r["ended_at"]
-                    for r in run_records(h)
-                    if r["ended_at"] and r["finished_at"]
-                ],
-            )
-        )
+        rows.append(cleanup_row("mixed8_handover_cleanup", h))
         if util is None:
             rows.append(Row("mixed8_utilization", f"GPU utilization, {setup}", "%",
                             text="not measured"))
