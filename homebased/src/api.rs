@@ -1,6 +1,17 @@
 //! The HTTP/JSON API under `/v1`: one axum router for the Unix socket (every route) and the
 //! optional TCP listener (reads plus move, cancel and release). Handlers only translate
 //! between HTTP and the core.
+//!
+//! # Layout
+//! - [`routes`]: the route table, which verbs exist on which listener.
+//! - [`unix`] and [`tcp`]: serving the router on the socket and on the TCP listener.
+//! - [`guard`]: the TCP listener's guards (the `Host` check, tokens).
+//! - [`limits`]: the limits against hostile or broken clients on both.
+//! - [`listing`]: `GET /v1/jobs`, written out as it is read.
+//! - [`threads`]: a thread's events, with long polls.
+//! - [`fleet`]: a machine's identity and its peer directory.
+//! - [`history`]: history prune and the benchmarks' seeding.
+//! - [`dashboard`]: the page of the TCP listener.
 
 pub mod dashboard;
 pub mod fleet;

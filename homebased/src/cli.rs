@@ -8,6 +8,10 @@
 //! - [`service`]: `daemon install|uninstall`, and the lifecycle through the service manager.
 //! - [`fleet`]: `fleet machines|probe|add|remove`.
 //! - [`files`]: commands that read the state home directly (`task log`, `events`).
+//! - [`event_rows`]: human `events`, a row per event.
+//! - [`job_log`]: `resource job log`, every run of a job, followed on its authority.
+//! - [`history`]: `history prune`.
+//! - [`metrics`]: `metrics`, the daemon's Prometheus text.
 
 pub mod args;
 pub mod completions;

@@ -3,8 +3,18 @@
 //! and every observation is applied one at a time, each as one transaction, followed by its
 //! side effects and a scheduling pass.
 //!
-//! One file per verb: [`register`], [`submit`], [`move_job`], [`cancel`]; [`views`] builds
-//! the read shapes.
+//! # Layout
+//! - The verbs, one file each: [`register`], [`submit`], [`move_job`], [`cancel`],
+//!   [`release`]; [`history`] (retention) and [`fleet`] (the stored peer directory).
+//! - Reads: [`views`] builds the read shapes of SPEC section 9.
+//! - Scheduling: [`pass`] (snapshot, the pure decision, its commits), [`launch`] (reserve and
+//!   start), [`stop`] (enact a committed stop), [`dependencies`] (what `after` names).
+//! - Runs: [`observe`] (a run directory's files through the lifecycle), [`classify`] (how a
+//!   run's end moves its job), [`reconcile`] (every run found again at start, the safety
+//!   tick), [`unknown_runs`] (live runs the store does not know).
+//! - Time: [`timers`] (when the tick is due), [`time_limits`], [`notices`] (blocked and
+//!   check-due notices, the delivery wake).
+//! - [`run_dir_usage`]: the board between the core and the disk-usage walk.
 //!
 //! Workers are reached only through the supervisor's seam, [`Launcher`]: run directories
 //! made, workers started, watched, signalled and cleaned up after. What a watcher sees comes

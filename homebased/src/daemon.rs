@@ -2,6 +2,12 @@
 //! touches anything, checks the store read-only (a damaged one is refused), opens it,
 //! detects GPUs, starts the core, and serves the API on the Unix socket (and, when asked, the
 //! TCP listener) until SIGTERM, SIGINT or `daemon stop`. Running work never depends on it.
+//!
+//! # Layout
+//! - [`lock`]: `daemon.lock`, held for the daemon's whole life.
+//! - [`detect`]: GPU detection at start (the probe; the plan is [`crate::detection`]).
+//! - [`sampling`]: the GPU sampler thread (the pure reading is [`crate::sampler`]).
+//! - [`disk_usage`]: the walk behind `daemon status`'s disk figure.
 
 pub mod detect;
 pub mod disk_usage;

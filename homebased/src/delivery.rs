@@ -9,6 +9,11 @@
 //! and holds back only its own job. Evidence is under `<home>/jobs/<job>/delivery/`
 //! ([`evidence`]).
 //!
+//! # Layout
+//! - [`outbox`]: the core's side: which events are due, and their outcomes recorded.
+//! - [`sink`]: one attempt at a sink (the thread inbox or the callback), off the core.
+//! - [`evidence`]: `delivery/` of a job: its lock and `callback.log`.
+//!
 //! The loop sleeps until the core wakes it (events appended), the earliest backoff ends,
 //! or, while events are pending or in flight, a slow safety timer fires: a lost wake costs
 //! latency, never an event. With nothing pending it waits for a wake alone, so an idle

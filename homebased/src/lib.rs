@@ -17,6 +17,8 @@
 //! - [`supervisor`]: launching and watching `homebased-worker` processes.
 //! - [`mcp`]: `homebased mcp`: the Model Context Protocol server for coding agents, on stdio.
 //! - [`metrics`]: `GET /metrics`: the counters kept since start and the pure Prometheus text.
+//! - [`sampler`]: the pure reading of what runs on each GPU (`nvidia-smi` queries) and whose
+//!   it is; the sampling thread that runs the queries is in [`daemon`].
 
 pub mod api;
 pub mod cli;
