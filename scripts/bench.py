@@ -713,6 +713,21 @@ class Home:
     def hold_script(self) -> str:
         return f"read _ < '{self.fifo}' || true"
 
+    def hold_lanes(self, lanes: int, timeout: float) -> None:
+        """One holder job per lane, each waiting on the FIFO, until all `lanes` execute."""
+        for i in range(lanes):
+            self.submit_api(self.spec(f"hold-{i}", self.hold_script()))
+        wait_for(lambda: len(self.executing()) == lanes, timeout, 0.01, "every holder to run")
+
+    def stamped_script(self, sleep: str = "") -> str:
+        """A job that stamps its start (`s.<job>`) and, as its last act, its end (`e.<job>`)
+        under `out`, with `sleep <sleep>` between them when given."""
+        between = f" sleep {sleep};" if sleep else ""
+        return (
+            f"date +%s%N > '{self.out}/s.'\"$HOMEBASED_JOB_ID\";{between} "
+            f"exec date +%s%N > '{self.out}/e.'\"$HOMEBASED_JOB_ID\""
+        )
+
     def release_hold(self) -> bool:
         """Opens the FIFO for writing once: every blocker now waiting in open() wakes up
         and reads end-of-file. False when nobody was waiting."""
@@ -1064,11 +1079,7 @@ def handover_workload(bins: Path, rows: list[Row], notes: dict) -> None:
             h.start()
             h.submit_api(h.spec("hold", h.hold_script()))
             wait_for(h.executing, 30, 0.005, "the holder to run")
-            script = (
-                f"date +%s%N > '{h.out}/s.'\"$HOMEBASED_JOB_ID\"; "
-                f"exec date +%s%N > '{h.out}/e.'\"$HOMEBASED_JOB_ID\""
-            )
-            spec = h.spec("hand-over", script)
+            spec = h.spec("hand-over", h.stamped_script())
             jobs = [h.submit_api(spec) for _ in range(HANDOVER_JOBS)]
             procs_alive = count_processes()
             wait_for(h.release_hold, 10, 0.01, "the holder to wait on its FIFO")
@@ -1256,14 +1267,8 @@ def lane_handover(bins: Path, rows: list[Row], notes: dict) -> None:
     h = Home(bins, "lanes", lanes=LANES)
     try:
         h.start()
-        for _ in range(LANES):
-            h.submit_api(h.spec("hold", h.hold_script()))
-        wait_for(lambda: len(h.executing()) == LANES, 60, 0.01, "every holder to run")
-        script = (
-            f"date +%s%N > '{h.out}/s.'\"$HOMEBASED_JOB_ID\"; sleep 1; "
-            f"exec date +%s%N > '{h.out}/e.'\"$HOMEBASED_JOB_ID\""
-        )
-        spec = h.spec("one second", script)
+        h.hold_lanes(LANES, 60)
+        spec = h.spec("one second", h.stamped_script("1"))
         jobs = [h.submit_api(spec) for _ in range(LANE_QUEUE)]
         wait_for(h.release_hold, 10, 0.01, "the holders to wait on their FIFO")
         budget = 60 + LANE_QUEUE * 1.5 / LANES
@@ -2676,14 +2681,8 @@ def mig56_workload(bins: Path, rows: list[Row], notes: dict) -> None:
         want = {f"gpu{c}-mig{m}" for c in range(MIG_CARDS) for m in range(MIG_SLICES)}
         if names != want:
             raise RuntimeError(f"the daemon's lanes are {sorted(names)}, not the 56 slices")
-        for i in range(lanes):
-            h.submit_api(h.spec(f"hold-{i}", h.hold_script()))
-        wait_for(lambda: len(h.executing()) == lanes, 120, 0.05, "every holder to run")
-        script = (
-            f"date +%s%N > '{h.out}/s.'\"$HOMEBASED_JOB_ID\"; sleep 1; "
-            f"exec date +%s%N > '{h.out}/e.'\"$HOMEBASED_JOB_ID\""
-        )
-        spec = h.spec("one second", script)
+        h.hold_lanes(lanes, 120)
+        spec = h.spec("one second", h.stamped_script("1"))
         jobs = [h.submit_api(spec) for _ in range(MIG_QUEUE)]
         log(f"{lanes} lanes held, {MIG_QUEUE} queued")
 
@@ -2881,13 +2880,8 @@ def mixed8_workload(bins: Path, rows: list[Row], notes: dict) -> None:
     h = Home(bins, "mixed8", lanes=lanes)
     try:
         h.start()
-        for i in range(lanes):
-            h.submit_api(h.spec(f"hold-{i}", h.hold_script()))
-        wait_for(lambda: len(h.executing()) == lanes, 60, 0.01, "every holder to run")
-        script = (
-            f"date +%s%N > '{h.out}/s.'\"$HOMEBASED_JOB_ID\"; sleep 1; "
-            f"exec date +%s%N > '{h.out}/e.'\"$HOMEBASED_JOB_ID\""
-        )
+        h.hold_lanes(lanes, 60)
+        script = h.stamped_script("1")
         specs = {}
         for gpus, _ in MIXED_SHARES:
             specs[gpus] = h.spec(f"{gpus} GPU, one second", script)

@@ -465,14 +465,7 @@ fn a_live_run_the_restored_store_does_not_know_holds_its_lane_until_released() {
 
     // A person releases it: the lane serves again, and a later restart keeps that decision
     // while the forgotten run still lives.
-    let released = h.json(&[
-        "resource",
-        "release",
-        "--attention",
-        &attention,
-        "--operation-id",
-        &common::new_uuid(),
-    ]);
+    let released = h.json(&release_args(&attention, &common::new_uuid()));
     assert_eq!(released["attention"], attention.as_str(), "{released}");
     wait_job(&h, &next, "succeeded");
     h.kill_serve(Signal::SIGTERM);
@@ -539,14 +532,7 @@ fn a_live_two_lane_run_the_restored_store_does_not_know_holds_both_lanes_under_o
     );
 
     // One release frees both lanes; the UUID is then spent.
-    let released = h.json(&[
-        "resource",
-        "release",
-        "--attention",
-        &attention,
-        "--operation-id",
-        &common::new_uuid(),
-    ]);
+    let released = h.json(&release_args(&attention, &common::new_uuid()));
     assert_eq!(released["attention"], attention.as_str(), "{released}");
     assert_eq!(released["resource"], lanes[0]["id"], "{released}");
     wait_job(&h, &next, "succeeded");
@@ -555,19 +541,21 @@ fn a_live_two_lane_run_the_restored_store_does_not_know_holds_both_lanes_under_o
         let lane = resource(&h, name);
         assert!(lane["run"].is_null(), "{lane:#}");
     }
-    let again = h.json_err(
-        &[
-            "resource",
-            "release",
-            "--attention",
-            &attention,
-            "--operation-id",
-            &common::new_uuid(),
-        ],
-        3,
-    );
+    let again = h.json_err(&release_args(&attention, &common::new_uuid()), 3);
     assert_eq!(again["code"], "attention_not_found", "{again}");
     open_gate(&gate);
+}
+
+/// `resource release --attention A --operation-id O`, as a person types it.
+fn release_args<'a>(attention: &'a str, operation: &'a str) -> [&'a str; 6] {
+    [
+        "resource",
+        "release",
+        "--attention",
+        attention,
+        "--operation-id",
+        operation,
+    ]
 }
 
 /// A store its daemon closed cleanly is sealed: the next start does not read every page of
