@@ -15,6 +15,7 @@
 //! - Time: [`timers`] (when the tick is due), [`time_limits`], [`notices`] (blocked and
 //!   check-due notices, the delivery wake).
 //! - [`run_dir_usage`]: the board between the core and the disk-usage walk.
+//! - [`specs`]: the specs of open jobs, each decoded from the store once.
 //!
 //! Workers are reached only through the supervisor's seam, [`Launcher`]: run directories
 //! made, workers started, watched, signalled and cleaned up after. What a watcher sees comes
@@ -35,6 +36,7 @@ pub mod reconcile;
 pub mod register;
 pub mod release;
 pub mod run_dir_usage;
+pub mod specs;
 pub mod stop;
 pub mod submit;
 pub mod time_limits;
@@ -92,6 +94,8 @@ pub struct Core {
     /// Prepares run directories, starts, watches, signals and cleans up after workers: the
     /// supervisor's seam (a fake in unit tests). The core reaches workers only through it.
     launcher: Box<dyn Launcher>,
+    /// The specs of open jobs, each decoded once.
+    specs: specs::Specs,
     /// Runs whose last observation failed to commit (a locked database, a full disk), with
     /// whether their worker was seen gone: the tick observes them again until it lands.
     unsettled: HashMap<TaskId, bool>,
@@ -215,6 +219,7 @@ impl Core {
             machine_name,
             facts,
             launcher,
+            specs: specs::Specs::default(),
             unsettled: HashMap::new(),
             unenacted: HashSet::new(),
             launch_backoff: Default::default(),

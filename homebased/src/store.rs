@@ -737,6 +737,18 @@ mod tests {
                 )
                 .unwrap();
             }
+            // The active job's run, launching on a lane, as v8 kept it.
+            conn.execute_batch(&format!(
+                "INSERT INTO resources (id, name, origin, created_at) \
+                 VALUES ('{lane}', 'gpu0', 'manual', 1); \
+                 INSERT INTO runs (task, job, resource, run_number, step, resume, status, \
+                 phase, reserved_at) \
+                 VALUES ('{task}', '{job}', '{lane}', 1, 0, 0, 'running', 'launching', 1);",
+                lane = homebased_shared::ids::ResourceId::new(),
+                task = homebased_shared::ids::TaskId::new(),
+                job = ids[0],
+            ))
+            .unwrap();
         }
         let mut store = Store::open(&path).unwrap();
         assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
@@ -744,12 +756,12 @@ mod tests {
         for (id, (rank, position, _)) in ids.iter().zip(rows) {
             let job = jobs::get(db, *id).unwrap().unwrap();
             assert_eq!(job.priority.rank(), rank);
-            assert_eq!(job.position, position.map(|p: i64| p as u32), "job {id}");
+            assert_eq!(job.position(), position.map(|p: i64| p as u32), "job {id}");
         }
         let listed: Vec<_> = jobs::list_open(db)
             .unwrap()
             .into_iter()
-            .map(|j| (j.id, j.position))
+            .map(|j| (j.id, j.position()))
             .collect();
         assert_eq!(
             listed,
@@ -770,7 +782,7 @@ mod tests {
                 let spec = serde_json::json!({});
                 let new = jobs::NewJob::for_test(&spec, Priority::Medium);
                 jobs::insert(tx, &new)?;
-                assert_eq!(jobs::require(tx, new.id)?.position, Some(4));
+                assert_eq!(jobs::require(tx, new.id)?.position(), Some(4));
                 let last = jobs::require(tx, ids[2])?;
                 jobs::place(tx, &last, Priority::Medium, 1)?;
                 let first = jobs::require(tx, ids[0])?;
@@ -778,7 +790,7 @@ mod tests {
                 let order: Vec<_> = jobs::list_open(tx)?
                     .into_iter()
                     .filter(|j| j.priority == Priority::Medium)
-                    .map(|j| (j.id, j.position))
+                    .map(|j| (j.id, j.position()))
                     .collect();
                 assert_eq!(
                     order,

@@ -22,7 +22,7 @@ pub use schema::json_schema;
 pub fn read_json(raw: &[u8]) -> Result<serde_json::Value, crate::error::ApiError> {
     input::parse(raw)
 }
-pub use validate::{validate, SubmitContext};
+pub use validate::{canonical, validate, SubmitContext};
 
 use crate::ids::ThreadId;
 use crate::queue::{PreemptMode, Priority};

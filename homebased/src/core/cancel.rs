@@ -20,15 +20,16 @@ impl Core {
         let content = serde_json::json!({ "job": id });
         let op = Operation::new(req.operation_id, "cancel", self.machine, &content);
         let machine = self.machine;
+        let specs = &self.specs;
         let mut stopped = None;
         let mut appended = false;
         let result = self.store.write(|tx| {
             operations::once(tx, &op, || {
                 let job = jobs::require(tx, id)?;
-                let result = match job.status {
+                let result = match job.status() {
                     JobStatus::Succeeded | JobStatus::Failed | JobStatus::Cancelled => {
                         CancelResult::AlreadyTerminal {
-                            state: job.status.as_str().into(),
+                            state: job.status().as_str().into(),
                         }
                     }
                     JobStatus::Queued => {
@@ -60,7 +61,7 @@ impl Core {
                         if let Some(mut moved) =
                             Moved::plan(&run, [Observation::StopCommitted(request)])
                         {
-                            moved.commit(tx, machine)?;
+                            moved.commit(tx, specs, machine)?;
                             stopped = Some(moved);
                         }
                         CancelResult::Stopping {

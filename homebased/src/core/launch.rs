@@ -6,7 +6,6 @@
 use super::Core;
 use crate::lifecycle::{CommittedStop, Observation};
 use crate::scheduler::{self, Launch, Stop};
-use crate::store::jobs;
 use crate::store::runs::{self, Reservation};
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::rundir::{LaunchStamps, RunSpec};
@@ -155,17 +154,20 @@ impl Core {
     }
 
     fn start(&mut self, r: &Reservation, stamps: LaunchStamps) -> Result<(), StartFailure> {
-        let spec = spec_of(&r.job).map_err(StartFailure::Other)?;
-        let step = nth_step(&r.job, &spec, r.job.step).map_err(StartFailure::Other)?;
+        let spec = self
+            .specs
+            .get(self.store.db(), r.job.id)
+            .map_err(StartFailure::Other)?;
+        let step = step_of(&spec, r.job.step).map_err(StartFailure::Other)?;
         let time_limit = super::time_limits::limit_of(r.job.time_limit);
         let run = RunSpec {
             task: r.task,
             job: r.job.id,
             run_number: r.run_number,
             step_index: r.job.step,
-            resume: r.job.resume,
+            resume: r.job.state.resume(),
             step,
-            cwd: spec.cwd,
+            cwd: spec.cwd.clone(),
             path: r.job.env_path.clone(),
             user_home: r.job.env_home.clone(),
             environment: r.job.env.clone(),
@@ -197,7 +199,7 @@ impl Core {
         fail::fail_point!("launch.worker-spawned", |_| std::process::abort());
         tracing::info!(
             task = %r.task, job = %r.job.id, resources = %run_lanes_text(r),
-            run_number = r.run_number, step = r.job.step, resume = r.job.resume,
+            run_number = r.run_number, step = r.job.step, resume = r.job.state.resume(),
             "launched"
         );
         Ok(())
@@ -221,8 +223,7 @@ impl Core {
         if !run.holds(stop.resource) {
             return Ok(());
         }
-        let job = jobs::require(self.store.db(), run.job)?;
-        let preempt = super::pass::preempt_of(&job)?;
+        let preempt = self.specs.get(self.store.db(), run.job)?.preempt;
         let now = now_ms();
         let cause_now =
             scheduler::stop_cause_now(preempt.mode, preempt.restart_within, started_at, now);
@@ -239,21 +240,12 @@ impl Core {
     }
 }
 
-/// The job's stored canonical spec.
-pub(super) fn spec_of(job: &jobs::Job) -> ApiResult<JobSpec> {
-    serde_json::from_value(job.spec.clone()).map_err(ApiError::internal)
-}
-
-fn nth_step(job: &jobs::Job, spec: &JobSpec, index: u32) -> ApiResult<Step> {
+/// Step `index` of a job's spec.
+pub(super) fn step_of(spec: &JobSpec, index: u32) -> ApiResult<Step> {
     spec.steps
         .get(index as usize)
         .cloned()
-        .ok_or_else(|| ApiError::internal(format!("job {} has no step {index}", job.id)))
-}
-
-/// Step `index` of `job`'s stored spec.
-pub(super) fn step_of(job: &jobs::Job, index: u32) -> ApiResult<Step> {
-    nth_step(job, &spec_of(job)?, index)
+        .ok_or_else(|| ApiError::internal(format!("the job's spec has no step {index}")))
 }
 
 /// A lane as the worker hands it to the workload.

@@ -17,21 +17,21 @@ impl Core {
             operations::once(tx, &op, || {
                 placement::check_flags(&req.placement, id).map_err(refused)?;
                 let job = jobs::require(tx, id)?;
-                let Some(position) = job.position else {
+                let Some(position) = job.state.position() else {
                     return Err(ApiError::new(
                         ErrorCode::JobTerminal,
                         format!(
                             "job {id} is {} and no longer holds a slot",
-                            job.status.as_str()
+                            job.status().as_str()
                         ),
                     )
-                    .with_input(serde_json::json!({ "job": id, "state": job.status.as_str() })));
+                    .with_input(serde_json::json!({ "job": id, "state": job.status().as_str() })));
                 };
                 let anchor = match placement::anchor_job(&req.placement) {
                     None => None,
                     Some(target) => Some(match jobs::get(tx, target)? {
                         None => Anchor::Missing,
-                        Some(t) => match t.position {
+                        Some(t) => match t.state.position() {
                             None => Anchor::Terminal,
                             Some(p) => Anchor::At(Slot {
                                 priority: t.priority,

@@ -20,10 +20,9 @@ use crate::store::events::{self, EventRun, Pending};
 use crate::store::jobs;
 use crate::store::notices::{self as stored, Episode};
 use crate::store::runs;
-use homebased_shared::error::{ApiError, ApiResult};
+use homebased_shared::error::ApiResult;
 use homebased_shared::event::{BlockedNotice, CheckDueNotice, EventDetail, EventKind};
 use homebased_shared::queue::{JobStatus, RunStatus};
-use homebased_shared::spec::JobSpec;
 use homebased_shared::time::{now_ms, to_ms, Millis};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -98,8 +97,8 @@ impl Core {
                 continue;
             }
             // An unreadable spec is never due (fire_check_due says why once it is).
-            if let Ok(timeout) = timeout_of(&jobs::require(db, run.job)?) {
-                next.at(check_due::due_at(since, timeout));
+            if let Ok(spec) = self.specs.get(db, run.job) {
+                next.at(check_due::due_at(since, spec.timeout));
             }
         }
         Ok(next)
@@ -209,7 +208,7 @@ impl Core {
         let machine = self.machine;
         let fired = self.store.write(|tx| {
             let job = jobs::require(tx, open.job)?;
-            if job.status != JobStatus::Queued {
+            if job.status() != JobStatus::Queued {
                 return Ok(None);
             }
             let detail = EventDetail {
@@ -244,9 +243,8 @@ impl Core {
             if !check_due::is_due(now, since, check_due::MIN_TIMEOUT) {
                 continue;
             }
-            let job = jobs::require(self.store.db(), run.job)?;
-            let timeout = match timeout_of(&job) {
-                Ok(t) => t,
+            let timeout = match self.specs.get(self.store.db(), run.job) {
+                Ok(spec) => spec.timeout,
                 Err(e) => {
                     tracing::warn!(task = %run.task, error = %e, "no check-due for this run");
                     continue;
@@ -260,6 +258,7 @@ impl Core {
                 if stored::check_due_seq(tx, run.task)?.is_some() {
                     return Ok(());
                 }
+                let job = jobs::require(tx, run.job)?;
                 let detail = EventDetail {
                     check_due: Some(CheckDueNotice {
                         silent_since: since,
@@ -303,7 +302,7 @@ impl Core {
                     (episode, open, job),
                     (Some(id), Some(open), Some(job))
                         if open.id == id && open.job == event.job
-                            && job.status == JobStatus::Queued
+                            && job.status() == JobStatus::Queued
                 ))
             }
             Some(EventKind::JobCheckDue) => {
@@ -322,14 +321,6 @@ impl Core {
             _ => Ok(true),
         }
     }
-}
-
-/// The job's output-inactivity timeout, from its canonical spec.
-fn timeout_of(job: &jobs::Job) -> ApiResult<std::time::Duration> {
-    let spec: JobSpec = serde_json::from_value(job.spec.clone()).map_err(|e| {
-        ApiError::internal(format!("stored spec of job {} is unreadable: {e}", job.id))
-    })?;
-    Ok(spec.timeout)
 }
 
 /// The modification time of a file, `None` when it does not exist (yet).

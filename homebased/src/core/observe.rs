@@ -9,6 +9,7 @@
 
 use super::classify::{classify, JobNext};
 use super::launch::step_of;
+use super::specs::Specs;
 use super::Core;
 use crate::lifecycle::{self, Commit, Context, Effect, Observation, RunEnd, RunPhase};
 use crate::store::events::{self, EventRun};
@@ -66,9 +67,9 @@ impl Core {
     /// vanished worker leaves behind depends on it. Never read from `run.json`, whose content
     /// is not fsynced and may be empty after a machine crash.
     fn runs_a_container(&self, run: &Run) -> ApiResult<bool> {
-        let job = jobs::require(self.store.db(), run.job)?;
+        let spec = self.specs.get(self.store.db(), run.job)?;
         Ok(matches!(
-            super::launch::step_of(&job, run.step)?,
+            step_of(&spec, run.step)?,
             homebased_shared::spec::Step::Container(_)
         ))
     }
@@ -93,9 +94,11 @@ impl Core {
         };
         let machine = self.machine;
         if moved.has_effects() {
-            self.store.write(|db| moved.commit(db, machine))?;
+            self.store
+                .write(|db| moved.commit(db, &self.specs, machine))?;
         } else {
-            self.store.write_unsynced(|db| moved.commit(db, machine))?;
+            self.store
+                .write_unsynced(|db| moved.commit(db, &self.specs, machine))?;
         }
         fail::fail_point!("observe.committed", |_| std::process::abort());
         self.act(&moved);
@@ -312,9 +315,10 @@ impl Moved {
     }
 
     /// The store's side: each commit, then the new phase.
-    pub(super) fn commit(&mut self, db: Db, machine: MachineId) -> ApiResult<()> {
+    pub(super) fn commit(&mut self, db: Db, specs: &Specs, machine: MachineId) -> ApiResult<()> {
         let committed = commit(
             db,
+            specs,
             machine,
             &self.run,
             self.phase.as_ref(),
@@ -341,6 +345,7 @@ struct Committed {
 
 fn commit(
     db: Db,
+    specs: &Specs,
     machine: MachineId,
     run: &Run,
     phase: Option<&RunPhase>,
@@ -357,7 +362,7 @@ fn commit(
             } => runs::record_start(db, run.task, *workload_started_at)?,
             Commit::RecordStop(stop) => jobs::record_stop_cause(db, run.job, stop.cause)?,
             Commit::RecordEnd { end, ended_at } => {
-                let end = record_end(db, machine, run, end, *ended_at, ctx.now)?;
+                let end = record_end(db, specs, machine, run, end, *ended_at, ctx.now)?;
                 ended = Some(end.status);
                 appended |= end.appended;
             }
@@ -421,6 +426,7 @@ struct Ended {
 /// status and whether an event was appended.
 fn record_end(
     db: Db,
+    specs: &Specs,
     machine: MachineId,
     run: &Run,
     end: &RunEnd,
@@ -430,7 +436,7 @@ fn record_end(
     let job = jobs::require(db, run.job)?;
     let last_step = job.step + 1 >= job.steps;
     // The run's own step: its `yield_codes` say which exits answer a yield.
-    let yield_codes = step_of(&job, run.step)?.yield_codes();
+    let yield_codes = step_of(&*specs.get(db, job.id)?, run.step)?.yield_codes();
     // The run's own `resume` is what it was started with: an earlier attempt of its step
     // yielded (SPEC section 5), which a restart of this one does not undo.
     let outcome = classify(

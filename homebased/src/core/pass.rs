@@ -1,17 +1,17 @@
 //! One scheduling pass: build the snapshot, let the pure scheduler decide, then commit and
 //! enact each decision after re-checking it inside its own transaction.
 
+use super::specs::Specs;
 use super::Core;
 use crate::lifecycle::RunPhase;
 use crate::scheduler::{
     self, Decisions, ResourceSlot, RunSlot, SlotPhase, Snapshot, Target, WaitingJob,
 };
-use crate::store::jobs::{self, Job};
+use crate::store::jobs;
 use crate::store::{attentions, resources, runs, Db};
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::ids::JobId;
 use homebased_shared::queue::PreemptMode;
-use homebased_shared::spec::JobSpec;
 use homebased_shared::time::now_ms;
 use homebased_shared::wire::Waiting;
 use std::collections::HashMap;
@@ -38,9 +38,9 @@ impl LastPass {
     /// same pass implies for a job further down (read from its head only, never its spec).
     /// `None` for a job that is not queued or got a lane.
     pub fn waiting_of(&self, job: &jobs::JobHead) -> Option<Waiting> {
-        if job.status != homebased_shared::queue::JobStatus::Queued {
+        let jobs::JobState::Queued { position, .. } = job.state else {
             return None;
-        }
+        };
         if let Some(waiting) = self.waiting.get(&job.id) {
             return Some(waiting.clone());
         }
@@ -52,7 +52,7 @@ impl LastPass {
         let unread = WaitingJob {
             id: job.id,
             priority: job.priority,
-            position: job.position.unwrap_or(u32::MAX),
+            position,
             target: target_of(job.target, &job.target_lanes),
             gpus: job.gpus,
             time_limit: job.time_limit,
@@ -66,6 +66,9 @@ impl LastPass {
 impl Core {
     pub(super) fn pass(&mut self) {
         self.passes += 1;
+        if let Err(e) = self.specs.forget_finished(self.store.db()) {
+            tracing::warn!(error = %e, "cannot read which kept specs are still open");
+        }
         let (snapshot, decisions) = match self.snapshot() {
             Ok(snapshot) => {
                 let decisions = scheduler::decide(&snapshot);
@@ -133,7 +136,7 @@ impl Core {
             }
             let run = match holding.iter().find(|run| run.holds(r.id)) {
                 None => None,
-                Some(run) => Some(run_slot(db, run)?),
+                Some(run) => Some(run_slot(db, &self.specs, run)?),
             };
             slots.push(ResourceSlot {
                 id: r.id,
@@ -217,22 +220,13 @@ fn target_of(
     }
 }
 
-/// The preemption mode and window of a job, from its canonical spec.
-pub fn preempt_of(job: &Job) -> ApiResult<homebased_shared::spec::Preempt> {
-    let spec: JobSpec = serde_json::from_value(job.spec.clone()).map_err(|e| {
-        ApiError::internal(format!("stored spec of job {} is unreadable: {e}", job.id))
-    })?;
-    Ok(spec.preempt)
-}
-
-fn run_slot(db: Db, run: &runs::Run) -> ApiResult<RunSlot> {
-    // A run that already ended (cleaning, Attention) may belong to a terminal job: only its
-    // lane matters then.
+/// A run as the scheduler sees it. Its job's `preempt` comes from the spec the core keeps
+/// (`core::specs`): decoded once per job, and a spec that does not decode fails the pass
+/// loudly instead of passing for `wait`. A run that already ended (cleaning, Attention) may
+/// belong to a terminal job: only its lane matters then, but its job is still read.
+fn run_slot(db: Db, specs: &Specs, run: &runs::Run) -> ApiResult<RunSlot> {
     let job = jobs::require(db, run.job)?;
-    let preempt = preempt_of(&job).unwrap_or(homebased_shared::spec::Preempt {
-        mode: PreemptMode::Wait,
-        restart_within: None,
-    });
+    let preempt = specs.get(db, run.job)?.preempt;
     let phase = run
         .phase
         .as_ref()

@@ -16,6 +16,7 @@ impl Core {
         let content = serde_json::json!({ "attention": req.attention });
         let op = Operation::new(req.operation_id, "release", self.machine, &content);
         let machine = self.machine;
+        let specs = &self.specs;
         let mut released = None;
         let result = self.store.write(|db| {
             operations::once(db, &op, || {
@@ -51,7 +52,7 @@ impl Core {
                     )
                     .with_input(serde_json::json!({ "attention": req.attention })));
                 };
-                moved.commit(db, machine)?;
+                moved.commit(db, specs, machine)?;
                 released = Some(moved);
                 Ok(ReleaseResult {
                     resource: run.first_lane(),

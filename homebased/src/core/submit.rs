@@ -130,9 +130,9 @@ impl Core {
         SubmitResult {
             job: job.id,
             machine: self.machine,
-            state: job.status.as_str().into(),
+            state: job.status().as_str().into(),
             priority: job.priority,
-            position: job.position,
+            position: job.state.position(),
         }
     }
 

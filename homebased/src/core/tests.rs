@@ -213,7 +213,7 @@ fn a_submitted_job_launches_runs_succeeds_and_frees_its_lane() {
     let run = f.active(job);
     assert!(matches!(run.phase, Some(RunPhase::Launching { .. })));
     assert_eq!(f.workers.asked(), vec![Asked::Start(run.task)]);
-    assert_eq!(f.job(job).status, JobStatus::Active);
+    assert_eq!(f.job(job).status(), JobStatus::Active);
     assert!(
         f.dir(run.task).run_json().exists(),
         "run.json is written before the start"
@@ -226,7 +226,7 @@ fn a_submitted_job_launches_runs_succeeds_and_frees_its_lane() {
     let run = f.active(job);
     assert_eq!(run.phase, Some(RunPhase::Cleaning { attempt: 1 }));
     assert_eq!(run.status, RunStatus::Succeeded);
-    assert_eq!(f.job(job).status, JobStatus::Succeeded);
+    assert_eq!(f.job(job).status(), JobStatus::Succeeded);
     assert_eq!(f.events(job), ["JOB_SUCCEEDED"]);
 
     f.cleanup(run.task, 1, CleanupOutcome::Clean);
@@ -240,15 +240,19 @@ fn each_step_gets_its_own_attempt_and_the_lane_serves_the_next_job_after_cleanup
     let mut f = Fixture::new();
     let first = f.submit(Priority::Medium, restart(), 2);
     let second = f.submit(Priority::Medium, restart(), 1);
-    assert_eq!(f.job(second).status, JobStatus::Queued, "one lane, one run");
+    assert_eq!(
+        f.job(second).status(),
+        JobStatus::Queued,
+        "one lane, one run"
+    );
     let step0 = f.active(first).task;
     f.run_to_success(step0);
     // The second step of the same job keeps its slot ahead of the other job.
     let step1 = f.active(first);
     assert_eq!((step1.step, step1.run_number), (1, 2));
-    assert_eq!(f.job(second).status, JobStatus::Queued);
+    assert_eq!(f.job(second).status(), JobStatus::Queued);
     f.run_to_success(step1.task);
-    assert_eq!(f.job(first).status, JobStatus::Succeeded);
+    assert_eq!(f.job(first).status(), JobStatus::Succeeded);
     let next = f.active(second);
     assert_eq!(
         f.workers.asked(),
@@ -269,9 +273,9 @@ fn the_lane_stays_held_while_cleaning_even_after_the_job_ended() {
     f.confirm(task);
     f.exit(task, ExitReason::Exit { code: 0 });
     f.pass();
-    assert_eq!(f.job(first).status, JobStatus::Succeeded);
+    assert_eq!(f.job(first).status(), JobStatus::Succeeded);
     assert_eq!(
-        f.job(second).status,
+        f.job(second).status(),
         JobStatus::Queued,
         "cleaning is not free"
     );
@@ -284,7 +288,7 @@ fn cancelling_a_queued_job_ends_it_at_once_and_an_active_one_through_its_stop() 
     let active = f.submit(Priority::Medium, restart(), 1);
     let queued = f.submit(Priority::Medium, restart(), 1);
     assert_eq!(f.cancel(queued), CancelResult::Cancelled);
-    assert_eq!(f.job(queued).status, JobStatus::Cancelled);
+    assert_eq!(f.job(queued).status(), JobStatus::Cancelled);
     assert_eq!(f.events(queued), ["JOB_CANCELLED"]);
 
     let task = f.active(active).task;
@@ -301,13 +305,13 @@ fn cancelling_a_queued_job_ends_it_at_once_and_an_active_one_through_its_stop() 
     );
     assert_eq!(f.workers.asked().last(), Some(&Asked::SignalStop(task)));
     assert_eq!(
-        f.job(active).status,
+        f.job(active).status(),
         JobStatus::Active,
         "not cancelled until it ends"
     );
 
     f.exit(task, ExitReason::Cancelled);
-    assert_eq!(f.job(active).status, JobStatus::Cancelled);
+    assert_eq!(f.job(active).status(), JobStatus::Cancelled);
     assert_eq!(f.events(active), ["JOB_CANCELLED"]);
     let again = f.cancel(active);
     assert!(matches!(again, CancelResult::AlreadyTerminal { .. }));
@@ -352,7 +356,10 @@ fn a_higher_level_job_yields_the_lane_and_the_victim_resumes_in_its_slot() {
 
     f.exit(task, ExitReason::Exit { code: EXIT_YIELDED });
     let job = f.job(victim);
-    assert_eq!((job.status, job.resume), (JobStatus::Queued, true));
+    assert_eq!(
+        (job.status(), job.state.resume()),
+        (JobStatus::Queued, true)
+    );
     assert_eq!(f.events(victim), ["JOB_PREEMPTED"]);
     f.cleanup(task, 1, CleanupOutcome::Clean);
     f.worker_gone(task);
@@ -366,7 +373,10 @@ fn moving_a_queued_job_to_the_front_changes_the_serving_order() {
     let running = f.submit(Priority::Medium, restart(), 1);
     let a = f.submit(Priority::Medium, restart(), 1);
     let b = f.submit(Priority::Medium, restart(), 1);
-    assert_eq!((f.job(a).position, f.job(b).position), (Some(2), Some(3)));
+    assert_eq!(
+        (f.job(a).state.position(), f.job(b).state.position()),
+        (Some(2), Some(3))
+    );
     let op = OperationId::new();
     let request = MoveRequest {
         operation_id: op,
@@ -376,14 +386,14 @@ fn moving_a_queued_job_to_the_front_changes_the_serving_order() {
         },
     };
     f.core.move_job(b, request.clone()).unwrap();
-    assert_eq!(f.job(b).position, Some(1));
+    assert_eq!(f.job(b).state.position(), Some(1));
     assert_eq!(
-        (f.job(running).position, f.job(a).position),
+        (f.job(running).state.position(), f.job(a).state.position()),
         (Some(2), Some(3))
     );
     // A retry with the same operation id replays; the same id for other content conflicts.
     f.core.move_job(b, request).unwrap();
-    assert_eq!(f.job(b).position, Some(1));
+    assert_eq!(f.job(b).state.position(), Some(1));
     let other = f.core.move_job(
         a,
         MoveRequest {
@@ -413,7 +423,7 @@ fn a_lost_worker_is_cleaned_by_the_daemon_and_a_failed_cleanup_holds_the_lane_un
     let run = f.active(job);
     assert_eq!(run.status, RunStatus::Lost);
     assert_eq!(run.phase, Some(RunPhase::Cleaning { attempt: 2 }));
-    assert_eq!(f.job(job).status, JobStatus::Failed);
+    assert_eq!(f.job(job).status(), JobStatus::Failed);
     assert_eq!(
         f.workers.asked().last(),
         Some(&Asked::CleanUpLost {
@@ -445,7 +455,7 @@ fn a_lost_worker_is_cleaned_by_the_daemon_and_a_failed_cleanup_holds_the_lane_un
     assert_eq!(f.events(job), ["JOB_FAILED", "JOB_ATTENTION"]);
     f.pass();
     assert_eq!(
-        f.job(waiting).status,
+        f.job(waiting).status(),
         JobStatus::Queued,
         "Attention is not free"
     );
@@ -498,7 +508,7 @@ fn a_worker_that_detaches_from_its_container_is_replaced_by_an_adopting_worker()
         "{run:?}"
     );
     assert_eq!(run.status, RunStatus::Running);
-    assert_eq!(f.job(job).status, JobStatus::Active);
+    assert_eq!(f.job(job).status(), JobStatus::Active);
     assert!(f.events(job).is_empty(), "an adoption is no event");
     let request = f.dir(task).read_adoption().unwrap().unwrap();
     assert_eq!(
@@ -511,7 +521,7 @@ fn a_worker_that_detaches_from_its_container_is_replaced_by_an_adopting_worker()
     let run = f.active(job);
     assert_eq!(run.status, RunStatus::Failed);
     assert_eq!(run.process, Some(json!({"kind": "exit", "code": 3})));
-    assert_eq!(f.job(job).status, JobStatus::Failed);
+    assert_eq!(f.job(job).status(), JobStatus::Failed);
     assert_eq!(f.events(job), ["JOB_FAILED"]);
     f.cleanup(task, 1, CleanupOutcome::Clean);
     f.worker_gone(task);
@@ -543,7 +553,7 @@ fn a_launch_whose_worker_vanished_after_starting_its_container_is_adopted_then_c
         Some(RunPhase::Executing { .. })
     ));
     f.exit(task, ExitReason::Exit { code: 0 });
-    assert_eq!(f.job(job).status, JobStatus::Succeeded);
+    assert_eq!(f.job(job).status(), JobStatus::Succeeded);
     assert_eq!(f.runs(job).len(), 1, "the step ran once");
 }
 
@@ -570,7 +580,7 @@ fn adoptions_are_bounded_and_an_adopting_worker_that_cannot_start_makes_the_run_
         })
     );
     assert_eq!(f.active(job).status, RunStatus::Lost);
-    assert_eq!(f.job(job).status, JobStatus::Failed);
+    assert_eq!(f.job(job).status(), JobStatus::Failed);
 
     let mut f = Fixture::new();
     let job = f.submit_container();
@@ -636,7 +646,7 @@ fn a_launch_whose_worker_never_confirmed_returns_the_job_to_its_slot_without_an_
     f.worker_gone(task);
     let job_now = f.job(job);
     assert_eq!(
-        (job_now.status, job_now.position),
+        (job_now.status(), job_now.state.position()),
         (JobStatus::Queued, Some(1))
     );
     assert!(f.events(job).is_empty());
@@ -657,7 +667,7 @@ fn a_launch_whose_worker_may_have_started_the_workload_is_lost_not_run_again() {
     f.worker_json(task, false);
     f.worker_gone(task);
     assert_eq!(
-        f.job(job).status,
+        f.job(job).status(),
         JobStatus::Failed,
         "never returned to its slot"
     );
@@ -674,7 +684,11 @@ fn a_launch_whose_worker_may_have_started_the_workload_is_lost_not_run_again() {
         })
     );
     f.pass();
-    assert_eq!(f.job(next).status, JobStatus::Queued, "not while cleaning");
+    assert_eq!(
+        f.job(next).status(),
+        JobStatus::Queued,
+        "not while cleaning"
+    );
     assert_eq!(f.runs(job).len(), 1, "the step never ran a second time");
 }
 
@@ -688,7 +702,7 @@ fn a_worker_that_cannot_start_gives_the_lane_back_and_launches_wait_a_moment() {
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].status, RunStatus::Lost);
     assert!(runs[0].phase.is_none());
-    assert_eq!(f.job(job).status, JobStatus::Queued);
+    assert_eq!(f.job(job).status(), JobStatus::Queued);
     // Not again at once: a failing start would otherwise spin for as long as it fails.
     f.pass();
     assert_eq!(f.runs(job).len(), 1, "held back right after a failed start");
@@ -854,7 +868,7 @@ fn a_restart_after_a_yield_keeps_resume_and_a_yield_again_keeps_it_too() {
         ["JOB_PREEMPTED", "JOB_PREEMPTED", "JOB_PREEMPTED"]
     );
     f.run_to_success(fourth);
-    assert_eq!(f.job(victim).status, JobStatus::Succeeded);
+    assert_eq!(f.job(victim).status(), JobStatus::Succeeded);
 }
 
 #[test]
@@ -921,7 +935,10 @@ fn the_submitters_environment_reaches_run_json_without_run_variables_or_the_dige
     assert!(!captured.contains_key("CUDA_VISIBLE_DEVICES"));
     // The same job resubmitted from another environment is the same job, not a conflict.
     f.core.submit(submit(None, id)).unwrap();
-    assert!(!f.job(id).spec.to_string().contains("HF_HOME"));
+    let spec = crate::store::jobs::spec(f.core.store.db(), id)
+        .unwrap()
+        .unwrap();
+    assert!(!serde_json::to_string(&spec).unwrap().contains("HF_HOME"));
 }
 
 /// The value of one series in the core's `/metrics` text.
@@ -1135,7 +1152,7 @@ fn runs_that_end_in_one_turn_share_the_flush_of_the_launch_after_them() {
         f.worker_gone(task);
     }
     for job in &jobs {
-        assert_eq!(f.job(*job).status, JobStatus::Succeeded);
+        assert_eq!(f.job(*job).status(), JobStatus::Succeeded);
     }
     assert!(
         !f.core.store.is_synced(),
@@ -1209,7 +1226,7 @@ fn held_answers_become_retryable_errors_when_the_barrier_cannot_commit_and_the_n
     other.execute_batch("ROLLBACK").unwrap();
     f.core.settle_answers();
     assert!(f.core.store.is_synced(), "the next turn made it durable");
-    assert_eq!(f.job(job).status, JobStatus::Queued, "the job was kept");
+    assert_eq!(f.job(job).status(), JobStatus::Queued, "the job was kept");
 }
 
 #[test]
@@ -1300,7 +1317,7 @@ fn a_run_past_its_time_limit_is_stopped_as_a_restart_and_its_job_fails_with_the_
 
     // The worker stopped it: the job fails, not queued again, with the cause in its event.
     f.exit(task, ExitReason::Cancelled);
-    assert_eq!(f.job(job).status, JobStatus::Failed);
+    assert_eq!(f.job(job).status(), JobStatus::Failed);
     assert_eq!(f.runs(job)[0].status, RunStatus::Failed);
     let events = crate::store::events::list_for_job(f.core.store.db(), job).unwrap();
     assert_eq!(f.events(job), ["JOB_FAILED"]);
@@ -1363,7 +1380,7 @@ fn the_commit_that_appends_an_event_wakes_delivery_and_a_pass_alone_does_not() {
     // A queued job's cancel appends its event without a run's move.
     let running = f.submit(Priority::Medium, restart(), 1);
     let queued = f.submit(Priority::Medium, restart(), 1);
-    assert_eq!(f.job(running).status, JobStatus::Active);
+    assert_eq!(f.job(running).status(), JobStatus::Active);
     assert!(!delivery_woken(&wake));
     assert_eq!(f.cancel(queued), CancelResult::Cancelled);
     assert_eq!(f.events(queued), ["JOB_CANCELLED"]);
@@ -1392,4 +1409,36 @@ fn the_commit_that_appends_an_event_wakes_delivery_and_a_pass_alone_does_not() {
         .unwrap();
     assert_eq!(f.events(after), ["JOB_CANCELLED"]);
     assert!(delivery_woken(&wake), "the submit's commit woke delivery");
+}
+
+#[test]
+fn each_jobs_spec_is_decoded_once_however_many_passes_steps_and_stops_read_it() {
+    let mut f = Fixture::new();
+    // A low two-step job that yields to an urgent one, and a job queued behind both: the
+    // pass reads the running job's `preempt`, each launch its steps, each end its
+    // `yield_codes`, over many passes.
+    let victim = f.submit(Priority::Low, json!({"mode": "yield"}), 2);
+    let behind = f.submit(Priority::Low, restart(), 1);
+    let task = f.active(victim).task;
+    f.confirm(task);
+    for _ in 0..20 {
+        f.pass();
+    }
+    let urgent = f.submit(Priority::High, restart(), 1);
+    f.exit(task, ExitReason::Exit { code: EXIT_YIELDED });
+    f.cleanup(task, 1, CleanupOutcome::Clean);
+    f.worker_gone(task);
+    f.pass();
+    f.run_to_success(f.active(urgent).task);
+    f.run_to_success(f.active(victim).task);
+    f.run_to_success(f.active(victim).task);
+    f.run_to_success(f.active(behind).task);
+    for _ in 0..20 {
+        f.pass();
+    }
+    for job in [victim, behind, urgent] {
+        assert_eq!(f.job(job).status(), JobStatus::Succeeded);
+    }
+    assert_eq!(f.core.specs.decoded(), 3, "one decode per job");
+    assert_eq!(f.core.specs.kept(), 0, "finished jobs' specs are not kept");
 }

@@ -8,7 +8,6 @@ use crate::store::resources::{self, Resource};
 use crate::store::runs::{self, Run};
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::ids::JobId;
-use homebased_shared::queue::JobStatus;
 use homebased_shared::wire::{
     ActiveRunView, DaemonStatus, GpuView, JobDetail, JobLink, JobStateView, JobSummary, JobTarget,
     ResourceList, ResourceView, RunView, StorageStatus,
@@ -183,6 +182,7 @@ impl Core {
     pub fn job_detail(&self, id: JobId) -> ApiResult<JobDetail> {
         let db = self.store.db();
         let job = jobs::require(db, id)?;
+        let spec = self.specs.get(db, id)?;
         let history = runs::list_for_job(db, id)?;
         let active_run = history
             .iter()
@@ -204,11 +204,15 @@ impl Core {
             updated_at: summary.updated_at,
             waiting: self.waiting_of(&job),
             thread: job.thread,
-            spec: job.spec.clone(),
+            spec: homebased_shared::spec::canonical(&spec)?,
             active_run,
             runs: history.iter().map(run_view).collect(),
             last_stop_cause: job.last_stop_cause,
-            dependencies: dependencies_of(db, &job)?,
+            dependencies: spec
+                .after
+                .iter()
+                .map(|named| link(db, *named))
+                .collect::<ApiResult<_>>()?,
             dependents: crate::store::dependencies::dependents(db, id)?
                 .into_iter()
                 .map(|(job, _)| link(db, job))
@@ -370,21 +374,15 @@ pub fn resource_view(r: Resource, run: Option<&Run>) -> ResourceView {
 }
 
 pub fn job_state_view(job: &JobHead) -> JobStateView {
-    match job.status {
-        JobStatus::Queued => JobStateView::Queued { resume: job.resume },
-        JobStatus::Active => match job.active_lanes.first() {
-            Some(resource) => JobStateView::Active {
-                resource: *resource,
-                resources: job.active_lanes.clone(),
-            },
-            // Cannot happen while the store keeps its invariants; show it as queued.
-            None => JobStateView::Queued { resume: job.resume },
+    match &job.state {
+        jobs::JobState::Queued { resume, .. } => JobStateView::Queued { resume: *resume },
+        jobs::JobState::Active { lanes, .. } => JobStateView::Active {
+            resource: lanes.first(),
+            resources: lanes.all().to_vec(),
         },
-        JobStatus::Succeeded => JobStateView::Succeeded,
-        JobStatus::Failed => JobStateView::Failed {
-            run: job.failed_run,
-        },
-        JobStatus::Cancelled => JobStateView::Cancelled,
+        jobs::JobState::Succeeded => JobStateView::Succeeded,
+        jobs::JobState::Failed { run } => JobStateView::Failed { run: *run },
+        jobs::JobState::Cancelled => JobStateView::Cancelled,
     }
 }
 
@@ -393,7 +391,7 @@ pub fn job_summary(job: &JobHead) -> JobSummary {
         id: job.id,
         name: job.name.clone(),
         priority: job.priority,
-        position: job.position,
+        position: job.state.position(),
         state: job_state_view(job),
         target: job_target(job),
         gpus: job.gpus,
@@ -516,19 +514,6 @@ impl Core {
         };
         Ok((self.metrics.clone(), snapshot))
     }
-}
-
-/// The jobs of `job`'s `after`, in the order given, read from its canonical spec: a job
-/// retention has removed since (only a finished one can have gone) is listed without a name
-/// or state.
-fn dependencies_of(db: crate::store::Db, job: &jobs::Job) -> ApiResult<Vec<JobLink>> {
-    let after: Vec<JobId> = match job.spec.get("after") {
-        None | Some(serde_json::Value::Null) => Vec::new(),
-        Some(list) => serde_json::from_value(list.clone()).map_err(|e| {
-            ApiError::internal(format!("stored spec of job {} is unreadable: {e}", job.id))
-        })?,
-    };
-    after.into_iter().map(|named| link(db, named)).collect()
 }
 
 fn link(db: crate::store::Db, job: JobId) -> ApiResult<JobLink> {

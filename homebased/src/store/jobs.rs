@@ -12,6 +12,7 @@ use super::{Db, DbResult};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::ids::{JobId, MachineId, ResourceId, TaskId, ThreadId};
 use homebased_shared::queue::{JobStatus, Priority, StopCause};
+use homebased_shared::spec::JobSpec;
 use homebased_shared::time::{now_ms, Millis};
 use rusqlite::{OptionalExtension, Row};
 use serde_json::Value;
@@ -28,19 +29,14 @@ pub struct JobHead {
     pub thread: ThreadId,
     pub name: String,
     pub priority: Priority,
-    pub position: Option<u32>,
-    pub status: JobStatus,
-    pub resume: bool,
+    /// Where the job is in its life, with what only that state has.
+    pub state: JobState,
     pub target: Option<ResourceId>,
     pub step: u32,
     pub steps: u32,
     pub runs: u32,
     pub event_seq: u32,
-    pub failed_run: Option<TaskId>,
     pub last_stop_cause: Option<StopCause>,
-    /// The lanes of the run that holds the job while it is active, in resource order;
-    /// empty otherwise.
-    pub active_lanes: Vec<ResourceId>,
     /// How many lanes each of its runs holds (`gpus`).
     pub gpus: u32,
     /// The lanes a multi-lane job is pinned to (`resources`), in the order given; empty
@@ -55,11 +51,134 @@ pub struct JobHead {
     pub updated_at: Millis,
 }
 
+/// A job's state as the store decodes it, once, from its columns (SPEC section 9's `state`):
+/// each variant carries what only that state has, so that no reader meets an active job
+/// without lanes or a queued one without a place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobState {
+    /// Waiting in its slot at the dense 1-based `position` of its level; `resume` after a
+    /// yield (its next run resumes from its checkpoint).
+    Queued {
+        position: u32,
+        resume: bool,
+    },
+    /// A run holds the job on `lanes` while the job keeps its slot at `position`.
+    Active {
+        position: u32,
+        resume: bool,
+        lanes: HeldLanes,
+    },
+    Succeeded,
+    /// `run`: the run whose failure ended the job (none when it failed without one, e.g. a
+    /// restored store's launch that never confirmed).
+    Failed {
+        run: Option<TaskId>,
+    },
+    Cancelled,
+}
+
+impl JobState {
+    /// The state from its stored columns; `Err` names the broken invariant.
+    fn decode(
+        status: JobStatus,
+        position: Option<u32>,
+        resume: bool,
+        lanes: Vec<ResourceId>,
+        failed_run: Option<TaskId>,
+    ) -> Result<JobState, String> {
+        let place = || position.ok_or_else(|| format!("a {} job holds no slot", status.as_str()));
+        Ok(match status {
+            JobStatus::Queued => JobState::Queued {
+                position: place()?,
+                resume,
+            },
+            JobStatus::Active => JobState::Active {
+                position: place()?,
+                resume,
+                lanes: HeldLanes::new(lanes).ok_or("an active job with no run holding a lane")?,
+            },
+            JobStatus::Succeeded => JobState::Succeeded,
+            JobStatus::Failed => JobState::Failed { run: failed_run },
+            JobStatus::Cancelled => JobState::Cancelled,
+        })
+    }
+
+    pub fn status(&self) -> JobStatus {
+        match self {
+            JobState::Queued { .. } => JobStatus::Queued,
+            JobState::Active { .. } => JobStatus::Active,
+            JobState::Succeeded => JobStatus::Succeeded,
+            JobState::Failed { .. } => JobStatus::Failed,
+            JobState::Cancelled => JobStatus::Cancelled,
+        }
+    }
+
+    /// The dense position of a queued or active job in its level.
+    pub fn position(&self) -> Option<u32> {
+        match self {
+            JobState::Queued { position, .. } | JobState::Active { position, .. } => {
+                Some(*position)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the job's next (or current) run resumes from its checkpoint.
+    pub fn resume(&self) -> bool {
+        match self {
+            JobState::Queued { resume, .. } | JobState::Active { resume, .. } => *resume,
+            _ => false,
+        }
+    }
+
+    /// The lanes of the run that holds an active job; empty otherwise.
+    pub fn lanes(&self) -> &[ResourceId] {
+        match self {
+            JobState::Active { lanes, .. } => lanes.all(),
+            _ => &[],
+        }
+    }
+}
+
+/// The lanes of an active job's run, in resource order: never empty (the store decodes an
+/// active job without them as a broken row).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldLanes(Vec<ResourceId>);
+
+impl HeldLanes {
+    fn new(lanes: Vec<ResourceId>) -> Option<HeldLanes> {
+        (!lanes.is_empty()).then_some(HeldLanes(lanes))
+    }
+
+    /// The first lane: the one a one-lane reader (`resource`, events) names.
+    pub fn first(&self) -> ResourceId {
+        self.0[0]
+    }
+
+    pub fn all(&self) -> &[ResourceId] {
+        &self.0
+    }
+}
+
+impl JobHead {
+    /// The state's name alone, for the readers that only compare it.
+    pub fn status(&self) -> JobStatus {
+        self.state.status()
+    }
+
+    /// Its dense position in its level, while it holds a slot.
+    pub fn position(&self) -> Option<u32> {
+        self.state.position()
+    }
+}
+
 /// A whole job: its head and what was stored with the submission.
 #[derive(Debug, Clone, PartialEq)]
+///
+/// The spec is not here: it is decoded on its own ([`spec`]), by the readers that need it
+/// (a launch, `job show`), and the core keeps it once decoded (`core::specs`).
 pub struct Job {
     pub head: JobHead,
-    pub spec: Value,
     pub digest: String,
     pub env_path: Option<String>,
     pub env_home: Option<String>,
@@ -149,7 +268,7 @@ const COLUMNS: &str = concat!(
        JOIN run_lanes l ON l.task = r.task WHERE r.job = j.id \
        AND r.phase IN ('launching', 'executing', 'stopping')) AS active_lanes, ",
     dependencies::first_unmet_sql!(),
-    ", j.gpus, j.target_lanes, j.time_limit_ms, j.spec, j.digest, j.env_path, j.env_home, j.env, j.origin"
+    ", j.gpus, j.target_lanes, j.time_limit_ms, j.digest, j.env_path, j.env_home, j.env, j.origin"
 );
 
 /// Column `index` of a row, parsed from its text in place (a long listing reads several
@@ -179,37 +298,39 @@ where
 
 /// Reads the head of a row of [`HEAD_COLUMNS`] or [`COLUMNS`] (the same order), by
 /// position: a long listing would otherwise spend its time matching column names. The
-/// head's `position` is left `None` and the slot key is answered beside it, for the caller
-/// to number.
-fn head_from_row(r: &Row) -> rusqlite::Result<(JobHead, Option<i64>)> {
+/// caller numbers the job: `position` is its dense place in its level when it holds a slot.
+fn head_from_row(r: &Row, position: Option<u32>) -> rusqlite::Result<JobHead> {
     let priority: i64 = r.get(3)?;
-    let key: Option<i64> = r.get(4)?;
-    let head = JobHead {
+    let status = parse(r, 5, "state")?;
+    let state = JobState::decode(
+        status,
+        position,
+        r.get(6)?,
+        lane_list(r, 16, "active_lanes")?,
+        opt(r, 12, "failed_run")?,
+    )
+    .map_err(|e| bad_column("state", e))?;
+    Ok(JobHead {
         id: parse(r, 0, "id")?,
         thread: parse(r, 1, "thread")?,
         name: r.get(2)?,
         priority: Priority::from_rank(priority).ok_or_else(|| bad_column("priority", priority))?,
-        position: None,
-        status: parse(r, 5, "state")?,
-        resume: r.get(6)?,
+        state,
         target: opt(r, 7, "target")?,
         step: r.get(8)?,
         steps: r.get(9)?,
         runs: r.get(10)?,
         event_seq: r.get(11)?,
-        failed_run: opt(r, 12, "failed_run")?,
         last_stop_cause: opt(r, 13, "last_stop_cause")?,
         created_at: r.get(14)?,
         updated_at: r.get(15)?,
-        active_lanes: lane_list(r, 16, "active_lanes")?,
         dependency: dependencies::first_unmet(r, 17)?,
         gpus: r.get(18)?,
         target_lanes: lane_list(r, 19, "target_lanes")?,
         time_limit: r
             .get::<_, Option<u64>>(20)?
             .map(std::time::Duration::from_millis),
-    };
-    Ok((head, key))
+    })
 }
 
 /// A comma-separated list of lane UUIDs; `NULL` is none.
@@ -227,39 +348,82 @@ fn lane_list(r: &Row, index: usize, name: &str) -> rusqlite::Result<Vec<Resource
     }
 }
 
-fn from_row(r: &Row) -> rusqlite::Result<(Job, Option<i64>)> {
-    let spec: String = r.get(21)?;
-    let (head, key) = head_from_row(r)?;
-    let job = Job {
-        head,
-        spec: serde_json::from_str(&spec).map_err(|e| bad_column("spec", e))?,
-        digest: r.get(22)?,
-        env_path: r.get(23)?,
-        env_home: r.get(24)?,
+fn from_row(r: &Row, position: Option<u32>) -> rusqlite::Result<Job> {
+    Ok(Job {
+        head: head_from_row(r, position)?,
+        digest: r.get(21)?,
+        env_path: r.get(22)?,
+        env_home: r.get(23)?,
         env: r
-            .get::<_, Option<String>>(25)?
+            .get::<_, Option<String>>(24)?
             .map(|text| serde_json::from_str(&text).map_err(|e| bad_column("env", e)))
             .transpose()?,
-        origin: opt(r, 26, "origin")?,
-    };
-    Ok((job, key))
+        origin: opt(r, 25, "origin")?,
+    })
 }
 
 pub fn get(db: Db, id: JobId) -> ApiResult<Option<Job>> {
-    let row = db
+    // The dense position is counted before the row is decoded, so that the job's state
+    // arrives whole: one short read of the slot key first.
+    let key = db
         .conn
-        .prepare_cached(&format!("SELECT {COLUMNS} FROM jobs j WHERE j.id = ?1"))
+        .prepare_cached("SELECT j.priority, j.slot_key FROM jobs j WHERE j.id = ?1")
         .db("read job")?
-        .query_row([id.to_string()], from_row)
+        .query_row([id.to_string()], |r| {
+            let priority: i64 = r.get(0)?;
+            let priority =
+                Priority::from_rank(priority).ok_or_else(|| bad_column("priority", priority))?;
+            Ok(r.get::<_, Option<i64>>(1)?.map(|key| (priority, key)))
+        })
         .optional()
         .db("read job")?;
-    let Some((mut job, key)) = row else {
+    let Some(key) = key else {
         return Ok(None);
     };
-    if let Some(key) = key {
-        job.head.position = Some(position_of(db, job.priority, key)?);
-    }
-    Ok(Some(job))
+    let position = match key {
+        Some((level, key)) => Some(position_of(db, level, key)?),
+        None => None,
+    };
+    db.conn
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM jobs j WHERE j.id = ?1"))
+        .db("read job")?
+        .query_row([id.to_string()], |r| from_row(r, position))
+        .optional()
+        .db("read job")
+}
+
+/// Which of `ids` are open (queued or active), in one read.
+pub fn open_among(db: Db, ids: &[JobId]) -> ApiResult<std::collections::HashSet<JobId>> {
+    let list = serde_json::to_string(&ids.iter().map(JobId::to_string).collect::<Vec<_>>())
+        .map_err(ApiError::internal)?;
+    let mut stmt = db
+        .conn
+        .prepare_cached(
+            "SELECT j.id FROM json_each(?1) e JOIN jobs j ON j.id = e.value \
+             WHERE j.slot_key IS NOT NULL",
+        )
+        .db("read open jobs")?;
+    let rows = stmt
+        .query_map([list], |r| parse(r, 0, "id"))
+        .db("read open jobs")?;
+    rows.collect::<rusqlite::Result<_>>().db("read open jobs")
+}
+
+/// The job's canonical spec, decoded: `None` for no such job, an error naming the column
+/// when the stored text is not a spec this build reads.
+pub fn spec(db: Db, id: JobId) -> ApiResult<Option<JobSpec>> {
+    let text: Option<String> = db
+        .conn
+        .prepare_cached("SELECT spec FROM jobs WHERE id = ?1")
+        .db("read job spec")?
+        .query_row([id.to_string()], |r| r.get(0))
+        .optional()
+        .db("read job spec")?;
+    text.map(|text| {
+        serde_json::from_str(&text)
+            .map_err(|e| ApiError::internal(format!("column spec of job {id}: {e}")))
+    })
+    .transpose()
 }
 
 /// The dense 1-based position of the job holding `key` in `level`: the keys before it
@@ -359,9 +523,8 @@ pub fn visit_open(db: Db, mut visit: impl FnMut(JobHead) -> bool) -> ApiResult<(
         let mut rows = stmt.query([level.rank()]).db("list jobs")?;
         let mut position = 0;
         while let Some(row) = rows.next().db("list jobs")? {
-            let (mut head, _) = head_from_row(row).db("list jobs")?;
             position += 1;
-            head.position = Some(position);
+            let head = head_from_row(row, Some(position)).db("list jobs")?;
             if !visit(head) {
                 return Ok(());
             }
@@ -761,8 +924,54 @@ mod tests {
         list_open(db)
             .unwrap()
             .into_iter()
-            .map(|j| (j.id, j.priority, j.position.unwrap()))
+            .map(|j| (j.id, j.priority, j.position().unwrap()))
             .collect()
+    }
+
+    #[test]
+    fn an_active_job_that_no_run_holds_a_lane_for_is_a_broken_row_not_a_queued_one() {
+        let (_d, store) = test_store();
+        let c = store.db();
+        let job = add(c, Priority::Medium);
+        assert!(matches!(
+            require(c, job).unwrap().state,
+            JobState::Queued {
+                position: 1,
+                resume: false
+            }
+        ));
+        // Active in its row, but no run reserved a lane: the store keeps these together
+        // (`runs::reserve`), so apart they are a corrupt row, named as such.
+        activate(c, job, 1, 0).unwrap();
+        let e = require(c, job).unwrap_err();
+        assert!(e.message.contains("column state"), "{}", e.message);
+        assert!(e.message.contains("no run holding a lane"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_spec_is_decoded_on_its_own_and_one_that_does_not_decode_names_its_column() {
+        let (_d, store) = test_store();
+        let c = store.db();
+        // `for_test` stores `{}`, which no spec decodes from.
+        let job = add(c, Priority::Medium);
+        let e = spec(c, job).unwrap_err();
+        assert!(
+            e.message.contains(&format!("column spec of job {job}")),
+            "{}",
+            e.message
+        );
+        assert!(spec(c, JobId::new()).unwrap().is_none());
+    }
+
+    #[test]
+    fn open_among_answers_the_queued_and_active_jobs_of_a_list_in_one_read() {
+        let (_d, store) = test_store();
+        let c = store.db();
+        let queued = add(c, Priority::Medium);
+        let done = add(c, Priority::Medium);
+        finish(c, &require(c, done).unwrap(), JobStatus::Cancelled, None).unwrap();
+        let open = open_among(c, &[queued, done, JobId::new()]).unwrap();
+        assert_eq!(open, [queued].into_iter().collect());
     }
 
     #[test]
@@ -825,7 +1034,7 @@ mod tests {
                 (ids[2], Priority::Medium, 2)
             ]
         );
-        assert_eq!(get(c, ids[1]).unwrap().unwrap().position, None);
+        assert_eq!(get(c, ids[1]).unwrap().unwrap().position(), None);
     }
 
     /// Rows written by `f`, triggers' included.
@@ -859,16 +1068,16 @@ mod tests {
                     1
                 );
                 let second = get(c, ids[2])?.unwrap();
-                assert_eq!(second.position, Some(3));
+                assert_eq!(second.position(), Some(3));
                 assert_eq!(
                     writes(c, || place(c, &second, Priority::High, 1).unwrap()),
                     3,
                     "the row, and the counts of the levels it left and joined"
                 );
-                assert_eq!(get(c, ids[1_999])?.unwrap().position, Some(1));
-                assert_eq!(get(c, ids[1])?.unwrap().position, Some(2));
-                assert_eq!(get(c, ids[3])?.unwrap().position, Some(3));
-                assert_eq!(get(c, ids[1_998])?.unwrap().position, Some(1_998));
+                assert_eq!(get(c, ids[1_999])?.unwrap().position(), Some(1));
+                assert_eq!(get(c, ids[1])?.unwrap().position(), Some(2));
+                assert_eq!(get(c, ids[3])?.unwrap().position(), Some(3));
+                assert_eq!(get(c, ids[1_998])?.unwrap().position(), Some(1_998));
                 assert_eq!(level_len(c, Priority::Medium)?, 1_999);
                 assert_eq!(count_in_flight(c)?, 2_000);
                 Ok(())
@@ -895,7 +1104,7 @@ mod tests {
                 let expected: Vec<_> = order.iter().copied().zip(1..).collect();
                 assert_eq!(listed, expected);
                 for (id, position) in expected {
-                    assert_eq!(get(c, id)?.unwrap().position, Some(position));
+                    assert_eq!(get(c, id)?.unwrap().position(), Some(position));
                 }
                 Ok(())
             })
@@ -967,7 +1176,7 @@ mod tests {
                 assert_eq!(slots(c), expected);
                 for (id, l, p) in &expected {
                     let job = get(c, *id)?.unwrap();
-                    assert_eq!((job.priority, job.position), (*l, Some(*p)));
+                    assert_eq!((job.priority, job.position()), (*l, Some(*p)));
                 }
                 for l in Priority::ALL {
                     assert_eq!(level_len(c, l)? as usize, model[l.rank() as usize].len());

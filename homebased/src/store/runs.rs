@@ -7,7 +7,6 @@ use super::{bad_column, Db, DbResult};
 use crate::lifecycle::{CommittedStop, RunPhase};
 use homebased_shared::error::ApiResult;
 use homebased_shared::ids::{AttentionId, JobId, ResourceId, TaskId};
-use homebased_shared::queue::JobStatus;
 use homebased_shared::queue::{PhaseKind, RunStatus, StopCause};
 use homebased_shared::time::now_ms;
 use homebased_shared::time::Millis;
@@ -229,7 +228,10 @@ pub fn reserve(db: Db, job: JobId, lanes: &[ResourceId]) -> ApiResult<Option<Res
     let Some(job) = jobs::get(db, job)? else {
         return Ok(None);
     };
-    if job.status != JobStatus::Queued || lanes.is_empty() || lanes.len() != job.gpus as usize {
+    let jobs::JobState::Queued { resume, .. } = job.state else {
+        return Ok(None);
+    };
+    if lanes.is_empty() || lanes.len() != job.gpus as usize {
         return Ok(None);
     }
     let holding = list_holding(db)?;
@@ -266,7 +268,7 @@ pub fn reserve(db: Db, job: JobId, lanes: &[ResourceId]) -> ApiResult<Option<Res
             lanes[0].to_string(),
             run_number,
             job.step,
-            job.resume,
+            resume,
             now,
         ))
         .db("reserve run")?;

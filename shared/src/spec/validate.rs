@@ -56,9 +56,7 @@ pub(super) const PREEMPT_FIELDS: &[&str] = &["mode", "restart_within"];
 pub fn validate(raw: &[u8], ctx: &SubmitContext) -> Result<ValidSpec, ApiError> {
     let doc = parse(raw)?;
     let spec = job_spec(&doc, ctx)?;
-    let canonical = serde_json::to_value(&spec)
-        .map(sorted_keys)
-        .map_err(|e| ApiError::internal(format!("cannot write the canonical spec: {e}")))?;
+    let canonical = canonical(&spec)?;
     let bytes = serde_json::to_vec(&canonical)
         .map_err(|e| ApiError::internal(format!("cannot write the canonical spec: {e}")))?;
     let digest = Sha256::digest(&bytes)
@@ -70,6 +68,14 @@ pub fn validate(raw: &[u8], ctx: &SubmitContext) -> Result<ValidSpec, ApiError> 
         canonical,
         digest,
     })
+}
+
+/// The canonical JSON of a spec: what the store keeps, the digest covers and `job show`
+/// prints (the same text however often a stored spec is decoded and written again).
+pub fn canonical(spec: &JobSpec) -> Result<Value, ApiError> {
+    serde_json::to_value(spec)
+        .map(sorted_keys)
+        .map_err(|e| ApiError::internal(format!("cannot write the canonical spec: {e}")))
 }
 
 /// Object keys in sorted order, written explicitly: with serde_json's `preserve_order` feature

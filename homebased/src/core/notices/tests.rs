@@ -6,7 +6,7 @@ use crate::delivery::outbox;
 use homebased_shared::config::{Config, NotifyBlockedAfter};
 use homebased_shared::ids::{JobId, ResourceId, TaskId, ThreadId};
 use homebased_shared::queue::{PreemptMode, Priority};
-use homebased_shared::spec::{Preempt, Step};
+use homebased_shared::spec::{JobSpec, Preempt, Step};
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
