@@ -6,7 +6,7 @@ the figures printed (and written to docs/BENCHMARKS.md with SOAK_REPORT=1).
 
 Run through `scripts/soak`, which builds the release binaries first. Not part of CI: it
 takes minutes and measures this machine. Python 3.11 standard library only; the daemon and
-API helpers come from scripts/bench.py.
+API helpers come from the benchmarks package (scripts/benchmarks/).
 
 Settings (environment):
   SOAK_JOBS        jobs submitted                                   [5000]
@@ -33,7 +33,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench  # noqa: E402  (the daemon and API helpers)
+# After the path is set, so the package is found from any working folder.
+from benchmarks.daemon import Api, ApiError, Home, uuid7, wait_for  # noqa: E402
+from benchmarks.settings import ROOT  # noqa: E402
+from benchmarks.stats import median  # noqa: E402
 
 JOBS = int(os.environ.get("SOAK_JOBS", "5000"))
 CLIENTS = int(os.environ.get("SOAK_CLIENTS", "16"))
@@ -49,7 +52,7 @@ def log(msg: str) -> None:
 
 class Soak:
     def __init__(self, bins: Path):
-        self.h = bench.Home(bins, "soak", lanes=LANES)
+        self.h = Home(bins, "soak", lanes=LANES)
         self.starts = self.h.out / "starts.log"
         self.lock = threading.Lock()
         self.jobs: list[str] = []
@@ -93,12 +96,12 @@ class Soak:
 
     # -- retries across daemon kills: every call carries its own job or operation id
 
-    def call(self, api: bench.Api, method: str, path: str, body=None):
+    def call(self, api: Api, method: str, path: str, body=None):
         deadline = time.monotonic() + 120
         while True:
             try:
                 return api.request(method, path, body)
-            except bench.ApiError as e:
+            except ApiError as e:
                 text = str(e)
                 if "HTTP 503" in text or "daemon_unavailable" in text:
                     api.close()
@@ -113,10 +116,10 @@ class Soak:
 
     def client(self, index: int) -> None:
         rng = random.Random(index)
-        api = bench.Api(self.h.sock)
+        api = Api(self.h.sock)
         mine: list[str] = []
         for n in range(index, JOBS, CLIENTS):
-            job = bench.uuid7()
+            job = uuid7()
             self.call(api, "POST", "/v1/jobs", self.h.body(job, self.spec(rng, n)))
             mine.append(job)
             with self.lock:
@@ -130,7 +133,7 @@ class Soak:
                     self.call(api, "POST", f"/v1/jobs/{target}/cancel", op)
                     with self.lock:
                         self.counts["cancels"] += 1
-                except bench.ApiError:
+                except ApiError:
                     pass
             elif roll < 0.15 and mine:
                 target = rng.choice(mine)
@@ -142,7 +145,7 @@ class Soak:
                     self.call(api, "POST", f"/v1/jobs/{target}/move", op)
                     with self.lock:
                         self.counts["moves"] += 1
-                except bench.ApiError:
+                except ApiError:
                     pass  # a job that finished meanwhile is job_terminal
         api.close()
 
@@ -155,9 +158,9 @@ class Soak:
                 continue
             t0 = time.perf_counter()
             self.h.serve_foreground()
-            bench.wait_for(lambda: self.h.sock.exists(), 60, 0.005, "the socket")
-            probe = bench.Api(self.h.sock)
-            bench.wait_for(lambda: self.answers(probe), 60, 0.005, "the restarted daemon")
+            wait_for(lambda: self.h.sock.exists(), 60, 0.005, "the socket")
+            probe = Api(self.h.sock)
+            wait_for(lambda: self.answers(probe), 60, 0.005, "the restarted daemon")
             probe.close()
             self.restart_ms.append((time.perf_counter() - t0) * 1000)
             with self.lock:
@@ -165,7 +168,7 @@ class Soak:
             self.check_dense()
 
     @staticmethod
-    def answers(api: bench.Api) -> bool:
+    def answers(api: Api) -> bool:
         try:
             api.get("/v1/status", fresh=True)
             return True
@@ -173,7 +176,7 @@ class Soak:
             return False
 
     def check_dense(self) -> None:
-        api = bench.Api(self.h.sock)
+        api = Api(self.h.sock)
         try:
             listing = self.call(api, "GET", "/v1/jobs")
         finally:
@@ -190,7 +193,7 @@ class Soak:
 
     def run(self) -> dict:
         self.h.serve_foreground()
-        bench.wait_for(lambda: self.h.sock.exists(), 60, 0.01, "the socket")
+        wait_for(lambda: self.h.sock.exists(), 60, 0.01, "the socket")
         started = time.perf_counter()
         clients = [threading.Thread(target=self.client, args=(i,)) for i in range(CLIENTS)]
         killer = threading.Thread(target=self.killer) if KILL_EVERY > 0 else None
@@ -202,7 +205,7 @@ class Soak:
             t.join()
         submitted_s = time.perf_counter() - started
         log(f"{self.counts['submitted']} jobs submitted in {submitted_s:.0f} s")
-        api = bench.Api(self.h.sock)
+        api = Api(self.h.sock)
         deadline = time.monotonic() + DEADLINE
         while True:
             open_jobs = len(self.call(api, "GET", "/v1/jobs")["jobs"])
@@ -217,7 +220,7 @@ class Soak:
             killer.join()
         drained_s = time.perf_counter() - started
         self.check_dense()
-        bench.wait_for(lambda: self.idle(api), 120, 0.05, "every lane to be idle")
+        wait_for(lambda: self.idle(api), 120, 0.05, "every lane to be idle")
         figures = self.verify(api)
         api.close()
         figures.update(
@@ -230,17 +233,17 @@ class Soak:
             kills=self.counts["kills"],
             cancels=self.counts["cancels"],
             moves=self.counts["moves"],
-            restart_ms_p50=round(bench.median(self.restart_ms) or 0, 1),
+            restart_ms_p50=round(median(self.restart_ms) or 0, 1),
             restart_ms_max=round(max(self.restart_ms, default=0), 1),
             dense_checks=self.dense_checks,
         )
         return figures
 
-    def idle(self, api: bench.Api) -> bool:
+    def idle(self, api: Api) -> bool:
         resources = self.call(api, "GET", "/v1/resources")["resources"]
         return all(r["run"] is None for r in resources)
 
-    def verify(self, api: bench.Api) -> dict:
+    def verify(self, api: Api) -> dict:
         """The crash matrix's invariants, over every job."""
         done = Counter()
         starts = 0
@@ -346,7 +349,7 @@ def report(figures: dict, violations: list[str]) -> str:
 
 
 def write_report(block: str) -> None:
-    path = bench.ROOT / "docs" / "BENCHMARKS.md"
+    path = ROOT / "docs" / "BENCHMARKS.md"
     text = path.read_text()
     start, end = "<!-- soak:start -->", "<!-- soak:end -->"
     command = (
@@ -375,7 +378,7 @@ def main() -> int:
     bins = (
         Path(sys.argv[sys.argv.index("--bin-dir") + 1]).resolve()
         if "--bin-dir" in sys.argv
-        else bench.ROOT / "target" / "release"
+        else ROOT / "target" / "release"
     )
     soak = Soak(bins)
     log(f"{JOBS} jobs, {CLIENTS} clients, {LANES} lanes, kill -9 every {KILL_EVERY:g} s")
