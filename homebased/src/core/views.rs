@@ -554,3 +554,6 @@ impl Core {
         events::for_thread(self.store.db(), thread, after, THREAD_BATCH)
     }
 }
+
+#[cfg(test)]
+mod wire_bytes;
