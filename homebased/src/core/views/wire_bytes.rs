@@ -5,8 +5,8 @@
 
 use super::run_view;
 use crate::core::unknown_runs::{failure_record, LiveRun};
-use crate::lifecycle::{cleanup_value, RunPhase};
-use crate::store::runs::Run;
+use crate::lifecycle::RunPhase;
+use crate::store::runs::{json_text, EndRecord, Run};
 use homebased_shared::event::{
     BlockedNotice, CheckDueNotice, Event, EventCause, EventDetail, EventKind,
 };
@@ -14,7 +14,10 @@ use homebased_shared::queue::RunStatus;
 use homebased_shared::rundir::{
     CleanupOutcome, CleanupRecord, ExitReason, RemainingProcess, RemainingReason,
 };
-use homebased_shared::wire::{ThreadEvents, Versioned};
+use homebased_shared::wire::{
+    AttentionFailure, CleanupResult, RunView, ThreadEvents, UnknownLiveRun, Versioned,
+};
+use serde::{de::DeserializeOwned, Serialize};
 
 const TASK: &str = "01a23100-0000-7000-8000-0000000000b0";
 const JOB: &str = "01a23100-0000-7000-8000-000000000001";
@@ -51,6 +54,17 @@ const SHOWN_EVENTS: [&str; 6] = [
     r#"{"api_version":1,"at":"2023-11-14T22:13:20.123Z","blocked":{"blocked_since":"2020-09-13T12:26:40.000Z","blockers":[{"kind":"run","task":"01a23100-0000-7000-8000-0000000000b0"}],"episode":"01a23100-0000-7000-8000-0000000000d1"},"event":"JOB_BLOCKED","job":"01a23100-0000-7000-8000-000000000001","machine":"01a23100-0000-7000-8000-0000000000e0","name":"train","resource":null,"run_number":null,"seq":3,"step":null,"task":null,"thread":"01a23100-0000-7000-8000-0000000000c0"}"#,
     r#"{"api_version":1,"at":"2023-11-14T22:13:20.123Z","check_due":{"silent_since":"2020-09-13T12:26:40.000Z","timeout":"2h 30m"},"event":"JOB_CHECK_DUE","job":"01a23100-0000-7000-8000-000000000001","machine":"01a23100-0000-7000-8000-0000000000e0","name":"train","resource":"01a23100-0000-7000-8000-0000000000a0","run_number":2,"seq":3,"step":1,"task":"01a23100-0000-7000-8000-0000000000b0","thread":"01a23100-0000-7000-8000-0000000000c0"}"#,
     r#"{"api_version":1,"at":"2023-11-14T22:13:20.123Z","detail":{"cause":"dependency_failed","job":"01a23100-0000-7000-8000-000000000001"},"event":"JOB_CANCELLED","job":"01a23100-0000-7000-8000-000000000001","machine":"01a23100-0000-7000-8000-0000000000e0","name":"train","resource":"01a23100-0000-7000-8000-0000000000a0","run_number":2,"seq":3,"step":1,"task":"01a23100-0000-7000-8000-0000000000b0","thread":"01a23100-0000-7000-8000-0000000000c0"}"#,
+];
+
+/// The stored bodies of [`events`], as `events.body` keeps them (the envelope first, then
+/// the event's fields in their order).
+const STORED_EVENTS: [&str; 6] = [
+    r#"{"api_version":1,"event":"JOB_FAILED","job":"01a23100-0000-7000-8000-000000000001","seq":3,"at":"2023-11-14T22:13:20.123Z","thread":"01a23100-0000-7000-8000-0000000000c0","name":"train","machine":"01a23100-0000-7000-8000-0000000000e0","resource":"01a23100-0000-7000-8000-0000000000a0","task":"01a23100-0000-7000-8000-0000000000b0","run_number":2,"step":1,"process":{"kind":"exit","code":3}}"#,
+    r#"{"api_version":1,"event":"JOB_FAILED","job":"01a23100-0000-7000-8000-000000000001","seq":3,"at":"2023-11-14T22:13:20.123Z","thread":"01a23100-0000-7000-8000-0000000000c0","name":"train","machine":"01a23100-0000-7000-8000-0000000000e0","resource":"01a23100-0000-7000-8000-0000000000a0","task":"01a23100-0000-7000-8000-0000000000b0","run_number":2,"step":1,"process":{"kind":"signal","signal":9},"detail":{"cause":"time_limit"}}"#,
+    r#"{"api_version":1,"event":"JOB_ATTENTION","job":"01a23100-0000-7000-8000-000000000001","seq":3,"at":"2023-11-14T22:13:20.123Z","thread":"01a23100-0000-7000-8000-0000000000c0","name":"train","machine":"01a23100-0000-7000-8000-0000000000e0","resource":"01a23100-0000-7000-8000-0000000000a0","task":"01a23100-0000-7000-8000-0000000000b0","run_number":2,"step":1,"attention":"01a23100-0000-7000-8000-0000000000d1","cleanup":{"attempt":2,"remaining":[{"pid":4242,"reason":"marked","start_ticks":99},{"pid":7,"reason":"suspect","start_ticks":1}],"result":"targets_survived"}}"#,
+    r#"{"api_version":1,"event":"JOB_BLOCKED","job":"01a23100-0000-7000-8000-000000000001","seq":3,"at":"2023-11-14T22:13:20.123Z","thread":"01a23100-0000-7000-8000-0000000000c0","name":"train","machine":"01a23100-0000-7000-8000-0000000000e0","resource":null,"task":null,"run_number":null,"step":null,"blocked":{"episode":"01a23100-0000-7000-8000-0000000000d1","blocked_since":"2020-09-13T12:26:40.000Z","blockers":[{"kind":"run","task":"01a23100-0000-7000-8000-0000000000b0"}]}}"#,
+    r#"{"api_version":1,"event":"JOB_CHECK_DUE","job":"01a23100-0000-7000-8000-000000000001","seq":3,"at":"2023-11-14T22:13:20.123Z","thread":"01a23100-0000-7000-8000-0000000000c0","name":"train","machine":"01a23100-0000-7000-8000-0000000000e0","resource":"01a23100-0000-7000-8000-0000000000a0","task":"01a23100-0000-7000-8000-0000000000b0","run_number":2,"step":1,"check_due":{"silent_since":"2020-09-13T12:26:40.000Z","timeout":"2h 30m"}}"#,
+    r#"{"api_version":1,"event":"JOB_CANCELLED","job":"01a23100-0000-7000-8000-000000000001","seq":3,"at":"2023-11-14T22:13:20.123Z","thread":"01a23100-0000-7000-8000-0000000000c0","name":"train","machine":"01a23100-0000-7000-8000-0000000000e0","resource":"01a23100-0000-7000-8000-0000000000a0","task":"01a23100-0000-7000-8000-0000000000b0","run_number":2,"step":1,"detail":{"cause":"dependency_failed","job":"01a23100-0000-7000-8000-000000000001"}}"#,
 ];
 
 const RUN_VIEW: &str = r#"{"task":"01a23100-0000-7000-8000-0000000000b0","run_number":2,"step":1,"resource":"01a23100-0000-7000-8000-0000000000a0","resources":["01a23100-0000-7000-8000-0000000000a0"],"status":"failed","resume":false,"stop_cause":null,"started_at":"2020-09-13T12:26:40.000Z","ended_at":"2023-11-14T22:13:20.123Z","process":{"code":3,"kind":"exit"},"cleanup":{"attempt":2,"remaining":[{"pid":4242,"reason":"marked","start_ticks":99},{"pid":7,"reason":"suspect","start_ticks":1}],"result":"targets_survived"},"gpu_memory_peak_mib":512}"#;
@@ -220,15 +234,17 @@ fn ended_run() -> Run {
         run_number: 2,
         step: 1,
         resume: false,
-        status: RunStatus::Failed,
         phase: None,
         stop: None,
         reserved_at: 1_000,
         started_at: Some(1_600_000_000_000),
         workload_started_at: Some(1_600_000_000_000),
-        ended_at: Some(1_700_000_000_123),
-        process: Some(serde_json::to_value(ExitReason::Exit { code: 3 }).unwrap()),
-        cleanup: Some(cleanup_value(&survived)),
+        ended: Some(EndRecord {
+            status: RunStatus::Failed,
+            at: 1_700_000_000_123,
+            process: Some(ExitReason::Exit { code: 3 }),
+            cleanup: Some(CleanupResult::from(&survived)),
+        }),
         gpu_memory_peak_mib: Some(512),
     }
 }
@@ -239,33 +255,39 @@ fn held() -> RunPhase {
     });
     RunPhase::Attention {
         id: ATTENTION.parse().unwrap(),
-        failure: cleanup_value(&failed),
+        failure: CleanupResult::from(&failed),
     }
 }
 
 /// What the store writes in `runs.cleanup` (and `attentions.failure` for a failed one).
 fn stored_cleanup(record: &CleanupRecord) -> String {
-    cleanup_value(record).to_string()
+    json_text("cleanup", &CleanupResult::from(record)).unwrap()
 }
 
-fn event_cleanup(record: &CleanupRecord) -> serde_json::Value {
-    cleanup_value(record)
+fn event_cleanup(record: &CleanupRecord) -> CleanupResult {
+    CleanupResult::from(record)
 }
 
 /// What the store writes in `runs.process`.
 fn stored_process(reason: &ExitReason) -> String {
-    serde_json::to_value(reason).unwrap().to_string()
+    json_text("process", reason).unwrap()
 }
 
 /// What the store writes in `attentions.failure` for a live run it does not know.
 fn stored_failure(run: &LiveRun, run_known: bool) -> String {
-    failure_record(run, run_known).to_string()
+    let failure = AttentionFailure::UnknownLiveRun(failure_record(run, run_known));
+    json_text("failure", &failure).unwrap()
 }
 
 /// A stored event as `job show` and the thread's events answer it.
-fn shown_event(event: &Event) -> serde_json::Value {
-    let stored = serde_json::to_string(&Versioned::new(event)).unwrap();
-    serde_json::from_str(&stored).unwrap()
+fn shown_event(event: &Event) -> Versioned<Event> {
+    Versioned::new(event.clone())
+}
+
+/// `text` read as `T` and written again as the store writes it: the same bytes.
+fn reencoded<T: DeserializeOwned + Serialize>(text: &str) -> String {
+    let value: T = serde_json::from_str(text).unwrap();
+    json_text("a record", &value).unwrap()
 }
 
 #[test]
@@ -312,4 +334,45 @@ fn a_run_and_an_attention_are_shown_as_before() {
         serde_json::to_string(&held().view()).unwrap(),
         ATTENTION_PHASE
     );
+}
+
+/// What earlier builds stored reads back as its type and is written again byte for byte.
+#[test]
+fn every_stored_record_reads_back_as_its_type_and_is_written_again_unchanged() {
+    for text in CLEANUPS {
+        assert_eq!(reencoded::<CleanupResult>(text), text);
+        if !text.contains(r#""result":"clean""#) {
+            assert_eq!(reencoded::<AttentionFailure>(text), text);
+        }
+    }
+    for text in PROCESSES {
+        assert_eq!(reencoded::<ExitReason>(text), text);
+    }
+    for text in UNKNOWN_LIVE_RUNS {
+        assert_eq!(reencoded::<AttentionFailure>(text), text);
+        let run: UnknownLiveRun = serde_json::from_str(text).unwrap();
+        assert_eq!(run.job.to_string(), JOB);
+    }
+    let run: RunView = serde_json::from_str(RUN_VIEW).unwrap();
+    assert_eq!(serde_json::to_string(&run).unwrap(), RUN_VIEW);
+}
+
+/// An event body the store keeps is written as before, and reads back as the event shown.
+#[test]
+fn an_event_is_stored_as_before_and_shown_from_what_is_stored() {
+    let stored: Vec<String> = events()
+        .iter()
+        .map(|e| serde_json::to_string(&Versioned::new(e)).unwrap())
+        .collect();
+    assert_eq!(stored, STORED_EVENTS);
+    let read: Vec<Versioned<Event>> = STORED_EVENTS
+        .iter()
+        .map(|text| serde_json::from_str(text).unwrap())
+        .collect();
+    let answer = ThreadEvents {
+        events: read,
+        cursor: "42".into(),
+    };
+    let expected = format!(r#"{{"events":[{}],"cursor":"42"}}"#, SHOWN_EVENTS.join(","));
+    assert_eq!(serde_json::to_string(&answer).unwrap(), expected);
 }
