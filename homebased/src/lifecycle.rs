@@ -24,8 +24,7 @@ use homebased_shared::ids::{AttentionId, JobId};
 use homebased_shared::queue::{PhaseKind, StopCause};
 use homebased_shared::rundir::{CleanupOutcome, CleanupRecord, ExitReason};
 use homebased_shared::time::Millis;
-use homebased_shared::wire::PhaseView;
-use serde_json::Value;
+use homebased_shared::wire::{AttentionFailure, CleanupResult, PhaseView};
 
 pub use crate::core::classify::RunEnd;
 
@@ -74,7 +73,7 @@ pub enum RunPhase {
     /// Cleanup failed: the lane stays held until a person releases exactly `id`.
     Attention {
         id: AttentionId,
-        failure: Value,
+        failure: CleanupResult,
     },
 }
 
@@ -143,7 +142,7 @@ impl RunPhase {
             RunPhase::Cleaning { attempt } => PhaseView::Cleaning { attempt: *attempt },
             RunPhase::Attention { id, failure } => PhaseView::Attention {
                 id: *id,
-                failure: failure.clone(),
+                failure: AttentionFailure::Cleanup(failure.clone()),
             },
         }
     }
@@ -426,7 +425,7 @@ pub fn next(phase: &RunPhase, observation: Observation, ctx: Context) -> Option<
 fn attention(ctx: Context, record: &CleanupRecord) -> RunPhase {
     RunPhase::Attention {
         id: ctx.new_attention,
-        failure: cleanup_value(record),
+        failure: CleanupResult::from(record),
     }
 }
 
@@ -442,17 +441,6 @@ fn cleanup_exhausted(done: u32, now: Millis) -> CleanupRecord {
         },
         finished_at: now,
     }
-}
-
-/// The stored cleanup result: the outcome (`{"result": ...}` with its remaining pids) and
-/// the attempt that produced it. An Attention's failure is the same record.
-pub fn cleanup_value(record: &CleanupRecord) -> Value {
-    // A derived Serialize of plain data cannot fail; Null would only hide a bug, not a fault.
-    let mut value = serde_json::to_value(&record.outcome).unwrap_or(Value::Null);
-    if let Value::Object(fields) = &mut value {
-        fields.insert("attempt".into(), record.attempt.into());
-    }
-    value
 }
 
 #[cfg(test)]

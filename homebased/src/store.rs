@@ -1001,7 +1001,10 @@ mod tests {
             "01a23100-0000-7000-8000-0000000000d3",
         );
         let unknown_task = "01a23100-0000-7000-8000-0000000000b1";
-        let failure = format!(r#"{{"result":"unknown_live_run","job":"{job}"}}"#);
+        // The record v11 to v15 wrote for a live run the store did not know: one lane.
+        let failure = format!(
+            r#"{{"job":"{job}","message":"check it","pid":4242,"resources":["gpu2"],"result":"unknown_live_run","resume":false,"run_number":1,"step":0,"task":"{unknown_task}"}}"#
+        );
         conn.execute_batch(&format!(
             "INSERT INTO resources (id, name, device, origin, created_at) VALUES \
                ('{}', 'gpu0', 0, 'detected', 1), ('{}', 'gpu1', 1, 'detected', 1), \

@@ -85,8 +85,12 @@ pub struct EventDetail {
     /// `JOB_ATTENTION`: the hold to release, and the cleanup failure that caused it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention: Option<AttentionId>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cleanup: Option<Value>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::wire::sorted_keys::serialize"
+    )]
+    pub cleanup: Option<crate::wire::CleanupResult>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked: Option<BlockedNotice>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -209,7 +213,12 @@ mod tests {
             step: None,
             detail: EventDetail {
                 attention: Some(AttentionId::new()),
-                cleanup: Some(serde_json::json!({"result": "targets_survived"})),
+                cleanup: Some(crate::wire::CleanupResult {
+                    attempt: 1,
+                    outcome: crate::rundir::CleanupOutcome::TargetsSurvived {
+                        remaining: Vec::new(),
+                    },
+                }),
                 ..EventDetail::default()
             },
         };

@@ -424,8 +424,9 @@ pub struct ExitRecord {
 }
 
 /// Why a process was still there when cleanup gave up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum RemainingReason {
     /// Carries this run's marker and survived the signals.
     Marked,
@@ -433,6 +434,13 @@ pub enum RemainingReason {
     Suspect,
     /// Still in the workload's process group.
     Group,
+}
+
+impl RemainingReason {
+    /// The name on the wire: serde's, derived by strum.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -443,8 +451,9 @@ pub struct RemainingProcess {
 }
 
 /// The result of one cleanup attempt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(tag = "result", rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum CleanupOutcome {
     Clean,
     GroupUnconfirmed { remaining: Vec<RemainingProcess> },
@@ -457,6 +466,37 @@ pub enum CleanupOutcome {
 impl CleanupOutcome {
     pub fn is_clean(&self) -> bool {
         matches!(self, CleanupOutcome::Clean)
+    }
+
+    /// Its `result` on the wire (`clean`, `targets_survived`, ...): serde's tag, derived by
+    /// strum.
+    pub fn name(&self) -> &'static str {
+        self.into()
+    }
+
+    /// The processes a person must check, each by pid and kernel start time; none for an
+    /// outcome that names none.
+    pub fn remaining(&self) -> &[RemainingProcess] {
+        match self {
+            CleanupOutcome::GroupUnconfirmed { remaining }
+            | CleanupOutcome::TargetsSurvived { remaining }
+            | CleanupOutcome::UnreadableSuspects { remaining } => remaining,
+            CleanupOutcome::Clean
+            | CleanupOutcome::EnumerationFailed { .. }
+            | CleanupOutcome::ContainerUnconfirmed { .. } => &[],
+        }
+    }
+
+    /// What went wrong, in words, for an outcome that says.
+    pub fn message(&self) -> Option<&str> {
+        match self {
+            CleanupOutcome::EnumerationFailed { message }
+            | CleanupOutcome::ContainerUnconfirmed { message } => Some(message),
+            CleanupOutcome::Clean
+            | CleanupOutcome::GroupUnconfirmed { .. }
+            | CleanupOutcome::TargetsSurvived { .. }
+            | CleanupOutcome::UnreadableSuspects { .. } => None,
+        }
     }
 }
 
@@ -695,6 +735,33 @@ mod tests {
         assert_eq!(v, serde_json::json!({"kind":"cancelled"}));
         let v = serde_json::to_value(CleanupOutcome::Clean).unwrap();
         assert_eq!(v, serde_json::json!({"result":"clean"}));
+    }
+
+    #[test]
+    fn outcome_and_reason_names_are_serdes() {
+        let outcomes = [
+            CleanupOutcome::Clean,
+            CleanupOutcome::GroupUnconfirmed { remaining: vec![] },
+            CleanupOutcome::TargetsSurvived { remaining: vec![] },
+            CleanupOutcome::UnreadableSuspects { remaining: vec![] },
+            CleanupOutcome::EnumerationFailed {
+                message: "m".into(),
+            },
+            CleanupOutcome::ContainerUnconfirmed {
+                message: "m".into(),
+            },
+        ];
+        for outcome in outcomes {
+            let v = serde_json::to_value(&outcome).unwrap();
+            assert_eq!(v["result"], outcome.name(), "{v}");
+        }
+        for reason in [
+            RemainingReason::Marked,
+            RemainingReason::Suspect,
+            RemainingReason::Group,
+        ] {
+            assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
+        }
     }
 
     #[test]

@@ -5,10 +5,14 @@
 //! - [`envelope`]: [`Versioned`], which writes `api_version` once for every answer.
 //! - [`resources`]: `resource list`, `register` and `release`.
 //! - [`jobs`]: `resource jobs` and `job show`.
+//! - [`runs`]: a run's records as stored and shown: its cleanup result and an Attention's
+//!   failure (its process's end is the worker's own [`crate::rundir::ExitReason`]).
 //! - [`job_writes`]: `job submit`, `move` and `cancel`.
 //! - [`fleet`]: a machine's identity and the Fleet peer directory.
 //! - [`daemon`]: `daemon status`, the shutdown request and `task log`.
 //! - [`strict`]: reading untrusted JSON (UTF-8 first, duplicate keys refused with a pointer).
+//! - [`sorted_keys`]: writing a typed record with its keys sorted, as the `Value` it was
+//!   written as before it was typed.
 //!
 //! [`MAX_BODY_BYTES`] is the one request-body limit: the daemon refuses larger bodies and the
 //! CLI refuses to send them.
@@ -19,6 +23,8 @@ pub mod fleet;
 pub mod job_writes;
 pub mod jobs;
 pub mod resources;
+pub mod runs;
+pub mod sorted_keys;
 pub mod strict;
 
 /// The header a forwarding daemon adds: the machine the request comes from. Here, with the
@@ -71,3 +77,4 @@ pub use resources::{
     ActiveRunView, Device, GpuProcessView, GpuView, PhaseView, QueueProcessOwner, RegisterRequest,
     ReleaseRequest, ReleaseResult, ResourceList, ResourceOrigin, ResourceView,
 };
+pub use runs::{AttentionFailure, CleanupResult, UnknownLiveRun};

@@ -328,10 +328,12 @@ fn follow(
                     skip -= 1;
                     continue;
                 }
+                // The object an inbox line holds, keys sorted, whichever way it is shown.
+                let event = serde_json::to_value(event).map_err(ApiError::internal)?;
                 let text = if json_output {
                     event.to_string()
                 } else {
-                    super::event_rows::line(event)
+                    super::event_rows::line(&event)
                 };
                 if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {
                     // The reader went away (a closed pipe): nothing more to show.

@@ -8,10 +8,12 @@ pub use jobs_table::JobsTable;
 
 pub use words::{age, process_result};
 
+use homebased_shared::event::{Event, EventCause, EventKind};
 use homebased_shared::ids::{JobId, ResourceId};
 use homebased_shared::queue::PhaseKind;
-use homebased_shared::time::{now_ms, Millis};
-use homebased_shared::wire::{JobTarget, PhaseView, ResourceList, Waiting};
+use homebased_shared::rundir::CleanupOutcome;
+use homebased_shared::time::{now_ms, rfc3339, Millis};
+use homebased_shared::wire::{AttentionFailure, JobTarget, PhaseView, ResourceList, Waiting};
 use std::collections::HashMap;
 
 /// Formats rows as columns separated by two spaces, the last column unpadded.
@@ -178,31 +180,32 @@ fn foreign(r: &homebased_shared::wire::ResourceView) -> String {
     format!("{} proc {:.1}GiB", foreign.len(), mib as f64 / 1024.0)
 }
 
-/// What a person must check: the failure kind and each remaining process with its kernel
-/// start time, so that exact process can be found.
-pub fn attention_summary(failure: &serde_json::Value) -> String {
-    let kind = failure
-        .get("result")
-        .and_then(|r| r.as_str())
-        .unwrap_or("cleanup failed");
-    let remaining: Vec<String> = failure
-        .get("remaining")
-        .and_then(|r| r.as_array())
-        .map(|list| {
-            list.iter()
-                .map(|p| {
-                    format!(
-                        "pid {} (start {}, {})",
-                        p["pid"],
-                        p["start_ticks"],
-                        p["reason"].as_str().unwrap_or("?")
-                    )
-                })
-                .collect()
+/// What a person must check before releasing an Attention: the failure's kind with the
+/// processes to find, or what it says.
+pub fn attention_summary(failure: &AttentionFailure) -> String {
+    match failure {
+        AttentionFailure::Cleanup(cleanup) => cleanup_summary(&cleanup.outcome),
+        AttentionFailure::UnknownLiveRun(run) => format!("{}: {}", failure.result(), run.message),
+    }
+}
+
+/// A cleanup's outcome: its kind and each remaining process with its kernel start time, so
+/// that exact process can be found, or its message.
+pub fn cleanup_summary(outcome: &CleanupOutcome) -> String {
+    let kind = outcome.name();
+    let remaining: Vec<String> = outcome
+        .remaining()
+        .iter()
+        .map(|p| {
+            format!(
+                "pid {} (start {}, {})",
+                p.pid,
+                p.start_ticks,
+                p.reason.as_str()
+            )
         })
-        .unwrap_or_default();
-    let message = failure.get("message").and_then(|m| m.as_str());
-    match (remaining.is_empty(), message) {
+        .collect();
+    match (remaining.is_empty(), outcome.message()) {
         (false, _) => format!("{kind}: check {}", remaining.join(", ")),
         (true, Some(m)) => format!("{kind}: {m}"),
         (true, None) => kind.to_string(),
@@ -478,11 +481,7 @@ pub fn job_detail(
             .runs
             .iter()
             .map(|r| {
-                let cleanup = r
-                    .cleanup
-                    .as_ref()
-                    .and_then(|c| c.get("result").and_then(|v| v.as_str()).map(String::from))
-                    .unwrap_or_else(|| "-".into());
+                let cleanup = r.cleanup.as_ref().map_or("-", |c| c.outcome.name());
                 vec![
                     r.task.to_string(),
                     r.run_number.to_string(),
@@ -495,7 +494,7 @@ pub fn job_detail(
                     run_time(r.started_at, r.ended_at),
                     r.gpu_memory_peak_mib
                         .map_or_else(|| "-".into(), |m| format!("{:.1}GiB", m as f64 / 1024.0)),
-                    cleanup,
+                    cleanup.to_string(),
                 ]
             })
             .collect();
@@ -508,20 +507,20 @@ pub fn job_detail(
         ));
     }
     for r in &d.runs {
-        if let Some(c) = r.cleanup.as_ref().filter(|c| c["result"] != "clean") {
+        if let Some(c) = r.cleanup.as_ref().filter(|c| !c.outcome.is_clean()) {
             out.push_str(&format!(
                 "\ncleanup of {}: {}",
                 r.task,
-                attention_summary(c)
+                cleanup_summary(&c.outcome)
             ));
         }
     }
-    for e in &d.events {
+    for e in d.events.iter().map(|e| &e.answer) {
         out.push_str(&format!(
             "\nevent {} {} {}",
-            e["seq"],
-            e["event"].as_str().unwrap_or("?"),
-            e["at"].as_str().unwrap_or("")
+            e.seq,
+            e.event.as_str(),
+            rfc3339(e.at)
         ));
         if let Some(note) = event_note(e) {
             out.push_str(": ");
@@ -533,23 +532,28 @@ pub fn job_detail(
 
 /// What a notice means, in words: the two notices stop nothing, and a reader who sees only
 /// their names cannot tell what they ask of them.
-fn event_note(e: &serde_json::Value) -> Option<String> {
-    match e["event"].as_str()? {
-        "JOB_CHECK_DUE" => {
-            let since = e["check_due"]["silent_since"].as_str().unwrap_or("?");
-            let timeout = e["check_due"]["timeout"].as_str().unwrap_or("?");
+fn event_note(e: &Event) -> Option<String> {
+    match e.event {
+        EventKind::JobCheckDue => {
+            let due = e.detail.check_due.as_ref();
+            let since = due.map_or_else(|| "?".into(), |d| rfc3339(d.silent_since));
+            let timeout = due.map_or("?", |d| d.timeout.as_str());
             Some(format!(
                 "no output since {since}, as long as the job's timeout ({timeout}); the run goes \
                  on: check that it still makes progress (task log, its processes)"
             ))
         }
-        "JOB_FAILED" if e["detail"]["cause"] == "time_limit" => Some(
+        EventKind::JobFailed if e.detail.detail == Some(EventCause::TimeLimit) => Some(
             "the run was still executing at its start plus the job's time_limit: it was \
              stopped (TERM, grace, KILL) and the job failed"
                 .into(),
         ),
-        "JOB_BLOCKED" => {
-            let since = e["blocked"]["blocked_since"].as_str().unwrap_or("?");
+        EventKind::JobBlocked => {
+            let since = e
+                .detail
+                .blocked
+                .as_ref()
+                .map_or_else(|| "?".into(), |b| rfc3339(b.blocked_since));
             Some(format!(
                 "first in line and unable to start since {since}; nothing was stopped for it \
                  (see its waiting reason)"
@@ -601,12 +605,38 @@ mod tests {
         assert!(asked.contains("(--tail 3)"), "{asked}");
     }
 
+    fn event(event: EventKind, detail: homebased_shared::event::EventDetail) -> Event {
+        Event {
+            event,
+            job: JobId::new(),
+            seq: 1,
+            at: 1_700_000_000_000,
+            thread: homebased_shared::ids::ThreadId::new(),
+            name: "train".into(),
+            machine: homebased_shared::ids::MachineId::new(),
+            resource: None,
+            task: None,
+            run_number: None,
+            step: None,
+            detail,
+        }
+    }
+
     #[test]
     fn notices_say_what_they_mean_and_other_events_need_no_words() {
-        let due = serde_json::json!({
-            "event": "JOB_CHECK_DUE",
-            "check_due": {"silent_since": "2026-12-01T10:00:00.000Z", "timeout": "1h"},
-        });
+        use homebased_shared::event::{BlockedNotice, CheckDueNotice, EventDetail};
+        let at =
+            |text: &str| homebased_shared::time::to_ms(humantime::parse_rfc3339(text).unwrap());
+        let due = event(
+            EventKind::JobCheckDue,
+            EventDetail {
+                check_due: Some(CheckDueNotice {
+                    silent_since: at("2026-12-01T10:00:00.000Z"),
+                    timeout: "1h".into(),
+                }),
+                ..EventDetail::default()
+            },
+        );
         let note = super::event_note(&due).unwrap();
         assert!(
             note.contains("no output since 2026-12-01T10:00:00.000Z")
@@ -614,37 +644,65 @@ mod tests {
                 && note.contains("the run goes on"),
             "{note}"
         );
-        let blocked = serde_json::json!({
-            "event": "JOB_BLOCKED",
-            "blocked": {"blocked_since": "2026-12-01T09:00:00.000Z"},
-        });
+        let blocked = event(
+            EventKind::JobBlocked,
+            EventDetail {
+                blocked: Some(BlockedNotice {
+                    episode: uuid::Uuid::nil(),
+                    blocked_since: at("2026-12-01T09:00:00.000Z"),
+                    blockers: serde_json::json!([]),
+                }),
+                ..EventDetail::default()
+            },
+        );
         let note = super::event_note(&blocked).unwrap();
         assert!(note.contains("since 2026-12-01T09:00:00.000Z"), "{note}");
         assert!(note.contains("nothing was stopped"), "{note}");
-        let done = serde_json::json!({"event": "JOB_SUCCEEDED"});
+        let done = event(EventKind::JobSucceeded, EventDetail::default());
         assert_eq!(super::event_note(&done), None);
-        let limited = serde_json::json!({"event": "JOB_FAILED", "detail": {"cause": "time_limit"}});
+        let limited = event(
+            EventKind::JobFailed,
+            EventDetail {
+                detail: Some(EventCause::TimeLimit),
+                ..EventDetail::default()
+            },
+        );
         let note = super::event_note(&limited).unwrap();
         assert!(
             note.contains("time_limit") && note.contains("failed"),
             "{note}"
         );
-        let failed =
-            serde_json::json!({"event": "JOB_FAILED", "process": {"kind": "exit", "code": 1}});
+        let failed = event(
+            EventKind::JobFailed,
+            EventDetail {
+                process: Some(homebased_shared::rundir::ExitReason::Exit { code: 1 }),
+                ..EventDetail::default()
+            },
+        );
         assert_eq!(super::event_note(&failed), None);
     }
 
     #[test]
     fn attention_names_each_pid_to_check() {
-        let failure = serde_json::json!({
-            "result": "unreadable_suspects",
-            "attempt": 1,
-            "remaining": [{"pid": 4242, "start_ticks": 99, "reason": "suspect"}]
+        use homebased_shared::rundir::{RemainingProcess, RemainingReason};
+        let failure = AttentionFailure::Cleanup(homebased_shared::wire::CleanupResult {
+            attempt: 1,
+            outcome: CleanupOutcome::UnreadableSuspects {
+                remaining: vec![RemainingProcess {
+                    pid: 4242,
+                    start_ticks: 99,
+                    reason: RemainingReason::Suspect,
+                }],
+            },
         });
         assert_eq!(
             attention_summary(&failure),
             "unreadable_suspects: check pid 4242 (start 99, suspect)"
         );
+        let failed = CleanupOutcome::EnumerationFailed {
+            message: "no /proc".into(),
+        };
+        assert_eq!(cleanup_summary(&failed), "enumeration_failed: no /proc");
     }
 
     #[test]

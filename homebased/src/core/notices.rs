@@ -312,7 +312,7 @@ impl Core {
                 let Some(run) = runs::get(db, task)? else {
                     return Ok(false);
                 };
-                if run.status != RunStatus::Running || run.phase.is_none() {
+                if run.status() != RunStatus::Running || run.phase.is_none() {
                     return Ok(false);
                 }
                 let written = modified_ms(&self.run_dir(run.task).output_log());

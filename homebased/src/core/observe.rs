@@ -22,6 +22,7 @@ use homebased_shared::ids::{AttentionId, MachineId, TaskId};
 use homebased_shared::queue::{JobStatus, RunStatus, StopCause};
 use homebased_shared::rundir::RunDir;
 use homebased_shared::time::{now_ms, Millis};
+use homebased_shared::wire::{AttentionFailure, CleanupResult};
 
 impl Core {
     /// Re-reads the run directory of `task` and applies what changed. `worker_gone` is true
@@ -387,13 +388,14 @@ fn commit(
                 }
             }
             Commit::RecordCleanup(record) => {
-                runs::record_cleanup(db, run.task, &lifecycle::cleanup_value(record))?
+                runs::record_cleanup(db, run.task, &CleanupResult::from(record))?
             }
             Commit::OpenAttention => {
                 let Some(RunPhase::Attention { id, failure }) = phase else {
                     return Err(ApiError::internal("an Attention opened without its phase"));
                 };
-                attentions::open(db, *id, &run.lanes, run.task, failure, ctx.now)?;
+                let held = AttentionFailure::Cleanup(failure.clone());
+                attentions::open(db, *id, &run.lanes, run.task, &held, ctx.now)?;
                 let job = jobs::require(db, run.job)?;
                 let detail = EventDetail {
                     attention: Some(*id),
@@ -450,12 +452,7 @@ fn record_end(
         RunEnd::Recorded(reason) => Some(reason.clone()),
         RunEnd::Lost => None,
     };
-    let stored = process
-        .as_ref()
-        .map(serde_json::to_value)
-        .transpose()
-        .map_err(ApiError::internal)?;
-    runs::record_end(db, run.task, outcome.run, stored.as_ref(), ended_at)?;
+    runs::record_end(db, run.task, outcome.run, process.as_ref(), ended_at)?;
     match outcome.job {
         JobNext::Succeeded => jobs::finish(db, &job, JobStatus::Succeeded, None)?,
         JobNext::Cancelled => jobs::finish(db, &job, JobStatus::Cancelled, None)?,

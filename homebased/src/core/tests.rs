@@ -8,6 +8,7 @@ use super::Core;
 use crate::lifecycle::{RunPhase, MAX_ADOPTIONS, MAX_CLEANUP_ATTEMPTS};
 use crate::store::{jobs, runs};
 use homebased_shared::error::ErrorCode;
+use homebased_shared::event::EventCause;
 use homebased_shared::ids::{AttentionId, JobId, OperationId, TaskId, ThreadId};
 use homebased_shared::queue::{JobStatus, Priority, RunStatus, StopCause};
 use homebased_shared::rundir::{
@@ -133,7 +134,7 @@ impl Fixture {
         crate::store::events::list_for_job(self.core.store.db(), job)
             .unwrap()
             .iter()
-            .map(|e| e["event"].as_str().unwrap().to_string())
+            .map(|e| e.answer.event.as_str().to_string())
             .collect()
     }
 
@@ -225,14 +226,18 @@ fn a_submitted_job_launches_runs_succeeds_and_frees_its_lane() {
     f.exit(run.task, ExitReason::Exit { code: 0 });
     let run = f.active(job);
     assert_eq!(run.phase, Some(RunPhase::Cleaning { attempt: 1 }));
-    assert_eq!(run.status, RunStatus::Succeeded);
+    assert_eq!(run.status(), RunStatus::Succeeded);
     assert_eq!(f.job(job).status(), JobStatus::Succeeded);
     assert_eq!(f.events(job), ["JOB_SUCCEEDED"]);
 
     f.cleanup(run.task, 1, CleanupOutcome::Clean);
     f.worker_gone(run.task);
     assert!(f.runs(job).iter().all(|r| r.phase.is_none()), "lane freed");
-    assert_eq!(f.runs(job)[0].cleanup.as_ref().unwrap()["result"], "clean");
+    let cleanup = f.runs(job)[0].cleanup().cloned().unwrap();
+    assert_eq!(
+        (cleanup.attempt, cleanup.outcome),
+        (1, CleanupOutcome::Clean)
+    );
 }
 
 #[test]
@@ -421,7 +426,7 @@ fn a_lost_worker_is_cleaned_by_the_daemon_and_a_failed_cleanup_holds_the_lane_un
     // The worker vanishes without exit.json.
     f.worker_gone(task);
     let run = f.active(job);
-    assert_eq!(run.status, RunStatus::Lost);
+    assert_eq!(run.status(), RunStatus::Lost);
     assert_eq!(run.phase, Some(RunPhase::Cleaning { attempt: 2 }));
     assert_eq!(f.job(job).status(), JobStatus::Failed);
     assert_eq!(
@@ -450,8 +455,8 @@ fn a_lost_worker_is_cleaned_by_the_daemon_and_a_failed_cleanup_holds_the_lane_un
     let Some(RunPhase::Attention { id, failure }) = f.active(job).phase else {
         panic!("expected Attention");
     };
-    assert_eq!(failure["result"], "targets_survived");
-    assert_eq!(failure["remaining"][0]["pid"], 777);
+    assert_eq!(failure.outcome.name(), "targets_survived");
+    assert_eq!(failure.outcome.remaining()[0].pid, 777);
     assert_eq!(f.events(job), ["JOB_FAILED", "JOB_ATTENTION"]);
     f.pass();
     assert_eq!(
@@ -507,7 +512,7 @@ fn a_worker_that_detaches_from_its_container_is_replaced_by_an_adopting_worker()
         matches!(run.phase, Some(RunPhase::Executing { .. })),
         "{run:?}"
     );
-    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(run.status(), RunStatus::Running);
     assert_eq!(f.job(job).status(), JobStatus::Active);
     assert!(f.events(job).is_empty(), "an adoption is no event");
     let request = f.dir(task).read_adoption().unwrap().unwrap();
@@ -519,8 +524,9 @@ fn a_worker_that_detaches_from_its_container_is_replaced_by_an_adopting_worker()
     // The adopting worker follows the container to its real end.
     f.exit(task, ExitReason::Exit { code: 3 });
     let run = f.active(job);
-    assert_eq!(run.status, RunStatus::Failed);
-    assert_eq!(run.process, Some(json!({"kind": "exit", "code": 3})));
+    assert_eq!(run.status(), RunStatus::Failed);
+    let process = run.ended.as_ref().and_then(|e| e.process.clone());
+    assert_eq!(process, Some(ExitReason::Exit { code: 3 }));
     assert_eq!(f.job(job).status(), JobStatus::Failed);
     assert_eq!(f.events(job), ["JOB_FAILED"]);
     f.cleanup(task, 1, CleanupOutcome::Clean);
@@ -579,7 +585,7 @@ fn adoptions_are_bounded_and_an_adopting_worker_that_cannot_start_makes_the_run_
             container_step: true,
         })
     );
-    assert_eq!(f.active(job).status, RunStatus::Lost);
+    assert_eq!(f.active(job).status(), RunStatus::Lost);
     assert_eq!(f.job(job).status(), JobStatus::Failed);
 
     let mut f = Fixture::new();
@@ -596,7 +602,7 @@ fn adoptions_are_bounded_and_an_adopting_worker_that_cannot_start_makes_the_run_
             container_step: true,
         })
     );
-    assert_eq!(f.active(job).status, RunStatus::Lost);
+    assert_eq!(f.active(job).status(), RunStatus::Lost);
 }
 
 #[test]
@@ -650,7 +656,7 @@ fn a_launch_whose_worker_never_confirmed_returns_the_job_to_its_slot_without_an_
         (JobStatus::Queued, Some(1))
     );
     assert!(f.events(job).is_empty());
-    assert_eq!(f.runs(job)[0].status, RunStatus::Lost);
+    assert_eq!(f.runs(job)[0].status(), RunStatus::Lost);
     f.pass();
     let retry = f.active(job);
     assert_eq!(retry.run_number, 2, "the next pass launches it again");
@@ -673,7 +679,7 @@ fn a_launch_whose_worker_may_have_started_the_workload_is_lost_not_run_again() {
     );
     assert_eq!(f.events(job), ["JOB_FAILED"]);
     let run = runs::get(f.core.store.db(), task).unwrap().unwrap();
-    assert_eq!(run.status, RunStatus::Lost);
+    assert_eq!(run.status(), RunStatus::Lost);
     assert_eq!(run.phase, Some(RunPhase::Cleaning { attempt: 2 }));
     assert_eq!(
         f.workers.asked().last(),
@@ -700,7 +706,7 @@ fn a_worker_that_cannot_start_gives_the_lane_back_and_launches_wait_a_moment() {
     // The failed launch was abandoned: the lane is free, the job back in its slot.
     let runs = f.runs(job);
     assert_eq!(runs.len(), 1);
-    assert_eq!(runs[0].status, RunStatus::Lost);
+    assert_eq!(runs[0].status(), RunStatus::Lost);
     assert!(runs[0].phase.is_none());
     assert_eq!(f.job(job).status(), JobStatus::Queued);
     // Not again at once: a failing start would otherwise spin for as long as it fails.
@@ -1318,11 +1324,11 @@ fn a_run_past_its_time_limit_is_stopped_as_a_restart_and_its_job_fails_with_the_
     // The worker stopped it: the job fails, not queued again, with the cause in its event.
     f.exit(task, ExitReason::Cancelled);
     assert_eq!(f.job(job).status(), JobStatus::Failed);
-    assert_eq!(f.runs(job)[0].status, RunStatus::Failed);
+    assert_eq!(f.runs(job)[0].status(), RunStatus::Failed);
     let events = crate::store::events::list_for_job(f.core.store.db(), job).unwrap();
     assert_eq!(f.events(job), ["JOB_FAILED"]);
-    assert_eq!(events[0]["detail"], json!({"cause": "time_limit"}));
-    assert_eq!(events[0]["process"], json!({"kind": "cancelled"}));
+    assert_eq!(events[0].answer.detail.detail, Some(EventCause::TimeLimit));
+    assert_eq!(events[0].answer.detail.process, Some(ExitReason::Cancelled));
     f.cleanup(task, 1, CleanupOutcome::Clean);
     f.worker_gone(task);
     assert!(f.runs(job).iter().all(|r| r.phase.is_none()), "lane free");

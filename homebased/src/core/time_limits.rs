@@ -172,7 +172,12 @@ mod tests {
             RunPhase::Cleaning { attempt: 1 },
             RunPhase::Attention {
                 id: AttentionId::new(),
-                failure: serde_json::json!({}),
+                failure: homebased_shared::wire::CleanupResult {
+                    attempt: 1,
+                    outcome: homebased_shared::rundir::CleanupOutcome::EnumerationFailed {
+                        message: "no /proc".into(),
+                    },
+                },
             },
         ];
         for phase in phases {

@@ -26,7 +26,7 @@ use homebased_shared::error::ApiResult;
 use homebased_shared::home::Home;
 use homebased_shared::ids::{AttentionId, JobId, ResourceId, TaskId};
 use homebased_shared::rundir::{read_json_untrusted, RunDir, RunSpec, WorkerRecord};
-use serde_json::{json, Value};
+use homebased_shared::wire::{AttentionFailure, UnknownLiveRun};
 use std::collections::HashSet;
 
 /// A run directory whose lock a live worker holds, with what its records say.
@@ -61,7 +61,7 @@ pub enum Plan {
     /// Hold these lanes (first lane first) with this failure record.
     Hold {
         lanes: Vec<ResourceId>,
-        failure: Value,
+        failure: UnknownLiveRun,
     },
     /// Nothing to hold; the reason is logged.
     Leave { reason: &'static str },
@@ -98,7 +98,7 @@ pub fn plan(run: &LiveRun, known: &Known) -> Plan {
 }
 
 /// The Attention's failure record (SPEC section 6's record, result `unknown_live_run`).
-pub fn failure_record(run: &LiveRun, run_known: bool) -> Value {
+pub fn failure_record(run: &LiveRun, run_known: bool) -> UnknownLiveRun {
     let pid = run
         .pid
         .map_or_else(|| "no recorded pid".to_string(), |p| format!("pid {p}"));
@@ -107,23 +107,22 @@ pub fn failure_record(run: &LiveRun, run_known: bool) -> Value {
     } else {
         "does not know it"
     };
-    json!({
-        "result": "unknown_live_run",
-        "task": run.task,
-        "job": run.job,
-        "run_number": run.run_number,
-        "step": run.step,
-        "resume": run.resume,
-        "pid": run.pid,
-        "resources": run.resource_names,
-        "message": format!(
+    UnknownLiveRun {
+        task: run.task,
+        job: run.job,
+        run_number: run.run_number,
+        step: run.step,
+        resume: run.resume,
+        pid: run.pid,
+        resources: run.resource_names.clone(),
+        message: format!(
             "run {} of job {} is alive (its worker, {pid}, holds runner.lock) but the store {store} \
              (restored from an older copy, or its last commits were lost): its lanes are held so that \
              nothing starts beside it. Check the machine, stop the run if it must not go on, then \
              release this Attention",
             run.task, run.job
         ),
-    })
+    }
 }
 
 /// The run directories under `<home>/tasks/` whose lock a live worker holds (as `launcher`
@@ -233,7 +232,7 @@ impl Core {
                         id,
                         lanes,
                         run.task,
-                        failure,
+                        &AttentionFailure::UnknownLiveRun(failure.clone()),
                         homebased_shared::time::now_ms(),
                     )?;
                     return Ok(Ok(id));
@@ -261,16 +260,15 @@ impl Core {
 
 /// The run view of a hold, for `resource list`.
 pub fn hold_view(hold: &LaneHold) -> homebased_shared::wire::ActiveRunView {
-    let number = |key: &str| hold.failure[key].as_u64().unwrap_or(0) as u32;
     homebased_shared::wire::ActiveRunView {
         job: hold.job,
         task: hold.task,
-        run_number: number("run_number"),
-        step: number("step"),
-        resume: hold.failure["resume"].as_bool().unwrap_or(false),
+        run_number: hold.failure.run_number,
+        step: hold.failure.step,
+        resume: hold.failure.resume,
         phase: homebased_shared::wire::PhaseView::Attention {
             id: hold.id,
-            failure: hold.failure.clone(),
+            failure: AttentionFailure::UnknownLiveRun(hold.failure.clone()),
         },
     }
 }
@@ -307,12 +305,11 @@ mod tests {
             panic!("held");
         };
         assert_eq!(lanes, [lane]);
-        assert_eq!(failure["result"], "unknown_live_run");
-        assert_eq!(failure["task"], run.task.to_string());
-        assert_eq!(failure["job"], run.job.to_string());
-        assert_eq!(failure["pid"], 4242);
-        assert_eq!(failure["resources"], json!(["gpu0"]));
-        let message = failure["message"].as_str().unwrap();
+        assert_eq!(failure.task, run.task);
+        assert_eq!(failure.job, run.job);
+        assert_eq!(failure.pid, Some(4242));
+        assert_eq!(failure.resources, ["gpu0"]);
+        let message = &failure.message;
         assert!(message.contains("pid 4242") && message.contains("does not know"));
     }
 
@@ -328,7 +325,7 @@ mod tests {
             panic!("held");
         };
         assert_eq!(lanes, [first, second]);
-        assert_eq!(failure["resources"], json!(["gpu1", "gpu2"]));
+        assert_eq!(failure.resources, ["gpu1", "gpu2"]);
     }
 
     #[test]
@@ -345,10 +342,7 @@ mod tests {
     fn a_run_known_as_ended_says_so() {
         let run = live();
         let failure = failure_record(&run, true);
-        assert!(failure["message"]
-            .as_str()
-            .unwrap()
-            .contains("knows it as ended"));
+        assert!(failure.message.contains("knows it as ended"));
     }
 
     #[test]

@@ -1,4 +1,6 @@
-//! The read shapes of SPEC section 9, built from the store.
+//! The read shapes of SPEC section 9, built from the store. `wire_bytes` (tests) holds the
+//! bytes of a run's process and cleanup, an Attention's failure and a job's events as
+//! literals.
 
 use super::Core;
 use crate::lifecycle::RunPhase;
@@ -420,13 +422,13 @@ pub fn run_view(run: &Run) -> RunView {
         step: run.step,
         resource: run.first_lane(),
         resources: run.lanes.clone(),
-        status: run.status,
+        status: run.status(),
         resume: run.resume,
         stop_cause: run.stop.map(|s| s.cause),
         started_at: run.started_at,
-        ended_at: run.ended_at,
-        process: run.process.clone(),
-        cleanup: run.cleanup.clone(),
+        ended_at: run.ended_at(),
+        process: run.ended.as_ref().and_then(|e| e.process.clone()),
+        cleanup: run.cleanup().cloned(),
         gpu_memory_peak_mib: run.gpu_memory_peak_mib,
     }
 }
@@ -535,7 +537,15 @@ impl Core {
         &self,
         thread: homebased_shared::ids::ThreadId,
         after: u64,
-    ) -> ApiResult<Vec<(u64, serde_json::Value)>> {
+    ) -> ApiResult<
+        Vec<(
+            u64,
+            homebased_shared::wire::Versioned<homebased_shared::event::Event>,
+        )>,
+    > {
         events::for_thread(self.store.db(), thread, after, THREAD_BATCH)
     }
 }
+
+#[cfg(test)]
+mod wire_bytes;

@@ -67,7 +67,7 @@ fn cleaning(attempt: u32) -> RunPhase {
 fn held() -> RunPhase {
     RunPhase::Attention {
         id: attention_id(),
-        failure: serde_json::json!({"result": "enumeration_failed"}),
+        failure: CleanupResult::from(&record(1, failed())),
     }
 }
 
@@ -126,7 +126,7 @@ fn every_phase_against_every_observation() {
     let exit0 = ExitReason::Exit { code: 0 };
     let attention = |r: CleanupRecord| RunPhase::Attention {
         id: attention_id(),
-        failure: cleanup_value(&r),
+        failure: CleanupResult::from(&r),
     };
     let phases = [
         launching(None),
@@ -428,8 +428,8 @@ fn cleanup_that_cannot_run_ends_in_attention_after_a_bounded_number_of_tries() {
             }
             Some(RunPhase::Attention { id, failure }) => {
                 assert_eq!(id, attention_id());
-                assert_eq!(failure["result"], "enumeration_failed");
-                assert_eq!(failure["attempt"], MAX_CLEANUP_ATTEMPTS);
+                assert_eq!(failure.outcome.name(), "enumeration_failed");
+                assert_eq!(failure.attempt, MAX_CLEANUP_ATTEMPTS);
                 assert!(matches!(
                     t.commits[..],
                     [Commit::RecordCleanup(_), Commit::OpenAttention]

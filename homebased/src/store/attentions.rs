@@ -4,12 +4,13 @@
 //! every lane to one open Attention, and releasing the Attention frees all of its lanes in
 //! one statement (a trigger). Only `resource release` of that exact UUID closes it.
 
-use super::{Db, DbResult};
+use super::runs::json_text;
+use super::{bad_column, Db, DbResult};
 use homebased_shared::error::ApiResult;
 use homebased_shared::ids::{AttentionId, JobId, ResourceId, TaskId};
 use homebased_shared::time::Millis;
+use homebased_shared::wire::{AttentionFailure, UnknownLiveRun};
 use rusqlite::OptionalExtension;
-use serde_json::Value;
 
 /// Opens a hold on `lanes` (first lane first) for the run `task`, with the failure a person
 /// checks. A lane another open Attention holds fails the whole commit (the unique index).
@@ -18,7 +19,7 @@ pub fn open(
     id: AttentionId,
     lanes: &[ResourceId],
     task: TaskId,
-    failure: &Value,
+    failure: &AttentionFailure,
     at: Millis,
 ) -> ApiResult<()> {
     let Some(first) = lanes.first() else {
@@ -26,6 +27,7 @@ pub fn open(
             "an Attention that holds no lane",
         ));
     };
+    let failure = json_text("an Attention's failure", failure)?;
     db.conn
         .prepare_cached(
             "INSERT INTO attentions (id, resource, task, failure, created_at) \
@@ -36,7 +38,7 @@ pub fn open(
             id.to_string(),
             first.to_string(),
             task.to_string(),
-            failure.to_string(),
+            failure,
             at,
         ))
         .db("create attention")?;
@@ -92,8 +94,9 @@ pub struct LaneHold {
     /// Every lane the hold keeps, first lane first; never empty.
     pub resources: Vec<ResourceId>,
     pub task: TaskId,
+    /// The job its `run.json` named (the failure's own `job`).
     pub job: JobId,
-    pub failure: Value,
+    pub failure: UnknownLiveRun,
 }
 
 /// Every open [`LaneHold`]. A run's own Attention is its row in phase `attention`; the
@@ -109,46 +112,38 @@ pub fn lane_holds(db: Db) -> ApiResult<Vec<LaneHold>> {
              WHERE r.task = a.task AND r.attention = a.id AND r.phase = 'attention')",
         )
         .db("read lane holds")?;
-    let rows = statement
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-            ))
-        })
-        .db("read lane holds")?;
-    let mut holds = Vec::new();
-    for row in rows {
-        let (id, lanes, task, failure) = row.db("read lane holds")?;
-        holds.push(lane_hold(&id, &lanes, &task, &failure).map_err(|e| {
-            homebased_shared::error::ApiError::internal(format!("attention {id}: {e}"))
-        })?);
-    }
-    Ok(holds)
+    let rows = statement.query_map([], lane_hold).db("read lane holds")?;
+    rows.collect::<Result<_, _>>().db("read lane holds")
 }
 
-fn lane_hold(id: &str, lanes: &str, task: &str, failure: &str) -> Result<LaneHold, String> {
-    let failure: Value = serde_json::from_str(failure).map_err(|e| e.to_string())?;
-    let job = failure["job"]
-        .as_str()
-        .ok_or("failure without its job")?
-        .parse()
-        .map_err(|e| format!("job: {e}"))?;
+/// One open hold no run is in: always a live run the store does not know, which is all
+/// that opens such a hold; a row of any other failure is reported, naming its column.
+fn lane_hold(r: &rusqlite::Row) -> rusqlite::Result<LaneHold> {
+    let id: String = r.get(0)?;
+    let lanes = r.get::<_, Option<String>>(1)?.unwrap_or_default();
+    let task: String = r.get(2)?;
+    let text: String = r.get(3)?;
+    let failure = match serde_json::from_str(&text) {
+        Ok(AttentionFailure::UnknownLiveRun(run)) => run,
+        Ok(other) => {
+            let why = format!("attention {id}: a hold no run is in, {}", other.result());
+            return Err(bad_column("failure", why));
+        }
+        Err(e) => return Err(bad_column("failure", format!("attention {id}: {e}"))),
+    };
     let resources = lanes
         .split(',')
         .filter(|lane| !lane.is_empty())
-        .map(|lane| lane.parse().map_err(|e| format!("resource: {e}")))
-        .collect::<Result<Vec<ResourceId>, String>>()?;
+        .map(|lane| lane.parse().map_err(|e| bad_column("lanes", e)))
+        .collect::<rusqlite::Result<Vec<ResourceId>>>()?;
     if resources.is_empty() {
-        return Err("a hold without its lanes".into());
+        return Err(bad_column("lanes", "a hold without its lanes"));
     }
     Ok(LaneHold {
-        id: id.parse().map_err(|e| format!("id: {e}"))?,
+        id: id.parse().map_err(|e| bad_column("id", e))?,
         resources,
-        task: task.parse().map_err(|e| format!("task: {e}"))?,
-        job,
+        task: task.parse().map_err(|e| bad_column("task", e))?,
+        job: failure.job,
         failure,
     })
 }
@@ -195,8 +190,17 @@ mod tests {
             .collect()
     }
 
-    fn failure() -> Value {
-        serde_json::json!({"result": "unknown_live_run", "job": JobId::new()})
+    fn failure() -> AttentionFailure {
+        AttentionFailure::UnknownLiveRun(UnknownLiveRun {
+            task: TaskId::new(),
+            job: JobId::new(),
+            run_number: 1,
+            step: 0,
+            resume: false,
+            pid: Some(4242),
+            resources: vec!["gpu1".into(), "gpu2".into()],
+            message: "alive, unknown to the store".into(),
+        })
     }
 
     /// One Attention holds both lanes of an unknown run: no new run takes either, a second
@@ -245,6 +249,40 @@ mod tests {
             .write(|db| open(db, other, &gpu[..2], TaskId::new(), &failure, 30))
             .unwrap();
         assert_eq!(lane_holds(store.db()).unwrap()[0].resources, gpu[..2]);
+    }
+
+    /// A hold whose stored failure is not an unknown live run's record is the read's error,
+    /// naming the column and the Attention: never a panic, never a hold without its job.
+    #[test]
+    fn a_failure_that_does_not_decode_is_an_error_naming_its_column() {
+        let (_d, mut store) = crate::store::test_store();
+        let gpu = lanes(store.db(), &["gpu0"]);
+        let id = AttentionId::new();
+        let held = failure();
+        store
+            .write(|db| open(db, id, &gpu, TaskId::new(), &held, 10))
+            .unwrap();
+        let read = lane_holds(store.db()).unwrap().remove(0).failure;
+        assert_eq!(AttentionFailure::UnknownLiveRun(read), held);
+        for text in [
+            r#"{"result":"unknown_live_run","job":"not a uuid"}"#,
+            r#"{"attempt":1,"message":"no /proc","result":"enumeration_failed"}"#,
+            "[]",
+        ] {
+            let db = store.db();
+            db.conn
+                .execute(
+                    "UPDATE attentions SET failure = ?2 WHERE id = ?1",
+                    (id.to_string(), text),
+                )
+                .unwrap();
+            let err = lane_holds(db).unwrap_err();
+            assert!(
+                err.message.contains("column failure: attention"),
+                "{text}: {}",
+                err.message
+            );
+        }
     }
 
     #[test]

@@ -182,7 +182,7 @@ pub fn for_thread(
     thread: ThreadId,
     after: u64,
     limit: u32,
-) -> ApiResult<Vec<(u64, Value)>> {
+) -> ApiResult<Vec<(u64, Versioned<Event>)>> {
     let after = i64::try_from(after).unwrap_or(i64::MAX);
     let mut stmt = db
         .conn
@@ -196,34 +196,29 @@ pub fn for_thread(
         .db("read thread events")?;
     let rows = stmt
         .query_map((thread.to_string(), after, limit), |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+            let n = r.get::<_, i64>(0)?;
+            Ok((u64::try_from(n).unwrap_or(0), body(r.get(1)?)?))
         })
-        .db("read thread events")?
-        .collect::<Result<Vec<_>, _>>()
         .db("read thread events")?;
-    rows.into_iter()
-        .map(|(n, body)| {
-            let body = serde_json::from_str(&body).map_err(ApiError::internal)?;
-            Ok((u64::try_from(n).unwrap_or(0), body))
-        })
-        .collect()
+    rows.collect::<Result<_, _>>().db("read thread events")
+}
+
+/// A stored body as its event, in its envelope: one this build cannot read (another API
+/// version, a kind it does not know) is the row's error, naming the column.
+fn body(text: String) -> rusqlite::Result<Versioned<Event>> {
+    serde_json::from_str(&text).map_err(|e| super::bad_column("body", e))
 }
 
 /// Every event of a job, oldest first.
-pub fn list_for_job(db: Db, job: JobId) -> ApiResult<Vec<Value>> {
+pub fn list_for_job(db: Db, job: JobId) -> ApiResult<Vec<Versioned<Event>>> {
     let mut stmt = db
         .conn
         .prepare_cached("SELECT body FROM events WHERE job = ?1 ORDER BY seq")
         .db("list events")?;
-    let bodies = stmt
-        .query_map([job.to_string()], |r| r.get::<_, String>(0))
-        .db("list events")?
-        .collect::<Result<Vec<_>, _>>()
+    let rows = stmt
+        .query_map([job.to_string()], |r| body(r.get(0)?))
         .db("list events")?;
-    bodies
-        .iter()
-        .map(|b| serde_json::from_str(b).map_err(ApiError::internal))
-        .collect()
+    rows.collect::<Result<_, _>>().db("list events")
 }
 
 /// An event not yet delivered, as the delivery loop needs it.
@@ -456,7 +451,7 @@ mod tests {
             Default::default(),
         )
         .unwrap();
-        let body = &list_for_job(c, job.id).unwrap()[0];
+        let body = &serde_json::to_value(&list_for_job(c, job.id).unwrap()[0]).unwrap();
         for field in ["resource", "task", "run_number", "step"] {
             assert_eq!(body.get(field), Some(&Value::Null), "{field}: {body}");
         }
@@ -468,6 +463,41 @@ mod tests {
         assert_eq!(body["name"], "test job");
         assert_eq!(body["machine"], json!(machine));
         assert!(body["at"].as_str().unwrap().ends_with('Z'));
+    }
+
+    /// A body this build cannot read is the read's error naming the column, for `job show`
+    /// and a thread's events alike: never a panic, never left out.
+    #[test]
+    fn a_body_that_does_not_decode_is_an_error_naming_its_column() {
+        let (_d, store) = test_store();
+        let c = store.db();
+        let job = test_job(c);
+        add(c, &job, EventKind::JobCancelled);
+        assert_eq!(list_for_job(c, job.id).unwrap().len(), 1);
+        for body in [
+            r#"{"api_version":1,"event":"JOB_EXPLODED"}"#,
+            r#"{"api_version":2}"#,
+            "not json",
+        ] {
+            c.conn
+                .execute(
+                    "UPDATE events SET body = ?2 WHERE job = ?1",
+                    (job.id.to_string(), body),
+                )
+                .unwrap();
+            let err = list_for_job(c, job.id).unwrap_err();
+            assert!(
+                err.message.contains("column body:"),
+                "{body}: {}",
+                err.message
+            );
+            let err = for_thread(c, job.thread, 0, 10).unwrap_err();
+            assert!(
+                err.message.contains("column body:"),
+                "{body}: {}",
+                err.message
+            );
+        }
     }
 
     #[test]
@@ -556,14 +586,16 @@ mod tests {
         let authority = MachineId::new();
         crate::store::routes::insert(c, remote, authority, thread, "d", 1).unwrap();
         let pulled = json!({"api_version": 1, "event": "JOB_SUCCEEDED", "job": remote,
-            "seq": 1, "thread": thread});
+            "seq": 1, "at": "2026-12-01T10:00:00.000Z", "thread": thread, "name": "far",
+            "machine": authority, "resource": null, "task": null, "run_number": null,
+            "step": null});
         assert!(insert_pulled(c, authority, &pulled, 2).unwrap());
 
         let read = |after, limit| {
             for_thread(c, thread, after, limit)
                 .unwrap()
                 .into_iter()
-                .map(|(n, e)| (n, e["job"].clone(), e["event"].clone()))
+                .map(|(n, e)| (n, json!(e.answer.job), json!(e.answer.event.as_str())))
                 .collect::<Vec<_>>()
         };
         let all = read(0, 10);

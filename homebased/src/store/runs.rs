@@ -1,5 +1,6 @@
-//! Runs: the history of every attempt, the lanes each holds (`run_lanes`), and the phase of
-//! the one run that holds a lane.
+//! Runs: the history of every attempt, the lanes each holds (`run_lanes`), the phase of the
+//! one run that holds a lane, and each ended run's record (status, end time, process and
+//! cleanup result), all decoded once from the row.
 
 use super::jobs::{self, Job};
 use super::resources::{self, Resource};
@@ -8,11 +9,14 @@ use crate::lifecycle::{CommittedStop, RunPhase};
 use homebased_shared::error::ApiResult;
 use homebased_shared::ids::{AttentionId, JobId, ResourceId, TaskId};
 use homebased_shared::queue::{PhaseKind, RunStatus, StopCause};
+use homebased_shared::rundir::ExitReason;
 use homebased_shared::time::now_ms;
 use homebased_shared::time::Millis;
+use homebased_shared::wire::{sorted_keys, CleanupResult};
 use rusqlite::{OptionalExtension, Row};
-use serde_json::Value;
 
+/// One attempt of a job: its live phase while it holds lanes ([`Run::phase`]), and once it
+/// ended, its ended record ([`Run::ended`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Run {
     pub task: TaskId,
@@ -23,7 +27,6 @@ pub struct Run {
     pub run_number: u32,
     pub step: u32,
     pub resume: bool,
-    pub status: RunStatus,
     /// `None` once the run no longer holds its resource.
     pub phase: Option<RunPhase>,
     /// The stop committed for this run, kept after it ended (history, classification).
@@ -31,12 +34,25 @@ pub struct Run {
     pub reserved_at: Millis,
     pub started_at: Option<Millis>,
     pub workload_started_at: Option<Millis>,
-    pub ended_at: Option<Millis>,
-    pub process: Option<Value>,
-    pub cleanup: Option<Value>,
+    /// How it ended; `None` while it runs (status `running`).
+    pub ended: Option<EndRecord>,
     /// The most GPU memory its own processes were seen using at one sample (MiB); `None`
     /// while no sample saw it.
     pub gpu_memory_peak_mib: Option<u64>,
+}
+
+/// A run's ended record: its status, time and process written together when it ended
+/// ([`record_end`]), its cleanup result added when its cleaning phase ends
+/// ([`record_cleanup`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndRecord {
+    /// How it ended: never `running`.
+    pub status: RunStatus,
+    pub at: Millis,
+    /// How its process ended, as the worker recorded it; `None` for a lost run.
+    pub process: Option<ExitReason>,
+    /// `None` while it cleans, and for a launch given back (nothing of it ran).
+    pub cleanup: Option<CleanupResult>,
 }
 
 /// Read `FROM runs` (not aliased): the lanes come from `run_lanes` in their order.
@@ -70,15 +86,79 @@ impl Run {
     pub fn holds(&self, lane: ResourceId) -> bool {
         self.lanes.contains(&lane)
     }
+
+    /// `running` until it ended, then how it ended.
+    pub fn status(&self) -> RunStatus {
+        self.ended.as_ref().map_or(RunStatus::Running, |e| e.status)
+    }
+
+    /// When it ended, once it did.
+    pub fn ended_at(&self) -> Option<Millis> {
+        self.ended.as_ref().map(|e| e.at)
+    }
+
+    /// Its cleanup result, once its cleaning phase ended.
+    pub fn cleanup(&self) -> Option<&CleanupResult> {
+        self.ended.as_ref().and_then(|e| e.cleanup.as_ref())
+    }
 }
 
 fn required<T>(name: &str, v: Option<T>) -> rusqlite::Result<T> {
     v.ok_or_else(|| bad_column(name, "missing"))
 }
 
-fn json(name: &str, text: Option<String>) -> rusqlite::Result<Option<Value>> {
+/// A JSON column decoded as its record: one that does not decode is the row's error, naming
+/// the column.
+pub(crate) fn json<T: serde::de::DeserializeOwned>(
+    name: &str,
+    text: Option<String>,
+) -> rusqlite::Result<Option<T>> {
     text.map(|t| serde_json::from_str(&t).map_err(|e| bad_column(name, e)))
         .transpose()
+}
+
+/// A record as its JSON column keeps it: keys sorted, as every build so far wrote it.
+pub(crate) fn json_text<T: serde::Serialize>(what: &str, value: &T) -> ApiResult<String> {
+    sorted_keys::to_string(value).map_err(|e| {
+        homebased_shared::error::ApiError::internal(format!("cannot encode {what}: {e}"))
+    })
+}
+
+/// The columns the ended record is decoded from.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct EndColumns {
+    pub status: Option<RunStatus>,
+    pub ended_at: Option<Millis>,
+    pub process: Option<ExitReason>,
+    pub cleanup: Option<CleanupResult>,
+}
+
+/// The one decoder of a run's end. A `running` run has none, so it has no end time, process
+/// or cleanup; any other status comes with its end time (written in one statement). A row
+/// that breaks this is reported, never guessed at.
+pub(crate) fn decode_end(c: EndColumns) -> Result<Option<EndRecord>, (&'static str, String)> {
+    let status = c.status.ok_or(("status", "missing".to_string()))?;
+    if status == RunStatus::Running {
+        let recorded = [
+            ("ended_at", c.ended_at.is_some()),
+            ("process", c.process.is_some()),
+            ("cleanup", c.cleanup.is_some()),
+        ];
+        return match recorded.iter().find(|(_, set)| *set) {
+            Some((column, _)) => Err((column, "recorded for a run that is still running".into())),
+            None => Ok(None),
+        };
+    }
+    let at = c.ended_at.ok_or((
+        "ended_at",
+        format!("missing for a run that ended {}", status.as_str()),
+    ))?;
+    Ok(Some(EndRecord {
+        status,
+        at,
+        process: c.process,
+        cleanup: c.cleanup,
+    }))
 }
 
 /// The columns a phase is decoded from.
@@ -90,7 +170,7 @@ pub(crate) struct PhaseColumns {
     pub started_at: Option<Millis>,
     pub cleanup_attempt: u32,
     pub attention: Option<AttentionId>,
-    pub cleanup: Option<Value>,
+    pub cleanup: Option<CleanupResult>,
 }
 
 /// The one decoder of a run's phase. A row that breaks the lifecycle's rules (a stopping
@@ -119,9 +199,10 @@ pub(crate) fn decode_phase(c: PhaseColumns) -> Result<Option<RunPhase>, String> 
         PhaseKind::Cleaning => RunPhase::Cleaning {
             attempt: c.cleanup_attempt.max(1),
         },
+        // Its failure is its cleanup result, written in the commit that opened it.
         PhaseKind::Attention => RunPhase::Attention {
             id: c.attention.ok_or("attention without its UUID")?,
-            failure: c.cleanup.unwrap_or(Value::Null),
+            failure: c.cleanup.ok_or("attention without its failed cleanup")?,
         },
     }))
 }
@@ -138,7 +219,7 @@ pub(crate) fn from_row(r: &Row) -> rusqlite::Result<Run> {
     };
     let reserved_at = r.get("reserved_at")?;
     let started_at = r.get("started_at")?;
-    let cleanup = json("cleanup", r.get("cleanup")?)?;
+    let cleanup: Option<CleanupResult> = json("cleanup", r.get("cleanup")?)?;
     let phase = decode_phase(PhaseColumns {
         kind: parse("phase", r.get("phase")?)?,
         stop,
@@ -149,6 +230,13 @@ pub(crate) fn from_row(r: &Row) -> rusqlite::Result<Run> {
         cleanup: cleanup.clone(),
     })
     .map_err(|e| bad_column("phase", e))?;
+    let ended = decode_end(EndColumns {
+        status: parse("status", r.get("status")?)?,
+        ended_at: r.get("ended_at")?,
+        process: json("process", r.get("process")?)?,
+        cleanup,
+    })
+    .map_err(|(column, e)| bad_column(column, e))?;
     Ok(Run {
         task: required("task", parse("task", r.get("task")?)?)?,
         job: required("job", parse("job", r.get("job")?)?)?,
@@ -156,15 +244,12 @@ pub(crate) fn from_row(r: &Row) -> rusqlite::Result<Run> {
         run_number: r.get("run_number")?,
         step: r.get("step")?,
         resume: r.get("resume")?,
-        status: required("status", parse("status", r.get("status")?)?)?,
         phase,
         stop,
         reserved_at,
         started_at,
         workload_started_at: r.get("workload_started_at")?,
-        ended_at: r.get("ended_at")?,
-        process: json("process", r.get("process")?)?,
-        cleanup,
+        ended,
         gpu_memory_peak_mib: r.get("gpu_memory_peak_mib")?,
     })
 }
@@ -370,21 +455,19 @@ pub fn record_end(
     db: Db,
     task: TaskId,
     status: RunStatus,
-    process: Option<&Value>,
+    process: Option<&ExitReason>,
     ended_at: Millis,
 ) -> ApiResult<()> {
+    let process = process
+        .map(|p| json_text("a run's process", p))
+        .transpose()?;
     db.conn
         .prepare_cached(
             "UPDATE runs SET status = ?2, process = ?3, ended_at = ?4, \
              started_at = COALESCE(started_at, ?4) WHERE task = ?1",
         )
         .db("record run end")?
-        .execute((
-            task.to_string(),
-            status.as_str(),
-            process.map(Value::to_string),
-            ended_at,
-        ))
+        .execute((task.to_string(), status.as_str(), process, ended_at))
         .db("record run end")?;
     Ok(())
 }
@@ -407,11 +490,12 @@ pub fn raise_gpu_peak(db: Db, task: TaskId, mib: u64) -> ApiResult<bool> {
 }
 
 /// The cleanup result that ended the cleaning phase (a failure is also the Attention's).
-pub fn record_cleanup(db: Db, task: TaskId, cleanup: &Value) -> ApiResult<()> {
+pub fn record_cleanup(db: Db, task: TaskId, cleanup: &CleanupResult) -> ApiResult<()> {
+    let cleanup = json_text("a run's cleanup", cleanup)?;
     db.conn
         .prepare_cached("UPDATE runs SET cleanup = ?2 WHERE task = ?1")
         .db("record cleanup")?
-        .execute((task.to_string(), cleanup.to_string()))
+        .execute((task.to_string(), cleanup))
         .db("record cleanup")?;
     Ok(())
 }
@@ -494,6 +578,116 @@ mod tests {
             "a late sample"
         );
         assert_eq!(peak(), Some(2048));
+    }
+
+    /// A run that still runs has no end; one that ended has its time; nothing else is read.
+    #[test]
+    fn an_end_is_decoded_once_and_an_impossible_row_is_refused() {
+        let running = EndColumns {
+            status: Some(RunStatus::Running),
+            ..EndColumns::default()
+        };
+        assert_eq!(decode_end(running.clone()), Ok(None));
+        let exit = ExitReason::Exit { code: 1 };
+        let ended = EndColumns {
+            status: Some(RunStatus::Failed),
+            ended_at: Some(5_000),
+            process: Some(exit.clone()),
+            ..EndColumns::default()
+        };
+        assert_eq!(
+            decode_end(ended.clone()),
+            Ok(Some(EndRecord {
+                status: RunStatus::Failed,
+                at: 5_000,
+                process: Some(exit.clone()),
+                cleanup: None,
+            }))
+        );
+        let refused = [
+            (EndColumns::default(), "status"),
+            (
+                EndColumns {
+                    ended_at: None,
+                    ..ended
+                },
+                "ended_at",
+            ),
+            (
+                EndColumns {
+                    ended_at: Some(5_000),
+                    ..running.clone()
+                },
+                "ended_at",
+            ),
+            (
+                EndColumns {
+                    process: Some(exit),
+                    ..running
+                },
+                "process",
+            ),
+        ];
+        for (row, column) in refused {
+            assert_eq!(
+                decode_end(row.clone()).map_err(|e| e.0),
+                Err(column),
+                "{row:?}"
+            );
+        }
+    }
+
+    /// A stored record that is not its type (hand-edited, written by a newer build) is the
+    /// read's error naming its column: never a panic, never read as nothing.
+    #[test]
+    fn a_record_that_does_not_decode_is_an_error_naming_its_column() {
+        let (_d, store) = crate::store::test_store();
+        let db = store.db();
+        let lane = resources::insert(
+            db,
+            "gpu0",
+            None,
+            homebased_shared::wire::ResourceOrigin::Manual,
+        )
+        .unwrap();
+        let spec = serde_json::json!({});
+        let new = jobs::NewJob::for_test(&spec, homebased_shared::queue::Priority::Low);
+        jobs::insert(db, &new).unwrap();
+        let run = reserve(db, new.id, &[lane.id]).unwrap().unwrap();
+        let exit = ExitReason::Exit { code: 0 };
+        record_end(db, run.task, RunStatus::Succeeded, Some(&exit), 5_000).unwrap();
+        set_phase(db, run.task, Some(&RunPhase::Cleaning { attempt: 1 })).unwrap();
+        let ended = get(db, run.task).unwrap().unwrap().ended.unwrap();
+        assert_eq!(ended.process, Some(exit));
+        let set = |column: &str, text: &str| {
+            db.conn
+                .execute(
+                    &format!("UPDATE runs SET {column} = ?2 WHERE task = ?1"),
+                    (run.task.to_string(), text),
+                )
+                .unwrap();
+        };
+        for (column, text) in [
+            ("process", r#"{"kind":"exploded"}"#),
+            ("process", "not json"),
+            ("cleanup", r#"{"result":"clean"}"#),
+            ("cleanup", r#"{"attempt":1,"result":"melted"}"#),
+        ] {
+            set(column, text);
+            let err = get(db, run.task).unwrap_err();
+            assert!(
+                err.message.contains(&format!("column {column}:")),
+                "{column} {text}: {}",
+                err.message
+            );
+            assert!(list_for_job(db, new.id).is_err());
+            let valid = match column {
+                "process" => r#"{"code":0,"kind":"exit"}"#,
+                _ => r#"{"attempt":1,"result":"clean"}"#,
+            };
+            set(column, valid);
+            assert!(get(db, run.task).is_ok(), "{column} reads again");
+        }
     }
 
     /// The one decoder refuses what the two old ones disagreed on (a stopping run without

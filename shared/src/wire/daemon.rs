@@ -154,7 +154,8 @@ pub struct TaskLog {
 /// passed back as `after`, it answers what was recorded since.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadEvents {
-    pub events: Vec<serde_json::Value>,
+    #[serde(serialize_with = "super::sorted_keys::serialize")]
+    pub events: Vec<super::Versioned<crate::event::Event>>,
     pub cursor: String,
 }
 

@@ -1,7 +1,10 @@
 //! Reading the queue: `resource jobs` and `resource job show`.
 
+use super::{CleanupResult, Versioned};
+use crate::event::Event;
 use crate::ids::{AttentionId, JobId, MachineId, ResourceId, TaskId, ThreadId};
 use crate::queue::{JobStatus, PhaseKind, Priority, RunStatus, StopCause};
+use crate::rundir::ExitReason;
 use crate::time::{serde_rfc3339, Millis};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -217,10 +220,14 @@ pub struct RunView {
     pub started_at: Option<Millis>,
     #[serde(with = "serde_rfc3339::option")]
     pub ended_at: Option<Millis>,
-    /// The raw exit as the worker recorded it (`{"kind":"exit","code":0}`, ...).
-    pub process: Option<Value>,
-    /// The cleanup result (`{"result":"clean"}` or a failure record).
-    pub cleanup: Option<Value>,
+    /// The exit as the worker recorded it (`{"code":0,"kind":"exit"}`, ...); `null` while the
+    /// run goes on, and for a lost run.
+    #[serde(serialize_with = "super::sorted_keys::serialize")]
+    pub process: Option<ExitReason>,
+    /// The result of the cleanup that ended its cleaning phase (`{"attempt":1,"result":"clean"}`
+    /// or a failure); `null` until then.
+    #[serde(serialize_with = "super::sorted_keys::serialize")]
+    pub cleanup: Option<CleanupResult>,
     /// The most GPU memory the run's own processes were seen using at one sample, summed over
     /// its lanes; `null` when no sample saw it (sampling off or failing for its whole life).
     #[serde(default)]
@@ -266,7 +273,9 @@ pub struct JobDetail {
     /// The jobs whose `after` names this one, oldest first.
     #[serde(default)]
     pub dependents: Vec<JobLink>,
-    pub events: Vec<Value>,
+    /// Its events, oldest first, each in its envelope as the store keeps it.
+    #[serde(serialize_with = "super::sorted_keys::serialize")]
+    pub events: Vec<Versioned<Event>>,
     /// The machine a remote job was submitted from (Fleet); absent for a local job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<crate::ids::MachineId>,

@@ -4,7 +4,6 @@ use crate::ids::{AttentionId, JobId, MachineId, OperationId, ResourceId, TaskId}
 use crate::queue::{PhaseKind, StopCause};
 use crate::time::{serde_rfc3339, Millis};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// How a resource came to exist.
 #[derive(
@@ -150,7 +149,8 @@ pub enum PhaseView {
     },
     Attention {
         id: AttentionId,
-        failure: Value,
+        #[serde(serialize_with = "super::sorted_keys::serialize")]
+        failure: super::AttentionFailure,
     },
 }
 

@@ -1,35 +1,20 @@
 //! Values in words for the human tables: how a process ended, and how long ago.
 
-use serde_json::Value;
+use homebased_shared::rundir::ExitReason;
 
-/// A run's recorded end (`{"kind":"exit","code":0}`, ...) as a person reads it: `exit 0`,
-/// `signal 9 (KILL)`, `cancelled`, `spawn failed: ...`. A record of another shape is shown as
-/// its JSON, so nothing is hidden.
-pub fn process_result(process: &Value) -> String {
-    let kind = process.get("kind").and_then(Value::as_str);
-    match kind {
-        Some("exit") => match process.get("code").and_then(Value::as_i64) {
-            Some(code) => format!("exit {code}"),
-            None => process.to_string(),
-        },
-        Some("signal") => match process.get("signal").and_then(Value::as_i64) {
-            Some(n) => match signal_name(n) {
-                Some(name) => format!("signal {n} ({name})"),
-                None => format!("signal {n}"),
-            },
-            None => process.to_string(),
+/// A run's recorded end as a person reads it: `exit 0`, `signal 9 (KILL)`, `stopped`,
+/// `spawn failed: ...`.
+pub fn process_result(process: &ExitReason) -> String {
+    match process {
+        ExitReason::Exit { code } => format!("exit {code}"),
+        ExitReason::Signal { signal } => match signal_name(i64::from(*signal)) {
+            Some(name) => format!("signal {signal} ({name})"),
+            None => format!("signal {signal}"),
         },
         // The worker's stop signal ended it; STOP says why (restart, user_cancel, ...), so
         // PROCESS says only that it was stopped, whatever the cause.
-        Some("cancelled") => "stopped".into(),
-        Some("spawn_failed") => format!(
-            "spawn failed: {}",
-            process
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("(no message)")
-        ),
-        _ => process.to_string(),
+        ExitReason::Cancelled => "stopped".into(),
+        ExitReason::SpawnFailed { message } => format!("spawn failed: {message}"),
     }
 }
 
@@ -57,41 +42,50 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn exit(record: serde_json::Value) -> ExitReason {
+        serde_json::from_value(record).unwrap()
+    }
+
     #[test]
     fn process_results_read_as_words() {
         assert_eq!(
-            process_result(&json!({"kind": "exit", "code": 0})),
+            process_result(&exit(json!({"kind": "exit", "code": 0}))),
             "exit 0"
         );
         assert_eq!(
-            process_result(&json!({"kind": "exit", "code": 75})),
+            process_result(&exit(json!({"kind": "exit", "code": 75}))),
             "exit 75"
         );
         assert_eq!(
-            process_result(&json!({"kind": "signal", "signal": 9})),
+            process_result(&exit(json!({"kind": "signal", "signal": 9}))),
             "signal 9 (KILL)"
         );
         assert_eq!(
-            process_result(&json!({"kind": "signal", "signal": 15})),
+            process_result(&exit(json!({"kind": "signal", "signal": 15}))),
             "signal 15 (TERM)"
         );
         assert_eq!(
-            process_result(&json!({"kind": "signal", "signal": 200})),
+            process_result(&exit(json!({"kind": "signal", "signal": 200}))),
             "signal 200"
         );
-        assert_eq!(process_result(&json!({"kind": "cancelled"})), "stopped");
         assert_eq!(
-            process_result(&json!({"kind": "spawn_failed", "message": "no such file"})),
+            process_result(&exit(json!({"kind": "cancelled"}))),
+            "stopped"
+        );
+        assert_eq!(
+            process_result(&exit(
+                json!({"kind": "spawn_failed", "message": "no such file"})
+            )),
             "spawn failed: no such file"
         );
     }
 
+    /// A record of a kind this build does not know is refused where it is read (the
+    /// store's column, the answer's field), never shown as something else.
     #[test]
-    fn unknown_process_records_stay_visible_as_json() {
-        assert_eq!(
-            process_result(&json!({"kind": "new_kind", "x": 1})),
-            r#"{"kind":"new_kind","x":1}"#
-        );
+    fn unknown_process_records_are_refused_where_they_are_read() {
+        let refused = serde_json::from_value::<ExitReason>(json!({"kind": "new_kind", "x": 1}));
+        assert!(refused.unwrap_err().to_string().contains("new_kind"));
     }
 
     #[test]

@@ -111,8 +111,13 @@ impl Fixture {
         task
     }
 
+    /// The job's events as the objects their bodies are, to check their fields.
     fn events(&self, job: JobId) -> Vec<Value> {
-        events::list_for_job(self.core.store.db(), job).unwrap()
+        events::list_for_job(self.core.store.db(), job)
+            .unwrap()
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect()
     }
 
     fn take(&mut self, now: Millis) -> Vec<(JobId, u32)> {
