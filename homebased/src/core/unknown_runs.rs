@@ -228,14 +228,7 @@ impl Core {
                 let plan = plan(&run, &known(db, &run)?);
                 if let Plan::Hold { lanes, failure } = &plan {
                     let id = AttentionId::new();
-                    attentions::open(
-                        db,
-                        id,
-                        lanes,
-                        run.task,
-                        failure,
-                        homebased_shared::time::now_ms(),
-                    )?;
+                    attentions::open(db, id, lanes, run.task, failure, db.now())?;
                     return Ok(Ok(id));
                 }
                 Ok(Err(plan))

@@ -9,7 +9,6 @@ use homebased_shared::error::ApiResult;
 use homebased_shared::ids::{AttentionId, JobId, ResourceId, TaskId};
 use homebased_shared::queue::JobStatus;
 use homebased_shared::queue::{PhaseKind, RunStatus, StopCause};
-use homebased_shared::time::now_ms;
 use homebased_shared::time::Millis;
 use rusqlite::{OptionalExtension, Row};
 use serde_json::Value;
@@ -252,7 +251,7 @@ pub fn reserve(db: Db, job: JobId, lanes: &[ResourceId]) -> ApiResult<Option<Res
     }
     let task = TaskId::new();
     let run_number = job.runs + 1;
-    let now = now_ms();
+    let now = db.now();
     let queued_since = previous_end(db, job.id, job.runs)?.unwrap_or(job.created_at);
     db.conn
         .prepare_cached(
