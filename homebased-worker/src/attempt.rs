@@ -9,6 +9,7 @@
 
 use crate::cleanup;
 use crate::cli::Args;
+use crate::clock::now_ms;
 use crate::lock;
 use crate::log::WorkerLog;
 use crate::output_cap::OutputCap;
@@ -23,7 +24,7 @@ use homebased_shared::rundir::{
     CleanupOutcome, CleanupRecord, ExitReason, ExitRecord, GroupState, ProcessIdentity, RunDir,
     RunSpec, StartStamps, WorkerRecord,
 };
-use homebased_shared::time::{now_ms, now_us};
+use homebased_shared::time::now_us;
 use nix::errno::Errno;
 use nix::sys::prctl;
 use nix::unistd::{getsid, setsid, Pid};
@@ -39,6 +40,8 @@ pub const EXIT_FAILED: u8 = 1;
 /// installed by the caller before anything else, so a stop that arrives during start-up is
 /// kept, not fatal. `began` is when `main` began (microseconds, the first start stamp).
 pub fn run(args: Args, signals: io::Result<Signals>, began: i64) -> u8 {
+    // Before any reading of it: the log's first note is stamped by it.
+    crate::clock::start(args.clock);
     let mut stamps = StartStamps {
         spawned: args.spawned_at,
         main: began,

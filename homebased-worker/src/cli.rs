@@ -1,5 +1,7 @@
 //! The command line: `homebased-worker <run-dir> [--lock-fd N] [--adopt] [--spawned-at US]`,
 //! or `homebased-worker --standby [<room>]` for a worker the daemon starts ahead of need.
+//! A test build (`failpoints`) also takes `--clock-ahead-ms N` and `--clock-skips-pauses`
+//! ([`crate::clock`]); a release build refuses them as unknown options.
 
 use std::ffi::OsString;
 use std::os::fd::RawFd;
@@ -37,6 +39,8 @@ pub struct Args {
     /// still says `--standby`, so once the workload runs it shows [`Args::argv`] instead
     /// (`crate::title`).
     pub retitle: bool,
+    /// How this worker's clock runs ([`crate::clock`]): the system's but in a test build.
+    pub clock: crate::clock::Setting,
 }
 
 impl Args {
@@ -52,6 +56,15 @@ impl Args {
         }
         if let Some(at) = self.spawned_at {
             argv.extend(["--spawned-at".into(), at.to_string().into()]);
+        }
+        if self.clock.ahead_ms != 0 {
+            argv.extend([
+                "--clock-ahead-ms".into(),
+                self.clock.ahead_ms.to_string().into(),
+            ]);
+        }
+        if self.clock.skips_pauses {
+            argv.push("--clock-skips-pauses".into());
         }
         argv
     }
@@ -76,6 +89,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Str
     let mut lock_fd = None;
     let mut adopt = false;
     let mut spawned_at = None;
+    // Only a test build's arguments change it.
+    #[cfg_attr(not(feature = "failpoints"), allow(unused_mut))]
+    let mut clock = crate::clock::Setting::default();
     let mut standby = false;
     let mut room = false;
     let mut given = 0;
@@ -107,6 +123,16 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Str
                         .ok_or_else(|| format!("--spawned-at: {value:?} is not a number"))?,
                 );
             }
+            #[cfg(feature = "failpoints")]
+            Some("--clock-ahead-ms") => {
+                let value = args.next().ok_or("--clock-ahead-ms needs a value")?;
+                clock.ahead_ms = value
+                    .to_str()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or_else(|| format!("--clock-ahead-ms: {value:?} is not a number"))?;
+            }
+            #[cfg(feature = "failpoints")]
+            Some("--clock-skips-pauses") => clock.skips_pauses = true,
             Some(t) if t.starts_with('-') => return Err(format!("unknown option {t}")),
             _ if run_dir.is_some() => return Err("only one run directory may be given".into()),
             _ => run_dir = Some(PathBuf::from(arg)),
@@ -129,6 +155,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Str
         adopt,
         spawned_at,
         retitle: false,
+        clock,
     }))
 }
 
@@ -158,6 +185,7 @@ mod tests {
                 adopt: false,
                 spawned_at: None,
                 retitle: false,
+                clock: Default::default(),
             })
         );
         assert_eq!(
@@ -168,6 +196,7 @@ mod tests {
                 adopt: false,
                 spawned_at: None,
                 retitle: false,
+                clock: Default::default(),
             })
         );
         assert_eq!(
@@ -178,6 +207,7 @@ mod tests {
                 adopt: false,
                 spawned_at: None,
                 retitle: false,
+                clock: Default::default(),
             })
         );
         assert_eq!(
@@ -188,6 +218,7 @@ mod tests {
                 adopt: true,
                 spawned_at: None,
                 retitle: false,
+                clock: Default::default(),
             })
         );
     }
@@ -201,6 +232,28 @@ mod tests {
         };
         assert_eq!(args.spawned_at, Some(1_796_126_640_266_073));
         assert_eq!(args.lock_fd, Some(3));
+    }
+
+    /// The test clock's arguments exist in a test build only: a release build refuses them.
+    #[test]
+    fn takes_the_test_clock_only_in_a_test_build() {
+        let parsed = parse_strs(&["/d", "--clock-ahead-ms", "120000", "--clock-skips-pauses"]);
+        if cfg!(feature = "failpoints") {
+            let Ok(Invocation::Run(args)) = parsed else {
+                panic!("not a run: {parsed:?}");
+            };
+            let clock = crate::clock::Setting {
+                ahead_ms: 120_000,
+                skips_pauses: true,
+            };
+            assert_eq!(args.clock, clock);
+            // What ps shows starts a fresh worker on the same clock.
+            let again = parse(args.argv()).unwrap();
+            assert_eq!(again, Invocation::Run(args));
+            assert!(parse_strs(&["/d", "--clock-ahead-ms", "soon"]).is_err());
+        } else {
+            assert_eq!(parsed, Err("unknown option --clock-ahead-ms".into()));
+        }
     }
 
     #[test]

@@ -27,11 +27,14 @@
 //! - [`output_cap`]: `output.log` kept within `[resource] output_limit`, its middle cut in
 //!   place while the workload writes on.
 //! - [`log`]: `worker.log`, the worker's own notes and errors.
+//! - [`clock`]: the worker's wall-clock readings and record pauses; test builds can set it
+//!   ahead or have its pauses move it.
 //! - [`title`]: the command line `ps` shows, rewritten by a standby worker to name its run.
 
 pub mod attempt;
 pub mod cleanup;
 pub mod cli;
+pub mod clock;
 pub mod group_cleanup;
 pub mod lock;
 pub mod log;

@@ -1,7 +1,8 @@
 //! `worker.log`: the worker's own notes and errors, one timestamped line each. The
 //! workload's output never goes here (that is `output.log`).
 
-use homebased_shared::time::{now_ms, rfc3339};
+use crate::clock::now_ms;
+use homebased_shared::time::rfc3339;
 use std::fmt::Display;
 use std::io::Write;
 use std::path::PathBuf;

@@ -5,9 +5,10 @@
 //! A record is the truth the daemon waits for, so a write that fails is never given up while
 //! the worker lives: a full disk first gets a chunk of the worker's [`Reserve`] back and the
 //! write is tried again at once; any other failure, or a spent reserve, is retried with a
-//! backoff ([`FIRST_PAUSE`] doubling to [`LONGEST_PAUSE`]) until the record lands. A stale
-//! temporary copy of a failed try is truncated by the next one and renamed over the record by
-//! the one that lands, so nothing is left behind. The one failure never retried is a run
+//! backoff ([`FIRST_PAUSE`] doubling to [`LONGEST_PAUSE`], paused on the worker's clock,
+//! [`crate::clock::pause`]) until the record lands. A stale temporary copy of a failed try
+//! is truncated by the next one and renamed over the record by the one that lands, so
+//! nothing is left behind. The one failure never retried is a run
 //! directory that no longer exists (removed by a person or a test): no record can ever land
 //! there, and a worker retrying for ever would outlive its run as an orphan. The daemon
 //! meets the same missing directory and ends the run in Attention after bounded cleanup.
@@ -122,7 +123,7 @@ impl Records {
             &mut self.reserve,
             &self.log,
             name,
-            std::thread::sleep,
+            crate::clock::pause,
         );
     }
 

@@ -12,7 +12,10 @@
 //! - [`fleet`]: a machine's identity and its peer directory.
 //! - [`history`]: history prune and the benchmarks' seeding.
 //! - [`dashboard`]: the page of the TCP listener.
+//! - `clock`: the end-to-end tests' move of the daemon's clock, in `failpoints` builds only.
 
+#[cfg(feature = "failpoints")]
+mod clock;
 pub mod dashboard;
 pub mod fleet;
 pub mod guard;

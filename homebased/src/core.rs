@@ -50,6 +50,7 @@ pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
 
+use crate::clock::Clock;
 use crate::store::Store;
 use crate::supervisor::launcher::Launcher;
 use homebased_shared::config::Config;
@@ -58,7 +59,6 @@ use homebased_shared::home::Home;
 use homebased_shared::ids::MachineId;
 use homebased_shared::ids::TaskId;
 use homebased_shared::rundir::RunDir;
-use homebased_shared::time::now_ms;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -86,6 +86,8 @@ impl DaemonFacts {
 
 pub struct Core {
     store: Store,
+    /// Every "now" the core acts on (crate::clock): the store's clock.
+    clock: Clock,
     home: Home,
     config: Config,
     machine: MachineId,
@@ -194,7 +196,7 @@ fn stopped() -> ApiError {
 }
 
 impl Core {
-    /// A core over `store`. Its launcher is made by `launcher` from a handle to this core,
+    /// A core over `store`, reading the clock the store was opened with. Its launcher is made by `launcher` from a handle to this core,
     /// so that what the launcher observes can be posted back to it (`daemon::serve` wires
     /// that; a test's fake ignores it).
     pub fn new(
@@ -211,8 +213,11 @@ impl Core {
         let (calls, inbox) = mpsc::channel::<Call>();
         let me = CoreHandle { calls };
         let launcher = launcher(me.clone());
+        let clock = store.clock().clone();
         Ok(Core {
+            resources_read_at: Arc::new(crate::sampler::Demand::new(clock.now_ms())),
             store,
+            clock,
             home,
             config,
             machine,
@@ -229,7 +234,6 @@ impl Core {
             last_pass: None,
             gpu_sample: None,
             gpu_peaks: HashMap::new(),
-            resources_read_at: Arc::new(crate::sampler::Demand::new(now_ms())),
             retention_cursor: None,
             retention: None,
             run_dir_usage: run_dir_usage::RunDirUsageBoard::default(),
@@ -262,6 +266,11 @@ impl Core {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The daemon's clock (crate::clock).
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     /// The store, for the delivery outbox's verbs (they run on the core thread too).
@@ -320,6 +329,20 @@ impl Core {
         }
     }
 
+    /// Moves the clock `by` ahead (test builds: `POST /v1/internal/clock`) and runs the tick
+    /// now, so that what the move made due (a time limit, a notice, retention, a run's age
+    /// past its window) happens at once instead of at the wake the old reading set; the pass
+    /// at this turn's end follows, and brings the loop's own tick within
+    /// [`timers::AFTER_CHANGE`]. Returns how far ahead of the system clock it now is.
+    #[cfg(feature = "failpoints")]
+    pub fn advance_clock(&mut self, by: std::time::Duration) -> homebased_shared::time::Millis {
+        let ahead = self.clock.advance(by);
+        tracing::info!(ahead_ms = ahead, "the clock was moved ahead (a test build)");
+        self.tick();
+        self.mark_dirty();
+        ahead
+    }
+
     /// Notes that the queue changed and a scheduling pass is due.
     pub fn mark_dirty(&mut self) {
         self.dirty = true;
@@ -372,7 +395,7 @@ impl Core {
                         Err(mpsc::RecvTimeoutError::Disconnected) => break,
                     }
                     if next_tick.is_some_and(|at| Instant::now() >= at) {
-                        next_tick = self.tick().instant(now_ms(), Instant::now());
+                        next_tick = self.tick().instant(self.clock.now_ms(), Instant::now());
                     }
                     let changed = self.dirty;
                     if self.dirty {

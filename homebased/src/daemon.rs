@@ -15,6 +15,7 @@ pub mod lock;
 pub mod sampling;
 
 use crate::api::{self, Listener};
+use crate::clock::Clock;
 use crate::core::{Core, CoreHandle, DaemonFacts};
 use crate::store::Store;
 use crate::supervisor::launcher::{Observer, Supervisor, WorkerEvent};
@@ -83,7 +84,9 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
     }
     daemon_lock.record_pid();
     crate::store::integrity::break_seal(&database)?;
-    let mut store = Store::open(&opts.home.database())?;
+    // The one clock of the store, the core and everything else the daemon starts.
+    let clock = Clock::system();
+    let mut store = Store::open(&opts.home.database(), clock.clone())?;
     detect::detect(&mut store)?;
     let facts = DaemonFacts {
         pid: std::process::id(),
@@ -94,17 +97,18 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
         opts.home.clone(),
         opts.config.clone(),
         facts,
-        |core| Box::new(Supervisor::start(&opts.home, observer(core))),
+        |core| Box::new(Supervisor::start(&opts.home, clock.clone(), observer(core))),
     )?;
     if cfg!(target_os = "linux") {
         sampling::spawn(
             core.handle(),
+            clock.clone(),
             opts.home.clone(),
             detect::probe_program(),
             core.resources_read_at(),
         );
     }
-    disk_usage::spawn(opts.home.clone(), core.run_dir_usage());
+    disk_usage::spawn(opts.home.clone(), clock, core.run_dir_usage());
     tracing::info!(
         home = %opts.home.root().display(),
         machine = %core.machine(),
@@ -237,6 +241,7 @@ pub async fn run(
     fleet_needs_listener(&config, web)?;
     open_listener_needs_token(&config, web)?;
     let delivery_wake = core.delivery_wake();
+    let clock = core.clock().clone();
     let crate::core::CoreThread {
         handle,
         stop: core_stop,
@@ -266,7 +271,7 @@ pub async fn run(
         handle.clone(),
     ));
     let sink = crate::delivery::sink::Sink::from_config(config.events.command.as_deref());
-    let delivery = crate::delivery::spawn(handle.clone(), home.clone(), sink, delivery_wake);
+    let delivery = crate::delivery::spawn(handle.clone(), clock, home.clone(), sink, delivery_wake);
     let (shut_tx, shut_rx) = tokio::sync::watch::channel(false);
     let tcp = match (listeners.web, web) {
         (Some(listener), Some(addr)) => {

@@ -29,7 +29,6 @@ use homebased_shared::error::{ApiError, ErrorCode};
 use homebased_shared::event::event_line;
 use homebased_shared::home::Home;
 use homebased_shared::ids::{JobId, ThreadId};
-use homebased_shared::time::now_ms;
 use outbox::Outcome;
 use sink::{Attempt, Sink};
 use std::collections::HashSet;
@@ -45,6 +44,8 @@ const SAFETY: Duration = Duration::from_secs(5);
 /// Everything an attempt needs, shared by the loop and its tasks.
 struct Shared {
     core: CoreHandle,
+    /// The daemon's clock (crate::clock): a retry's time is read against it.
+    clock: crate::clock::Clock,
     home: Home,
     sink: Sink,
     /// Raised by the core when events may be pending, and by finished attempts.
@@ -62,12 +63,14 @@ impl Shared {
 /// Starts the delivery loop on the current tokio runtime.
 pub fn spawn(
     core: CoreHandle,
+    clock: crate::clock::Clock,
     home: Home,
     sink: Sink,
     wake: Arc<Notify>,
 ) -> tokio::task::JoinHandle<()> {
     let shared = Arc::new(Shared {
         core,
+        clock,
         home,
         sink,
         wake,
@@ -83,7 +86,7 @@ async fn run(shared: Arc<Shared>) {
         let room = MAX_IN_FLIGHT.saturating_sub(busy.len());
         let round = shared
             .core
-            .call(move |core| outbox::take(core, &busy, now_ms(), room))
+            .call(move |core| outbox::take(core, &busy, core.clock().now_ms(), room))
             .await;
         // Nothing pending, nothing in flight, nothing backing off: only a wake can bring
         // work (every commit that appends an event is followed by one, and a wake sent
@@ -99,7 +102,9 @@ async fn run(shared: Arc<Shared>) {
                     tokio::spawn(attempt(shared.clone(), event));
                 }
                 if let Some(at) = round.next_retry_at {
-                    let wait = Duration::from_millis(u64::try_from(at - now_ms()).unwrap_or(0));
+                    let wait = Duration::from_millis(
+                        u64::try_from(at - shared.clock.now_ms()).unwrap_or(0),
+                    );
                     sleep = Some(sleep.map_or(wait, |s: Duration| s.min(wait)));
                 }
             }
@@ -136,7 +141,7 @@ async fn attempt(shared: Arc<Shared>, event: crate::store::events::Pending) {
         let outcome = outcome.clone();
         shared
             .core
-            .call(move |core| outbox::settle(core, job, seq, &outcome, now_ms()))
+            .call(move |core| outbox::settle(core, job, seq, &outcome, core.clock().now_ms()))
             .await
     };
     drop(lock);

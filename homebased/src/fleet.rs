@@ -24,7 +24,6 @@ use directory::{Bind, Peer, Probed, Target};
 use homebased_shared::config::FleetToken;
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::ids::MachineId;
-use homebased_shared::time::now_ms;
 use homebased_shared::wire::{
     Identity, MachineList, MachineView, PeerSource, PeerState, ProtocolRange,
 };
@@ -48,6 +47,8 @@ struct Inner {
     peers: Mutex<Vec<Peer>>,
     /// Stores additions, removals and bindings (the store is the core's).
     core: CoreHandle,
+    /// The daemon's clock (crate::clock), for the directory's stamps and probe times.
+    clock: crate::clock::Clock,
     /// Raised when a remote submit stored a route: the pull task looks at once.
     routes_changed: tokio::sync::Notify,
 }
@@ -69,8 +70,8 @@ impl Fleet {
         config: &homebased_shared::config::FleetConfig,
         address: Option<String>,
     ) -> ApiResult<Fleet> {
-        let (machine, name) = core
-            .call(|c| Ok((c.machine(), c.machine_name().to_string())))
+        let (machine, name, clock) = core
+            .call(|c| Ok((c.machine(), c.machine_name().to_string(), c.clock().clone())))
             .await?;
         let stored = core.call(|c| c.fleet_stored_peers()).await?;
         let mut peers: Vec<Peer> = Vec::new();
@@ -103,6 +104,7 @@ impl Fleet {
                 token: config.token.clone(),
                 peers: Mutex::new(peers),
                 core,
+                clock,
                 routes_changed: tokio::sync::Notify::new(),
             }),
         })
@@ -144,7 +146,7 @@ impl Fleet {
             address: self.inner.address.clone(),
             source: PeerSource::Local,
             state: PeerState::Up,
-            last_seen: Some(now_ms()),
+            last_seen: Some(self.inner.clock.now_ms()),
             protocol: Some(me.protocol),
         }];
         machines.extend(self.peers().iter().map(Peer::view));
@@ -265,7 +267,7 @@ impl Fleet {
                 Probed::Failed
             }
         };
-        let now = now_ms();
+        let now = self.inner.clock.now_ms();
         let (bind, mut peer) = {
             let mut peers = self.peers();
             let Some(peer) = peers.iter_mut().find(|p| p.address == address) else {
@@ -372,11 +374,8 @@ impl Fleet {
         let known = self.peers().iter().any(|p| p.address == address);
         if !known {
             let a = address.clone();
-            let stored = self
-                .inner
-                .core
-                .call(move |c| c.fleet_add(&a, now_ms()))
-                .await?;
+            let now = self.inner.clock.now_ms();
+            let stored = self.inner.core.call(move |c| c.fleet_add(&a, now)).await?;
             let mut peers = self.peers();
             if !peers.iter().any(|p| p.address == address) {
                 peers.push(Peer::new(address.clone(), PeerSource::Added, stored));
@@ -421,7 +420,7 @@ impl Fleet {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            let now = now_ms();
+            let now = self.inner.clock.now_ms();
             let due: Vec<String> = {
                 let mut peers = self.peers();
                 peers

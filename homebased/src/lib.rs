@@ -6,6 +6,7 @@
 //! - [`daemon`]: `daemon serve`: the lock, start-up, detection, listeners, shutdown.
 //! - [`api`]: the HTTP/JSON routes, shared by the socket and the TCP listener.
 //! - [`core`]: the single owner of the store; one file per verb.
+//! - [`clock`]: the daemon's one clock; test builds can move it ahead.
 //! - [`delivery`]: the per-job, ordered, at-least-once event delivery to the thread's sink.
 //! - [`store`]: SQLite, one file per table; the only code that knows SQL.
 //! - [`lifecycle`]: the pure run lifecycle: a run's phase, what is observed, what follows.
@@ -23,6 +24,7 @@
 pub mod api;
 pub mod cli;
 pub mod client;
+pub mod clock;
 pub mod core;
 pub mod daemon;
 pub mod delivery;

@@ -19,6 +19,10 @@
 //! - The lanes of each run live with [`runs`] (`schema_v15.sql`, `run_lanes`), those of each
 //!   Attention with [`attentions`] (`schema_v16.sql`, `attention_lanes`).
 //! - [`integrity`]: the check at start, read-only, before [`Store::open`] writes anything.
+//!
+//! The store is opened with the daemon's [`Clock`]: the times a verb stamps by itself
+//! (`created_at`, `updated_at`, an event's `at`) are [`Db::now`], and the core reads the same
+//! clock ([`Store::clock`]).
 
 pub mod attentions;
 pub mod dependencies;
@@ -35,7 +39,9 @@ pub mod resources;
 pub mod routes;
 pub mod runs;
 
+use crate::clock::Clock;
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
+use homebased_shared::time::Millis;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use std::path::{Path, PathBuf};
 
@@ -71,6 +77,8 @@ pub struct Store {
     synced: bool,
     /// The `synchronous` setting the connection has now.
     commits: Commits,
+    /// Where the verbs read "now" ([`Db::now`]).
+    clock: Clock,
 }
 
 /// How a commit reaches the disk (SQLite's `synchronous` in WAL mode).
@@ -85,9 +93,9 @@ enum Commits {
 }
 
 impl Store {
-    /// Opens (creating if needed) and migrates the database. A database written by a newer
-    /// homebased is refused and left untouched.
-    pub fn open(path: &Path) -> ApiResult<Store> {
+    /// Opens (creating if needed) and migrates the database, its verbs reading `clock`. A
+    /// database written by a newer homebased is refused and left untouched.
+    pub fn open(path: &Path, clock: Clock) -> ApiResult<Store> {
         let conn = Connection::open(path).map_err(|e| db_error("open", e))?;
         configure(&conn)?;
         migrate(&conn)?;
@@ -100,6 +108,7 @@ impl Store {
             // first durable commit.
             synced: false,
             commits: Commits::Durable,
+            clock,
         })
     }
 
@@ -128,12 +137,22 @@ impl Store {
             path: path.to_path_buf(),
             synced: true,
             commits: Commits::Durable,
+            // It only reads, and only the CLI opens it: the CLI's clock is the system's.
+            clock: Clock::system(),
         }))
     }
 
     /// The store for reading, outside any write transaction.
     pub fn db(&self) -> Db<'_> {
-        Db { conn: &self.conn }
+        Db {
+            conn: &self.conn,
+            clock: &self.clock,
+        }
+    }
+
+    /// The clock the store was opened with: the core's too.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     /// A consistent view of the store as it is now, for a long read on another thread: its
@@ -152,7 +171,10 @@ impl Store {
         conn.execute_batch("BEGIN DEFERRED")
             .and_then(|()| conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(())))
             .map_err(|e| db_error("begin a read", e))?;
-        Ok(ReadSnapshot { conn })
+        Ok(ReadSnapshot {
+            conn,
+            clock: self.clock.clone(),
+        })
     }
 
     /// Runs `f` in one immediate transaction: committed when it returns `Ok`, rolled back
@@ -216,7 +238,10 @@ impl Store {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| db_error("begin", e))?;
-        let value = f(Db { conn: &tx })?;
+        let value = f(Db {
+            conn: &tx,
+            clock: &self.clock,
+        })?;
         tx.commit().map_err(|e| db_error("commit", e))?;
         Ok(value)
     }
@@ -226,11 +251,15 @@ impl Store {
 /// thread. Its transaction ends, and its connection closes, when it is dropped.
 pub struct ReadSnapshot {
     conn: Connection,
+    clock: Clock,
 }
 
 impl ReadSnapshot {
     pub fn db(&self) -> Db<'_> {
-        Db { conn: &self.conn }
+        Db {
+            conn: &self.conn,
+            clock: &self.clock,
+        }
     }
 }
 
@@ -239,6 +268,14 @@ impl ReadSnapshot {
 #[derive(Clone, Copy)]
 pub struct Db<'a> {
     conn: &'a Connection,
+    clock: &'a Clock,
+}
+
+impl Db<'_> {
+    /// "Now" for what a verb stamps by itself, from the store's clock.
+    pub fn now(&self) -> Millis {
+        self.clock.now_ms()
+    }
 }
 
 /// How long a statement waits for another process's lock (a backup tool, `sqlite3` holding
@@ -450,7 +487,7 @@ pub(crate) mod testing {
 #[cfg(test)]
 pub(crate) fn test_store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("homebased.sqlite")).unwrap();
+    let store = Store::open(&dir.path().join("homebased.sqlite"), Clock::system()).unwrap();
     (dir, store)
 }
 
@@ -509,7 +546,7 @@ mod tests {
         drop(store);
         let path = dir.path().join("homebased.sqlite");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let _store = Store::open(&path).unwrap();
+        let _store = Store::open(&path, Clock::system()).unwrap();
         for entry in std::fs::read_dir(dir.path()).unwrap() {
             let entry = entry.unwrap();
             let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
@@ -550,7 +587,7 @@ mod tests {
             )
             .unwrap();
         }
-        let store = Store::open(&path).unwrap();
+        let store = Store::open(&path, Clock::system()).unwrap();
         assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
         let kept = jobs::get(store.db(), job)
             .unwrap()
@@ -639,7 +676,7 @@ mod tests {
             }
             conn.pragma_update(None, "user_version", 12).unwrap();
         }
-        let mut store = Store::open(&path).unwrap();
+        let mut store = Store::open(&path, Clock::system()).unwrap();
         assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
         store
             .write(|tx| {
@@ -688,7 +725,7 @@ mod tests {
             )
             .unwrap();
         }
-        let mut store = Store::open(&path).unwrap();
+        let mut store = Store::open(&path, Clock::system()).unwrap();
         assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
         assert_eq!(machine::get(store.db()).unwrap(), Some(machine_id));
         assert_eq!(durability::barriers(store.db()).unwrap(), 0);
@@ -750,7 +787,7 @@ mod tests {
             ))
             .unwrap();
         }
-        let mut store = Store::open(&path).unwrap();
+        let mut store = Store::open(&path, Clock::system()).unwrap();
         assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
         let db = store.db();
         for (id, (rank, position, _)) in ids.iter().zip(rows) {
@@ -807,12 +844,12 @@ mod tests {
         assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
         drop(store);
         let path = dir.path().join("homebased.sqlite");
-        Store::open(&path).unwrap();
+        Store::open(&path, Clock::system()).unwrap();
         let conn = Connection::open(&path).unwrap();
         conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
             .unwrap();
         drop(conn);
-        let err = Store::open(&path).err().unwrap();
+        let err = Store::open(&path, Clock::system()).err().unwrap();
         assert_eq!(err.code, ErrorCode::Internal);
         assert!(err.message.contains("newer"));
         let conn = Connection::open(&path).unwrap();
@@ -843,7 +880,7 @@ mod tests {
         ))
         .unwrap();
         drop(conn);
-        let store = Store::open(&path).unwrap();
+        let store = Store::open(&path, Clock::system()).unwrap();
         assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
         let id: homebased_shared::ids::JobId = job.parse().unwrap();
         assert_eq!(
@@ -911,7 +948,7 @@ mod tests {
         assert_eq!(levels(&conn), vec![0, 2, 0]);
         drop(conn);
 
-        let store = Store::open(&path).unwrap();
+        let store = Store::open(&path, Clock::system()).unwrap();
         let conn = &store.conn;
         assert_eq!(user_version(conn).unwrap(), SCHEMA_VERSION);
         // Every row, its rowid and every column came across.
@@ -1035,7 +1072,7 @@ mod tests {
         .unwrap();
         drop(conn);
 
-        let store = Store::open(&path).unwrap();
+        let store = Store::open(&path, Clock::system()).unwrap();
         assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
         let lanes_of = |attention: &str| -> Vec<(String, i64)> {
             store
@@ -1083,7 +1120,7 @@ mod tests {
         )
         .unwrap();
         drop(conn);
-        let err = Store::open(&path).err().unwrap();
+        let err = Store::open(&path, Clock::system()).err().unwrap();
         assert_eq!(err.code, ErrorCode::Internal);
         assert!(err.message.contains("version 14"), "{}", err.message);
         let conn = Connection::open(&path).unwrap();

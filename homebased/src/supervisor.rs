@@ -17,12 +17,14 @@ mod lost_cleanup;
 pub mod staged;
 pub mod standby;
 
+use crate::clock::Clock;
 use homebased_shared::home::Home;
 use homebased_shared::ids::TaskId;
 use homebased_shared::process;
 use homebased_shared::rundir::{
     write_json_atomic, write_json_replace, AdoptionRequest, RunDir, RunSpec,
 };
+use homebased_shared::time::Millis;
 use launcher::{LostCleanup, Observer, WorkerEvent};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -101,15 +103,19 @@ fn create_run_dir(home: &Home, spec: &RunSpec) -> io::Result<RunDir> {
 /// Locks `runner.lock`, starts the worker in a new session holding it, and releases the
 /// daemon's copy so that only the worker's life holds the lock. The worker is `standby` when
 /// one is given and takes the hand-over, else a fresh process.
-fn start_worker(dir: &RunDir, standby: Option<standby::Standby>) -> io::Result<Child> {
-    spawn_worker(dir, &[], standby)
+fn start_worker(
+    dir: &RunDir,
+    standby: Option<standby::Standby>,
+    clock: &Clock,
+) -> io::Result<Child> {
+    spawn_worker(dir, &[], standby, clock)
 }
 
 /// Records that adopting worker number `adoption` is about to start (`adoption.json`).
-fn request_adoption(dir: &RunDir, adoption: u32) -> io::Result<()> {
+fn request_adoption(dir: &RunDir, adoption: u32, now: Millis) -> io::Result<()> {
     let request = AdoptionRequest {
         adoption,
-        requested_at: homebased_shared::time::now_ms(),
+        requested_at: now,
     };
     write_json_atomic(&dir.adoption_json(), &request)
 }
@@ -117,15 +123,16 @@ fn request_adoption(dir: &RunDir, adoption: u32) -> io::Result<()> {
 /// Starts a worker that adopts the container of the run's vanished worker
 /// (`homebased-worker <run-dir> --adopt`), holding a newly taken `runner.lock` exactly like
 /// [`start_worker`].
-fn start_adopting_worker(dir: &RunDir, adoption: u32) -> io::Result<Child> {
+fn start_adopting_worker(dir: &RunDir, adoption: u32, clock: &Clock) -> io::Result<Child> {
     tracing::debug!(run = %dir.root().display(), adoption, "starting an adopting worker");
-    spawn_worker(dir, &["--adopt"], None)
+    spawn_worker(dir, &["--adopt"], None, clock)
 }
 
 fn spawn_worker(
     dir: &RunDir,
     extra: &[&str],
     standby: Option<standby::Standby>,
+    clock: &Clock,
 ) -> io::Result<Child> {
     let lock = OpenOptions::new()
         .read(true)
@@ -142,6 +149,7 @@ fn spawn_worker(
     // (`--lock-fd`), a standby worker names the descriptor it received itself.
     let mut args: Vec<std::ffi::OsString> = vec![dir.root().into()];
     args.extend(extra.iter().map(Into::into));
+    args.extend(clock_ahead(clock).into_iter().flatten());
     let spawned_at = || {
         [
             "--spawned-at".into(),
@@ -183,6 +191,15 @@ fn spawn_worker(
     let child = cmd.spawn();
     drop(lock);
     child
+}
+
+/// The worker's `--clock-ahead-ms` once a test moved the daemon's clock (crate::clock), so
+/// that the times the worker records read as the daemon's do. Never in a build without the
+/// `failpoints` feature: its clock cannot move, and its worker has no such argument.
+fn clock_ahead(clock: &Clock) -> Option<[std::ffi::OsString; 2]> {
+    let ahead = clock.ahead_ms();
+    (cfg!(feature = "failpoints") && ahead != 0)
+        .then(|| ["--clock-ahead-ms".into(), ahead.to_string().into()])
 }
 
 /// Whether a live worker holds the run's lock (without waiting). A lock the workload replaced
@@ -279,7 +296,7 @@ fn signal_worker(dir: &RunDir, signal: Signal) {
 
 /// Cleans up after a lost worker on a thread of its own, writes `cleanup.json` as attempt
 /// `lost.attempt`, and tells the observer.
-fn clean_up_lost(observer: Observer, dir: RunDir, task: TaskId, lost: LostCleanup) {
+fn clean_up_lost(observer: Observer, dir: RunDir, task: TaskId, lost: LostCleanup, clock: Clock) {
     let spawned = std::thread::Builder::new()
         .name(format!("cleanup-{task}"))
         .spawn(move || {
@@ -289,7 +306,7 @@ fn clean_up_lost(observer: Observer, dir: RunDir, task: TaskId, lost: LostCleanu
             let record = homebased_shared::rundir::CleanupRecord {
                 attempt: lost.attempt,
                 outcome,
-                finished_at: homebased_shared::time::now_ms(),
+                finished_at: clock.now_ms(),
             };
             if let Err(e) = write_json_atomic(&dir.cleanup_json(), &record) {
                 tracing::error!(%task, error = %e, "cannot write cleanup.json");

@@ -8,6 +8,7 @@ use crate::common::jobs::*;
 use crate::common::{wait_until, TestHome};
 use serde_json::{json, Value};
 use std::path::Path;
+use std::time::Duration;
 
 /// Counts units into `$HOMEBASED_JOB_DIR/counter`, loading it when `HOMEBASED_RESUME=1`; logs
 /// `run=N resume=R from=K` at start; yields (exit 75) when asked; stops when `$1` exists.
@@ -34,21 +35,6 @@ fn counter(h: &TestHome, job: &str) -> u64 {
         .ok()
         .and_then(|t| t.trim().parse().ok())
         .unwrap_or(0)
-}
-
-/// Makes `task`'s run look two minutes old to the scheduler, which measures a run's age from
-/// its stored start time (SPEC section 4): the test needs a run past its `restart_within`
-/// without waiting a minute.
-fn age_run(h: &TestHome, task: &str) {
-    let db = rusqlite::Connection::open(h.database()).unwrap();
-    db.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
-    let changed = db
-        .execute(
-            "UPDATE runs SET started_at = started_at - 120000 WHERE task = ?1 AND phase = 'executing'",
-            [task],
-        )
-        .unwrap();
-    assert_eq!(changed, 1, "the run {task} executes");
 }
 
 fn active_task(h: &TestHome, job: &str) -> String {
@@ -98,8 +84,9 @@ fn a_restart_inside_the_window_after_a_yield_resumes_from_the_checkpoint() {
     wait_until("two units saved", || counter(&h, &job) >= 2);
     assert_eq!(first_line(&h, &first), "run=1 resume=0 from=0");
 
-    // Past its window, the first attempt is asked to yield and checkpoints.
-    age_run(&h, &first);
+    // Two minutes pass for the daemon, which measures a run's age from its start (SPEC
+    // section 4): past its window, the first attempt is asked to yield and checkpoints.
+    h.advance_clock(Duration::from_secs(120));
     let gate1 = h.tmp().join("gate1");
     let urgent1 = urgent(&h, &gate1);
     wait_job(&h, &urgent1, "active");

@@ -25,6 +25,7 @@ pub use create_args::{container_variables, docker_create_args};
 pub use homebased_shared::container::{container_name, task_label};
 
 use super::{Ended, Running, StartError};
+use crate::clock::now_ms;
 use crate::log::WorkerLog;
 use crate::process_group::ProcessGroup;
 use crate::reap::Reaper;
@@ -40,7 +41,7 @@ use homebased_shared::process;
 use homebased_shared::rundir::write_atomic;
 use homebased_shared::rundir::{ChildRecord, CleanupOutcome, ExitReason, RunDir, RunSpec};
 use homebased_shared::spec::ContainerStep;
-use homebased_shared::time::{now_ms, Millis};
+use homebased_shared::time::Millis;
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::sys::signal::Signal;
 use serde_json::json;

@@ -2,11 +2,11 @@
 //! `output.log`, stdin from `/dev/null`, and exactly the run variables of SPEC section 5.
 
 use super::{Running, StartError};
+use crate::clock::now_ms;
 use crate::process_group::ProcessGroup;
 use homebased_shared::process;
 use homebased_shared::rundir::{is_run_variable, ChildRecord, RunDir, RunSpec};
 use homebased_shared::spec::Step;
-use homebased_shared::time::now_ms;
 use nix::sys::prctl;
 use nix::sys::signal::Signal;
 use nix::unistd::{getppid, Pid};

@@ -6,11 +6,13 @@ use crate::support::{eventually, Run, WORKER};
 use homebased_shared::rundir::{read_json, CleanupOutcome, ExitReason, ExitRecord};
 use homebased_worker::reserve::{CHUNK, CHUNKS};
 use std::collections::BTreeSet;
+use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 /// A small tmpfs mounted over a folder, unmounted when dropped.
 struct SmallDisk {
@@ -76,14 +78,78 @@ impl Drop for SmallDisk {
 
 /// The worker as the daemon starts it: its stdout and stderr appended to `worker.log`.
 fn start_logging_to_the_run_dir(run: &Run) -> crate::support::Worker {
+    start_logging_to_the_run_dir_with(run, &[])
+}
+
+/// [`start_logging_to_the_run_dir`], with more arguments.
+fn start_logging_to_the_run_dir_with(run: &Run, args: &[&str]) -> crate::support::Worker {
     let log = OpenOptions::new()
         .create(true)
         .append(true)
         .open(run.dir.worker_log())
         .unwrap();
     let mut cmd = run.command();
-    cmd.stdout(log.try_clone().unwrap()).stderr(log);
+    cmd.args(args).stdout(log.try_clone().unwrap()).stderr(log);
     crate::support::Worker(cmd.spawn().unwrap())
+}
+
+/// Counts the tries of one record in a run directory, however fast they come: each try
+/// opens the record's temporary file (`.<record>.tmp-<pid>`, `rundir::write_atomic`), and
+/// inotify reports every open.
+struct RecordTries {
+    inotify: OwnedFd,
+    prefix: String,
+    seen: usize,
+}
+
+impl RecordTries {
+    /// Watches `dir` for tries of `record`, from now on.
+    fn watch(dir: &Path, record: &str) -> RecordTries {
+        // SAFETY: no pointer is passed; the descriptor returned is owned below.
+        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        assert!(fd >= 0, "inotify: {}", std::io::Error::last_os_error());
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        let inotify = unsafe { OwnedFd::from_raw_fd(fd) };
+        let path = CString::new(dir.as_os_str().as_bytes()).unwrap();
+        // SAFETY: `path` is a NUL-terminated string that outlives the call.
+        let wd = unsafe { libc::inotify_add_watch(fd, path.as_ptr(), libc::IN_OPEN) };
+        assert!(
+            wd >= 0,
+            "inotify watch: {}",
+            std::io::Error::last_os_error()
+        );
+        RecordTries {
+            inotify,
+            prefix: format!(".{record}.tmp-"),
+            seen: 0,
+        }
+    }
+
+    /// The tries seen so far.
+    fn count(&mut self) -> usize {
+        let mut buf = [0u8; 8192];
+        loop {
+            // SAFETY: reads at most `buf.len()` bytes into `buf`, which it borrows mutably.
+            let n =
+                unsafe { libc::read(self.inotify.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                assert_eq!(e.kind(), ErrorKind::WouldBlock, "inotify read: {e}");
+                return self.seen;
+            }
+            // Each event: wd, mask, cookie, len (four u32), then `len` bytes of NUL-padded name.
+            let mut events = &buf[..usize::try_from(n).unwrap()];
+            while events.len() >= 16 {
+                let len = u32::from_ne_bytes(events[12..16].try_into().unwrap()) as usize;
+                let name = &events[16..16 + len];
+                let name = &name[..name.iter().position(|b| *b == 0).unwrap_or(len)];
+                if name.starts_with(self.prefix.as_bytes()) {
+                    self.seen += 1;
+                }
+                events = &events[16 + len..];
+            }
+        }
+    }
 }
 
 /// The names in the run directory: the records and nothing the worker held for itself.
@@ -92,6 +158,21 @@ fn names(dir: &Path) -> BTreeSet<String> {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect()
+}
+
+/// How many tries of a record a test waits for on a full disk, and the pauses the
+/// backoff takes between them (100 ms doubling, capped at 5 s: 100 to 3200, then 5000 thrice).
+const TRIES: usize = 10;
+const PAUSES_BETWEEN_TEN_TRIES: i64 = 100 + 200 + 400 + 800 + 1600 + 3200 + 3 * 5000;
+
+/// The failed tries of `record` that the worker's log says it landed after.
+fn failed_tries(log: &str, record: &str) -> usize {
+    let said = format!("{record} written after ");
+    log.lines()
+        .find_map(|line| line.split_once(&said))
+        .and_then(|(_, rest)| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 fn assert_complete(run: &Run) {
@@ -188,11 +269,22 @@ fn records_wait_for_space_on_a_disk_full_from_the_start_and_land_once_it_returns
     };
     run.write_spec();
     disk.fill();
-    let mut worker = start_logging_to_the_run_dir(&run);
+    let mut tries = RecordTries::watch(run.dir.root(), "worker.json");
+    // Its pauses between tries move its clock instead of being waited for (a test build's
+    // clock, homebased-worker/src/clock.rs).
+    let mut worker = start_logging_to_the_run_dir_with(&run, &["--clock-skips-pauses"]);
 
     // No record can be written: the worker neither gives up nor starts the workload
-    // before it has said (in worker.json) that it may.
-    std::thread::sleep(Duration::from_millis(1500));
+    // before it has said (in worker.json) that it may, however long it has tried.
+    eventually("ten tries of worker.json", || {
+        assert_eq!(
+            worker.0.try_wait().unwrap(),
+            None,
+            "the worker waits for space (a test build? it takes --clock-skips-pauses only \
+             with the failpoints feature)"
+        );
+        (tries.count() >= TRIES).then_some(())
+    });
     assert_eq!(
         worker.0.try_wait().unwrap(),
         None,
@@ -201,9 +293,18 @@ fn records_wait_for_space_on_a_disk_full_from_the_start_and_land_once_it_returns
     assert!(!run.dir.exit_json().exists());
     assert!(matches!(run.dir.read_worker(), Ok(None) | Err(_)));
 
+    let freed_at = homebased_shared::time::now_ms();
     disk.free();
     assert!(worker.wait().success(), "{}", run.diagnose());
     assert_eq!(run.exit().reason, ExitReason::Exit { code: 0 });
+    // Those tries were the backoff's, paused on the worker's clock: more than 20 s of it.
+    let failed = failed_tries(&run.worker_log(), "worker.json");
+    assert!(failed >= TRIES, "{failed} failed tries\n{}", run.diagnose());
+    assert!(
+        run.exit().ended_at >= freed_at + PAUSES_BETWEEN_TEN_TRIES,
+        "the worker's clock ran ahead by its pauses: ended at {}, the disk freed at {freed_at}",
+        run.exit().ended_at
+    );
     let worker_record = run.dir.read_worker().unwrap().unwrap();
     assert!(worker_record.child.is_some(), "the child is recorded");
     assert_eq!(run.cleanup().outcome, CleanupOutcome::Clean);

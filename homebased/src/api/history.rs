@@ -9,12 +9,14 @@ use homebased_shared::wire::{PruneRequest, PruneResult, SeedRequest};
 
 pub(super) async fn prune(State(s): State<AppState>, bytes: Bytes) -> ApiResponse {
     let req: PruneRequest = body(&bytes)?;
-    let now = homebased_shared::time::now_ms();
+    let (home, now) = s
+        .core
+        .call(|core| Ok((core.home().clone(), core.clock().now_ms())))
+        .await?;
     let cutoff = crate::history::cutoff(now, std::time::Duration::from_millis(req.older_than_ms));
     let dry_run = req.dry_run;
     let mut total = crate::history::Tally::default();
     let mut after = None;
-    let home = s.core.call(|core| Ok(core.home().clone())).await?;
     // Each batch: read on the core, directories removed off it, rows removed on it; requests
     // arriving meanwhile are served between the steps.
     loop {

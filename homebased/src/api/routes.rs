@@ -70,6 +70,12 @@ pub fn router(
             // The dashboard: `GET /` and its files, on TCP only.
             .merge(super::dashboard::routes()),
     };
+    // Test builds only (api/clock.rs): without the feature the path is an unknown route.
+    #[cfg(feature = "failpoints")]
+    let all = match listener {
+        Listener::Socket => all.route("/v1/internal/clock", post(super::clock::advance)),
+        Listener::Tcp => all,
+    };
     all.fallback(limits::no_such_route)
         .method_not_allowed_fallback(limits::wrong_method)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -12,7 +12,6 @@ use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::event::EventKind;
 use homebased_shared::ids::JobId;
 use homebased_shared::queue::{JobStatus, StopCause};
-use homebased_shared::time::now_ms;
 use homebased_shared::wire::{CancelRequest, CancelResult};
 
 impl Core {
@@ -55,11 +54,11 @@ impl Core {
                             })?;
                         let request = CommittedStop {
                             cause: StopCause::UserCancel,
-                            requested_at: now_ms(),
+                            requested_at: tx.now(),
                             for_job: None,
                         };
                         if let Some(mut moved) =
-                            Moved::plan(&run, [Observation::StopCommitted(request)])
+                            Moved::plan(&run, [Observation::StopCommitted(request)], tx.now())
                         {
                             moved.commit(tx, specs, machine)?;
                             stopped = Some(moved);

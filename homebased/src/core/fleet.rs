@@ -85,7 +85,7 @@ impl Core {
         if after == 0 {
             return Ok(());
         }
-        let now = homebased_shared::time::now_ms();
+        let now = self.clock.now_ms();
         self.store
             .write(|db| crate::store::events::hand_over(db, origin, after, now))?;
         Ok(())
@@ -118,7 +118,7 @@ impl Core {
         let conflict = |why: String| {
             ApiError::new(ErrorCode::JobConflict, why).with_input(serde_json::json!({ "job": job }))
         };
-        let now = homebased_shared::time::now_ms();
+        let now = self.clock.now_ms();
         self.store.write(|db| {
             if jobs::get(db, job)?.is_some() {
                 return Err(conflict(format!("job {job} is a job of this machine")));
@@ -144,7 +144,7 @@ impl Core {
         job: homebased_shared::ids::JobId,
         answer: crate::store::routes::Answer,
     ) -> ApiResult<()> {
-        let now = homebased_shared::time::now_ms();
+        let now = self.clock.now_ms();
         self.store
             .write(|db| crate::store::routes::settle(db, job, &answer, now))
     }
@@ -169,7 +169,7 @@ impl Core {
     pub fn fleet_store_pulled(&mut self, authority: MachineId, pulled: Pulled) -> ApiResult<usize> {
         use crate::store::{events, routes};
         use homebased_shared::event::EventKind;
-        let now = homebased_shared::time::now_ms();
+        let now = self.clock.now_ms();
         let new = self.store.write(|db| {
             let mut new = 0;
             let mut last = None;

@@ -10,7 +10,7 @@ use crate::store::history as stored;
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::home::Home;
 use homebased_shared::ids::{JobId, OperationId, TaskId};
-use homebased_shared::time::{now_ms, Millis};
+use homebased_shared::time::Millis;
 use homebased_shared::wire::{CancelRequest, SeedRequest, Seeded};
 
 /// One batch as read on the core: the jobs that may go with their run directories, what
@@ -116,7 +116,7 @@ impl Core {
         if !self.land_retention(wait) {
             return;
         }
-        let cutoff = history::cutoff(now_ms(), keep);
+        let cutoff = history::cutoff(self.clock.now_ms(), keep);
         let plan = match self.prune_plan(cutoff, self.retention_cursor, false) {
             Ok(plan) => plan,
             Err(e) => {

@@ -10,7 +10,7 @@ use crate::store::runs::{self, Reservation};
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::rundir::{LaunchStamps, RunSpec};
 use homebased_shared::spec::{JobSpec, Step};
-use homebased_shared::time::{now_ms, now_us};
+use homebased_shared::time::now_us;
 use std::time::{Duration, Instant};
 
 /// How long a reserved launch may wait for its worker to confirm.
@@ -137,7 +137,7 @@ impl Core {
                 let since = self
                     .storage
                     .as_ref()
-                    .map_or_else(now_ms, |fault| fault.since);
+                    .map_or_else(|| self.clock.now_ms(), |fault| fault.since);
                 self.storage = Some(StorageFault { since, error });
                 self.launch_backoff.failed(Instant::now());
                 // Given back as a worker that never started; the pass that follows names
@@ -224,7 +224,7 @@ impl Core {
             return Ok(());
         }
         let preempt = self.specs.get(self.store.db(), run.job)?.preempt;
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let cause_now =
             scheduler::stop_cause_now(preempt.mode, preempt.restart_within, started_at, now);
         if cause_now != Some(stop.cause) {

@@ -23,7 +23,7 @@ use crate::store::runs;
 use homebased_shared::error::ApiResult;
 use homebased_shared::event::{BlockedNotice, CheckDueNotice, EventDetail, EventKind};
 use homebased_shared::queue::{JobStatus, RunStatus};
-use homebased_shared::time::{now_ms, to_ms, Millis};
+use homebased_shared::time::{to_ms, Millis};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
@@ -34,7 +34,7 @@ impl Core {
     /// fires its notice when due, waking delivery for it. Every other event wakes delivery
     /// where it is committed (`Core::act` for a run's move, cancel, submit), not here.
     pub(super) fn notice_blocked_head(&mut self, head: Option<BlockedHead>) {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         if let Err(e) = self.track_episode(head.as_ref(), now) {
             tracing::error!(error = %e, "cannot keep the blocked-notice episode");
         }
@@ -48,7 +48,7 @@ impl Core {
     /// The tick hook: a blocked notice or a check-due whose time has come. Returns when the
     /// next one falls due (core/timers.rs).
     pub(super) fn notices_tick(&mut self) -> NextDue {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let blocked = self.fire_due_blocked(now).unwrap_or_else(|e| {
             tracing::error!(error = %e, "cannot produce a blocked notice");
             false

@@ -21,7 +21,7 @@ use homebased_shared::event::{EventDetail, EventKind};
 use homebased_shared::ids::{AttentionId, MachineId, TaskId};
 use homebased_shared::queue::{JobStatus, RunStatus, StopCause};
 use homebased_shared::rundir::RunDir;
-use homebased_shared::time::{now_ms, Millis};
+use homebased_shared::time::Millis;
 use homebased_shared::wire::{AttentionFailure, CleanupResult};
 
 impl Core {
@@ -90,7 +90,7 @@ impl Core {
         run: &Run,
         observations: impl IntoIterator<Item = Observation>,
     ) -> ApiResult<()> {
-        let Some(mut moved) = Moved::plan(run, observations) else {
+        let Some(mut moved) = Moved::plan(run, observations, self.clock.now_ms()) else {
             return Ok(());
         };
         let machine = self.machine;
@@ -275,13 +275,14 @@ pub(super) struct Moved {
 }
 
 impl Moved {
-    /// `None` when nothing changes.
+    /// `None` when nothing changes; `now` is the lifecycle's, from the core's clock.
     pub(super) fn plan(
         run: &Run,
         observations: impl IntoIterator<Item = Observation>,
+        now: Millis,
     ) -> Option<Moved> {
         let ctx = Context {
-            now: now_ms(),
+            now,
             new_attention: AttentionId::new(),
         };
         let mut phase = run.phase.clone();

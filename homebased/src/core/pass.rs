@@ -12,7 +12,6 @@ use crate::store::{attentions, resources, runs, Db};
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::ids::JobId;
 use homebased_shared::queue::PreemptMode;
-use homebased_shared::time::now_ms;
 use homebased_shared::wire::Waiting;
 use std::collections::HashMap;
 
@@ -198,7 +197,7 @@ impl Core {
             true
         })?;
         Ok(Snapshot {
-            now: now_ms(),
+            now: self.clock.now_ms(),
             resources: slots,
             jobs: waiting,
             storage_unavailable_since: self.storage.as_ref().map(|fault| fault.since),

@@ -9,7 +9,6 @@ use super::timers::{self, NextDue};
 use super::Core;
 use crate::lifecycle::RunPhase;
 use crate::store::runs;
-use homebased_shared::time::now_ms;
 
 impl Core {
     pub(super) fn reconcile(&mut self) {
@@ -54,7 +53,7 @@ impl Core {
         let mut next = NextDue::default();
         self.retry_observations();
         self.retry_stops();
-        let now = now_ms();
+        let now = self.clock.now_ms();
         if self.has_retries() {
             next.after(now, timers::AFTER_CHANGE);
         }
@@ -100,7 +99,7 @@ impl Core {
                 next.at(reserved_at + LAUNCH_CONFIRM_BOUND_MS + 1);
             }
         }
-        next.retried_if_past(now_ms())
+        next.retried_if_past(self.clock.now_ms())
     }
 
     /// Observations or stops that did not land and are retried by the tick.

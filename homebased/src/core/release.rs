@@ -27,7 +27,7 @@ impl Core {
                 };
                 let moved = run
                     .as_ref()
-                    .and_then(|r| Moved::plan(r, [Observation::Released]));
+                    .and_then(|r| Moved::plan(r, [Observation::Released], db.now()));
                 let (Some(run), Some(mut moved)) = (run, moved) else {
                     // The hold of a live run the store does not know: closing it frees all
                     // of its lanes at once; the run itself is the person's to deal with. The
@@ -36,7 +36,7 @@ impl Core {
                         .into_iter()
                         .find(|hold| hold.id == req.attention);
                     if let Some(hold) = hold {
-                        attentions::close(db, hold.id, homebased_shared::time::now_ms())?;
+                        attentions::close(db, hold.id, db.now())?;
                         return Ok(ReleaseResult {
                             resource: hold.resources[0],
                             attention: req.attention,

@@ -5,6 +5,7 @@
 //! a real worker would, and tell the core a worker is gone themselves.
 
 use super::{Core, DaemonFacts};
+use crate::clock::Clock;
 use crate::store::Store;
 use crate::supervisor::launcher::{Launcher, LostCleanup};
 use homebased_shared::config::Config;
@@ -43,6 +44,8 @@ pub struct Workers {
     pub fail_start: bool,
     /// Make the next adoption fail to start its worker.
     pub fail_adopt: bool,
+    /// The core's clock, as the supervisor holds the daemon's: what it stamps reads it.
+    pub clock: Clock,
 }
 
 #[derive(Clone, Default)]
@@ -97,7 +100,7 @@ impl Launcher for FakeLauncher {
     fn request_adoption(&mut self, dir: &RunDir, adoption: u32) -> std::io::Result<()> {
         let request = AdoptionRequest {
             adoption,
-            requested_at: homebased_shared::time::now_ms(),
+            requested_at: self.with(|w| w.clock.now_ms()),
         };
         write_json_atomic(&dir.adoption_json(), &request)
     }
@@ -150,11 +153,14 @@ pub fn plain_submitter() -> homebased_shared::wire::Submitter {
     }
 }
 
-/// A core on the temporary home `dir` with a fake launcher.
+/// A core on the temporary home `dir` with a fake launcher; both read a clock of their own
+/// that the test can move (`core.clock.advance`).
 pub fn open_core(dir: &tempfile::TempDir, config: Config, launcher: FakeLauncher) -> Core {
     let home = Home::at(dir.path());
     home.create().expect("a temporary home can be created");
-    let store = Store::open(&home.database()).expect("a new store opens");
+    let clock = Clock::system();
+    launcher.with(|w| w.clock = clock.clone());
+    let store = Store::open(&home.database(), clock).expect("a new store opens");
     let facts = DaemonFacts { pid: 1, web: None };
     Core::new(store, home, config, facts, |_| Box::new(launcher)).expect("a new core starts")
 }

@@ -16,12 +16,12 @@ use homebased_shared::rundir::{
     GroupState, ProcessIdentity, RemainingProcess, RemainingReason, RunDir, WorkerRecord,
     EXIT_YIELDED,
 };
-use homebased_shared::time::now_ms;
 use homebased_shared::wire::{
     CancelRequest, CancelResult, MoveRequest, Placement, RegisterRequest, ReleaseRequest,
     SubmitRequest, Submitter,
 };
 use serde_json::{json, Value};
+use std::time::Duration;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -151,7 +151,7 @@ impl Fixture {
                 start_ticks: 8,
             },
             pgid: 4243,
-            started_at: now_ms(),
+            started_at: self.core.clock.now_ms(),
         });
         let record = WorkerRecord {
             worker: me,
@@ -172,7 +172,7 @@ impl Fixture {
             reason,
             group: GroupState::ConfirmedExited,
             container: None,
-            ended_at: now_ms(),
+            ended_at: self.core.clock.now_ms(),
         };
         write_json_atomic(&self.dir(task).exit_json(), &record).unwrap();
         self.core.observe(task, false);
@@ -182,7 +182,7 @@ impl Fixture {
         let record = CleanupRecord {
             attempt,
             outcome,
-            finished_at: now_ms(),
+            finished_at: self.core.clock.now_ms(),
         };
         write_json_atomic(&self.dir(task).cleanup_json(), &record).unwrap();
     }
@@ -798,14 +798,10 @@ fn an_observation_that_cannot_commit_is_retried_until_it_lands() {
     assert!(f.core.unsettled.is_empty());
 }
 
-/// Makes `task`'s executing run look `age_ms` old, as the stored start time is what the
-/// scheduler measures a run's age by (`restart_within`).
-fn age_run(f: &mut Fixture, task: TaskId, age_ms: i64) {
-    let started_at = now_ms() - age_ms;
-    f.core
-        .store
-        .write(|db| runs::set_phase(db, task, Some(&RunPhase::Executing { started_at })))
-        .unwrap();
+/// Lets `age` pass on the core's clock: an executing run is that much older by the stored
+/// start time the scheduler measures its age from (`restart_within`).
+fn let_time_pass(f: &mut Fixture, age: Duration) {
+    f.core.clock.advance(age);
 }
 
 /// The `HOMEBASED_RESUME` that `task`'s run was started with, from its `run.json`.
@@ -851,7 +847,7 @@ fn a_restart_after_a_yield_keeps_resume_and_a_yield_again_keeps_it_too() {
     assert!(!resume_of(&f, first), "the first attempt starts afresh");
     f.confirm(first);
     // Past its window: asked to yield.
-    age_run(&mut f, first, 120_000);
+    let_time_pass(&mut f, Duration::from_secs(120));
     let second = preempt_and_relaunch(&mut f, victim, StopCause::Yield);
     assert!(resume_of(&f, second), "a yield leaves a checkpoint");
 
@@ -866,7 +862,7 @@ fn a_restart_after_a_yield_keeps_resume_and_a_yield_again_keeps_it_too() {
 
     // And yields once more.
     f.confirm(third);
-    age_run(&mut f, third, 120_000);
+    let_time_pass(&mut f, Duration::from_secs(120));
     let fourth = preempt_and_relaunch(&mut f, victim, StopCause::Yield);
     assert!(resume_of(&f, fourth));
     assert_eq!(
@@ -1275,18 +1271,6 @@ fn submit_limited(f: &mut Fixture, time_limit: &str) -> JobId {
     id
 }
 
-/// The worker confirms a workload it started at `started_at`.
-fn confirm_started_at(f: &mut Fixture, task: TaskId, started_at: i64) {
-    f.worker_json(task, true);
-    let path = f.dir(task).worker_json();
-    let mut record: WorkerRecord = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    if let Some(child) = record.child.as_mut() {
-        child.started_at = started_at;
-    }
-    write_json_atomic(&path, &record).unwrap();
-    f.core.observe(task, false);
-}
-
 #[test]
 fn a_limited_run_tells_the_worker_its_limit_and_the_tick_sleeps_until_it() {
     let mut f = Fixture::new();
@@ -1294,8 +1278,11 @@ fn a_limited_run_tells_the_worker_its_limit_and_the_tick_sleeps_until_it() {
     let task = f.active(job).task;
     let run = f.dir(task).read_run().unwrap();
     assert_eq!(run.time_limit, Some(std::time::Duration::from_secs(60)));
-    let started_at = now_ms() - 30_000;
-    confirm_started_at(&mut f, task, started_at);
+    f.confirm(task);
+    let RunPhase::Executing { started_at } = f.phase(job) else {
+        panic!("not executing: {:?}", f.phase(job));
+    };
+    let_time_pass(&mut f, Duration::from_secs(30));
     let next = f.core.tick();
     assert!(matches!(f.phase(job), RunPhase::Executing { .. }));
     assert_eq!(next.millis(), Some(started_at + 60_000), "due at its limit");
@@ -1307,7 +1294,8 @@ fn a_run_past_its_time_limit_is_stopped_as_a_restart_and_its_job_fails_with_the_
     let mut f = Fixture::new();
     let job = submit_limited(&mut f, "1m");
     let task = f.active(job).task;
-    confirm_started_at(&mut f, task, now_ms() - 61_000);
+    f.confirm(task);
+    let_time_pass(&mut f, Duration::from_secs(61));
     f.core.tick();
     let RunPhase::Stopping { stop, .. } = f.phase(job) else {
         panic!("not stopping: {:?}", f.phase(job));
@@ -1339,8 +1327,9 @@ fn a_limit_that_passed_while_the_daemon_was_down_is_stopped_when_it_reconciles()
     let mut f = Fixture::new();
     let job = submit_limited(&mut f, "1m");
     let task = f.active(job).task;
-    // Its limit passed an hour ago, while no tick ran; its worker still lives.
-    confirm_started_at(&mut f, task, now_ms() - 3_600_000);
+    // Its limit passes, and an hour more, while no tick runs; its worker still lives.
+    f.confirm(task);
+    let_time_pass(&mut f, Duration::from_secs(3_600));
     f.core.reconcile();
     assert!(matches!(
         f.phase(job),

@@ -16,7 +16,7 @@ use super::Core;
 use crate::lifecycle::{CommittedStop, Observation, RunPhase};
 use crate::store::{jobs, runs};
 use homebased_shared::queue::StopCause;
-use homebased_shared::time::{now_ms, Millis};
+use homebased_shared::time::Millis;
 use std::time::Duration;
 
 /// The limit each run of a job gets, from its spec's `time_limit` (`JobHead::time_limit`
@@ -74,7 +74,7 @@ impl Core {
     /// Commits the stop of every run whose limit has passed; answers when the next one falls
     /// due. A stop that does not commit (a store that refused it) is tried again soon.
     pub(super) fn time_limits_tick(&mut self) -> NextDue {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let mut next = NextDue::default();
         let holding = match runs::list_holding(self.store.db()) {
             Ok(holding) => holding,

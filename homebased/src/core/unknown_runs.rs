@@ -233,7 +233,7 @@ impl Core {
                         lanes,
                         run.task,
                         &AttentionFailure::UnknownLiveRun(failure.clone()),
-                        homebased_shared::time::now_ms(),
+                        db.now(),
                     )?;
                     return Ok(Ok(id));
                 }

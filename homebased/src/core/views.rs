@@ -56,8 +56,7 @@ impl Reasons {
 
 impl Core {
     pub fn resource_list(&self) -> ApiResult<ResourceList> {
-        self.resources_read_at
-            .mark(homebased_shared::time::now_ms());
+        self.resources_read_at.mark(self.clock.now_ms());
         let db = self.store.db();
         let holding = runs::list_holding(db)?;
         let holds = crate::store::attentions::lane_holds(db)?;
@@ -448,8 +447,7 @@ impl Core {
     /// two counts through partial indexes, and the sampler's last sample. Like `resource
     /// list`, it keeps the GPU sampler awake.
     pub fn metrics(&self) -> ApiResult<(crate::metrics::Counters, crate::metrics::Snapshot)> {
-        self.resources_read_at
-            .mark(homebased_shared::time::now_ms());
+        self.resources_read_at.mark(self.clock.now_ms());
         let db = self.store.db();
         let holding = runs::list_holding(db)?;
         let all = resources::list(db)?;

@@ -5,9 +5,9 @@
 //! the periodic walk every [`EVERY`] (for live runs that grow, and anything else) measure
 //! everything. Status shows the last result and when it was taken.
 
+use crate::clock::Clock;
 use crate::core::run_dir_usage::{Changed, RunDirUsageBoard};
 use homebased_shared::home::Home;
-use homebased_shared::time::now_ms;
 use homebased_shared::wire::RunDirUsage;
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -18,19 +18,19 @@ use std::time::{Duration, Instant};
 /// How often the whole walk runs again.
 pub const EVERY: Duration = Duration::from_secs(5 * 60);
 
-pub fn spawn(home: Home, board: RunDirUsageBoard) {
+pub fn spawn(home: Home, clock: Clock, board: RunDirUsageBoard) {
     let changes = board.subscribe();
     let started = std::thread::Builder::new()
         .name("disk-usage".into())
-        .spawn(move || watch(&home, &board, &changes));
+        .spawn(move || watch(&home, &clock, &board, &changes));
     if let Err(e) = started {
         tracing::warn!(error = %e, "cannot start the disk usage walk");
     }
 }
 
-fn watch(home: &Home, board: &RunDirUsageBoard, changes: &Receiver<Changed>) {
+fn watch(home: &Home, clock: &Clock, board: &RunDirUsageBoard, changes: &Receiver<Changed>) {
     let mut sizes = Sizes::walk(home);
-    board.post(sizes.usage());
+    board.post(sizes.usage(clock.now_ms()));
     let mut walked = Instant::now();
     loop {
         let due = EVERY.saturating_sub(walked.elapsed());
@@ -51,7 +51,7 @@ fn watch(home: &Home, board: &RunDirUsageBoard, changes: &Receiver<Changed>) {
             sizes = Sizes::walk(home);
             walked = Instant::now();
         }
-        board.post(sizes.usage());
+        board.post(sizes.usage(clock.now_ms()));
     }
 }
 
@@ -86,11 +86,12 @@ impl Sizes {
         }
     }
 
-    fn usage(&self) -> RunDirUsage {
+    /// The sizes as measured `at`.
+    fn usage(&self, at: homebased_shared::time::Millis) -> RunDirUsage {
         RunDirUsage {
             bytes: self.of.values().sum(),
             dirs: self.of.len() as u64,
-            measured_at: now_ms(),
+            measured_at: at,
         }
     }
 }
@@ -119,15 +120,15 @@ mod tests {
     fn counts_run_and_job_directories_and_their_bytes() {
         let dir = tempfile::tempdir().unwrap();
         let home = Home::at(dir.path());
-        assert_eq!(Sizes::walk(&home).usage().dirs, 0);
+        assert_eq!(Sizes::walk(&home).usage(0).dirs, 0);
         let task = home.tasks_dir().join("t1");
         std::fs::create_dir_all(&task).unwrap();
         std::fs::write(task.join("output.log"), vec![b'x'; 64 * 1024]).unwrap();
         std::fs::create_dir_all(home.root().join("jobs").join("j1")).unwrap();
-        let usage = Sizes::walk(&home).usage();
+        let usage = Sizes::walk(&home).usage(1_000);
         assert_eq!(usage.dirs, 2);
         assert!(usage.bytes >= 64 * 1024, "{usage:?}");
-        assert!(usage.measured_at > 0);
+        assert_eq!(usage.measured_at, 1_000);
     }
 
     #[test]
@@ -137,14 +138,14 @@ mod tests {
         let task = home.tasks_dir().join("t1");
         std::fs::create_dir_all(&task).unwrap();
         let mut sizes = Sizes::walk(&home);
-        let before = sizes.usage().bytes;
+        let before = sizes.usage(0).bytes;
         std::fs::write(task.join("output.log"), vec![b'x'; 256 * 1024]).unwrap();
         sizes.measure_again(&task);
-        assert!(sizes.usage().bytes >= before + 256 * 1024, "{sizes:?}");
+        assert!(sizes.usage(0).bytes >= before + 256 * 1024, "{sizes:?}");
         std::fs::remove_dir_all(&task).unwrap();
         sizes.measure_again(&task);
-        assert_eq!(sizes.usage().dirs, 0);
-        assert_eq!(sizes.usage().bytes, 0);
+        assert_eq!(sizes.usage(0).dirs, 0);
+        assert_eq!(sizes.usage(0).bytes, 0);
     }
 
     /// Waits for `done`; a walk that never follows fails the test instead of hanging it.
@@ -161,7 +162,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let home = Home::at(dir.path());
         let board = RunDirUsageBoard::default();
-        spawn(home.clone(), board.clone());
+        spawn(home.clone(), Clock::system(), board.clone());
         until(|| board.last().is_some());
         assert_eq!(board.last().unwrap().dirs, 0);
         let task = home.tasks_dir().join("t1");

@@ -2,13 +2,13 @@
 //! asleep (no wake at all) while nobody has read resources for a minute. It asks the core for the lanes, runs
 //! the query, reads `/proc` for each process, and posts the attributed sample back.
 
+use crate::clock::Clock;
 use crate::core::CoreHandle;
 use crate::sampler::{self, Demand, Lane, LaneRun, ProcessFacts, Sample};
 use homebased_shared::home::Home;
 use homebased_shared::process::parse_stat;
 use homebased_shared::rundir::RunDir;
 use homebased_shared::sweep::Marker;
-use homebased_shared::time::now_ms;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,8 +20,9 @@ const BOUND: Duration = Duration::from_secs(5);
 /// Sampling stops this long after the last read of resources.
 const IDLE_AFTER_MS: i64 = 60_000;
 
-/// Starts the thread. `demand` is when resources were last read (the core marks it).
-pub fn spawn(core: CoreHandle, home: Home, program: String, demand: Arc<Demand>) {
+/// Starts the thread. `demand` is when resources were last read (the core marks it, on the
+/// same `clock`).
+pub fn spawn(core: CoreHandle, clock: Clock, home: Home, program: String, demand: Arc<Demand>) {
     let started = std::thread::Builder::new()
         .name("gpu-sampler".into())
         .spawn(move || {
@@ -29,7 +30,7 @@ pub fn spawn(core: CoreHandle, home: Home, program: String, demand: Arc<Demand>)
             let mut refused = Vec::new();
             loop {
                 let read = demand.last();
-                if now_ms() - read > IDLE_AFTER_MS {
+                if clock.now_ms() - read > IDLE_AFTER_MS {
                     // Nobody looks: sleep until somebody reads, with no wake before.
                     demand.wait_after(read);
                     continue;
@@ -51,7 +52,7 @@ pub fn spawn(core: CoreHandle, home: Home, program: String, demand: Arc<Demand>)
                 if lanes.is_empty() {
                     continue;
                 }
-                let sample = sample(&home, &program, lanes, &mut refused);
+                let sample = sample(&home, &program, lanes, &mut refused, clock.now_ms());
                 core.post(move |c| c.record_gpu_sample(sample));
             }
         });
@@ -61,9 +62,15 @@ pub fn spawn(core: CoreHandle, home: Home, program: String, demand: Arc<Demand>)
 }
 
 /// One sample: both queries at once (each within the same bound), then `/proc` for each
-/// process. `refused` is the state query's last refusals, logged only when they change.
-fn sample(home: &Home, program: &str, lanes: Vec<Lane>, refused: &mut Vec<String>) -> Sample {
-    let at = now_ms();
+/// process, stamped `at`. `refused` is the state query's last refusals, logged only when they
+/// change.
+fn sample(
+    home: &Home,
+    program: &str,
+    lanes: Vec<Lane>,
+    refused: &mut Vec<String>,
+    at: homebased_shared::time::Millis,
+) -> Sample {
     let deadline = Instant::now() + BOUND;
     let apps = start(program, &sampler::QUERY);
     let states = start(program, &sampler::gpu_query());

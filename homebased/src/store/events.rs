@@ -13,7 +13,7 @@ use super::{Db, DbResult};
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::event::{Event, EventDetail, EventKind};
 use homebased_shared::ids::{JobId, MachineId, ResourceId, TaskId, ThreadId};
-use homebased_shared::time::{now_ms, Millis};
+use homebased_shared::time::Millis;
 use homebased_shared::wire::Versioned;
 use rusqlite::{OptionalExtension, Row};
 use serde_json::Value;
@@ -50,7 +50,7 @@ pub fn append(
     detail: EventDetail,
 ) -> ApiResult<u32> {
     let seq = jobs::next_event_seq(db, job.id)?;
-    let now = now_ms();
+    let now = db.now();
     let event = Event {
         event: kind,
         job: job.id,

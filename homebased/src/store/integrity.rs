@@ -258,6 +258,7 @@ mod tests {
         assert!(!sealed_and_unchanged(&db), "a broken seal is no seal");
         break_seal(&db).unwrap();
     }
+    use crate::clock::Clock;
     use crate::store::Store;
 
     fn files_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
@@ -277,7 +278,7 @@ mod tests {
     fn closed_store() -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("homebased.sqlite");
-        drop(Store::open(&path).unwrap());
+        drop(Store::open(&path, Clock::system()).unwrap());
         (dir, path)
     }
 
@@ -371,7 +372,7 @@ mod tests {
     fn a_store_with_wal_frames_is_checked_with_them_and_keeps_its_bytes() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("homebased.sqlite");
-        let mut store = Store::open(&path).unwrap();
+        let mut store = Store::open(&path, Clock::system()).unwrap();
         store.write(crate::store::durability::barrier).unwrap();
         let wal = dir.path().join("homebased.sqlite-wal");
         assert!(

@@ -13,7 +13,7 @@ use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::ids::{JobId, MachineId, ResourceId, TaskId, ThreadId};
 use homebased_shared::queue::{JobStatus, Priority, StopCause};
 use homebased_shared::spec::JobSpec;
-use homebased_shared::time::{now_ms, Millis};
+use homebased_shared::time::Millis;
 use rusqlite::{OptionalExtension, Row};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -614,7 +614,7 @@ pub fn insert(db: Db, job: &NewJob) -> ApiResult<()> {
                 .ok_or_else(|| ApiError::internal("no slot key after renumbering"))?
         }
     };
-    let now = now_ms();
+    let now = db.now();
     db.conn
         .prepare_cached(
             "INSERT INTO jobs (id, thread, name, priority, slot_key, state, resume, target, spec, \
@@ -774,7 +774,7 @@ pub fn place(db: Db, job: &Job, level: Priority, position: u32) -> ApiResult<()>
     db.conn
         .execute(
             "UPDATE jobs SET priority = ?2, slot_key = ?3, updated_at = ?4 WHERE id = ?1",
-            (&id, level.rank(), key, now_ms()),
+            (&id, level.rank(), key, db.now()),
         )
         .db("place job")?;
     Ok(())
@@ -787,7 +787,7 @@ pub fn finish(db: Db, job: &Job, status: JobStatus, failed_run: Option<TaskId>) 
     db.conn.execute(
         "UPDATE jobs SET state = ?2, slot_key = NULL, resume = 0, failed_run = ?3, updated_at = ?4 \
          WHERE id = ?1",
-        (job.id.to_string(), status.as_str(), failed_run.map(|t| t.to_string()), now_ms()),
+        (job.id.to_string(), status.as_str(), failed_run.map(|t| t.to_string()), db.now()),
     )
     .db("finish job")?;
     Ok(())

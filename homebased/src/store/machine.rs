@@ -3,7 +3,6 @@
 use super::{Db, DbResult};
 use homebased_shared::error::ApiResult;
 use homebased_shared::ids::MachineId;
-use homebased_shared::time::now_ms;
 use rusqlite::OptionalExtension;
 
 /// Returns the machine UUID, creating it on first start.
@@ -15,7 +14,7 @@ pub fn ensure(db: Db) -> ApiResult<MachineId> {
     db.conn
         .execute(
             "INSERT INTO machine (singleton, id, created_at) VALUES (1, ?1, ?2)",
-            (id.to_string(), now_ms()),
+            (id.to_string(), db.now()),
         )
         .db("create machine")?;
     Ok(id)

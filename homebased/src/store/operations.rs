@@ -6,7 +6,6 @@
 use super::{Db, DbResult};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::ids::{MachineId, OperationId};
-use homebased_shared::time::now_ms;
 use rusqlite::OptionalExtension;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -93,7 +92,7 @@ fn replay(db: Db, id: OperationId, kind: &str, digest: &str) -> ApiResult<Option
 fn record(db: Db, id: OperationId, kind: &str, digest: &str, result: &Value) -> ApiResult<()> {
     db.conn.execute(
         "INSERT INTO operations (id, kind, digest, result, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-        (id.to_string(), kind, digest, result.to_string(), now_ms()),
+        (id.to_string(), kind, digest, result.to_string(), db.now()),
     )
     .db("record operation")?;
     Ok(())

@@ -4,7 +4,7 @@
 use super::{bad_column, Db, DbResult};
 use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::ids::{looks_like_uuid, ResourceId};
-use homebased_shared::time::{now_ms, Millis};
+use homebased_shared::time::Millis;
 use homebased_shared::wire::ResourceOrigin;
 use rusqlite::{OptionalExtension, Row};
 
@@ -174,7 +174,7 @@ pub fn insert(
         name: name.to_string(),
         device,
         origin,
-        created_at: now_ms(),
+        created_at: db.now(),
         gpu: None,
         mig: None,
         mig_card: None,
@@ -243,7 +243,7 @@ pub fn insert_slice(db: Db, name: &str, place: crate::detection::MigPlace) -> Ap
         name: name.to_string(),
         device: None,
         origin: ResourceOrigin::Detected,
-        created_at: now_ms(),
+        created_at: db.now(),
         gpu: None,
         mig: Some(place),
         mig_card: None,

@@ -10,7 +10,6 @@ use homebased_shared::error::ApiResult;
 use homebased_shared::ids::{AttentionId, JobId, ResourceId, TaskId};
 use homebased_shared::queue::{PhaseKind, RunStatus, StopCause};
 use homebased_shared::rundir::ExitReason;
-use homebased_shared::time::now_ms;
 use homebased_shared::time::Millis;
 use homebased_shared::wire::{sorted_keys, CleanupResult};
 use rusqlite::{OptionalExtension, Row};
@@ -339,7 +338,7 @@ pub fn reserve(db: Db, job: JobId, lanes: &[ResourceId]) -> ApiResult<Option<Res
     }
     let task = TaskId::new();
     let run_number = job.runs + 1;
-    let now = now_ms();
+    let now = db.now();
     let queued_since = previous_end(db, job.id, job.runs)?.unwrap_or(job.created_at);
     db.conn
         .prepare_cached(

@@ -6,6 +6,7 @@
 //! by writing the run directory's files. The seam points one way: the core imports it, the
 //! supervisor never imports the core.
 
+use crate::clock::Clock;
 use homebased_shared::config::CleanupConfig;
 use homebased_shared::home::Home;
 use homebased_shared::ids::TaskId;
@@ -85,6 +86,9 @@ pub type Observer = Arc<dyn Fn(WorkerEvent) + Send + Sync>;
 /// [`super::standby`]), lock watchers and the shared sweep.
 pub struct Supervisor {
     home: Home,
+    /// The daemon's clock (crate::clock): the times the supervisor records, and how far
+    /// ahead of the system's a test moved it, which each worker it starts is told.
+    clock: Clock,
     standby: Option<super::standby::Keeper>,
     observer: Observer,
 }
@@ -92,9 +96,10 @@ pub struct Supervisor {
 impl Supervisor {
     /// The real launcher for `home` with its standby keeper, which prepares nothing before
     /// [`Launcher::ready`]; what its watchers and cleanups see goes to `observer`.
-    pub fn start(home: &Home, observer: Observer) -> Supervisor {
+    pub fn start(home: &Home, clock: Clock, observer: Observer) -> Supervisor {
         Supervisor {
             home: home.clone(),
+            clock,
             standby: super::standby::Keeper::start(home.clone()),
             observer,
         }
@@ -114,7 +119,7 @@ impl Launcher for Supervisor {
 
     fn start(&mut self, dir: &RunDir, task: TaskId) -> io::Result<()> {
         let standby = self.standby.as_ref().and_then(|keeper| keeper.take());
-        let child = super::start_worker(dir, standby)?;
+        let child = super::start_worker(dir, standby, &self.clock)?;
         super::watch(self.observer.clone(), dir.clone(), task, Some(child));
         Ok(())
     }
@@ -132,16 +137,22 @@ impl Launcher for Supervisor {
     }
 
     fn request_adoption(&mut self, dir: &RunDir, adoption: u32) -> io::Result<()> {
-        super::request_adoption(dir, adoption)
+        super::request_adoption(dir, adoption, self.clock.now_ms())
     }
 
     fn adopt(&mut self, dir: &RunDir, task: TaskId, adoption: u32) -> io::Result<()> {
-        let child = super::start_adopting_worker(dir, adoption)?;
+        let child = super::start_adopting_worker(dir, adoption, &self.clock)?;
         super::watch(self.observer.clone(), dir.clone(), task, Some(child));
         Ok(())
     }
 
     fn clean_up_lost(&mut self, dir: &RunDir, task: TaskId, lost: LostCleanup) {
-        super::clean_up_lost(self.observer.clone(), dir.clone(), task, lost);
+        super::clean_up_lost(
+            self.observer.clone(),
+            dir.clone(),
+            task,
+            lost,
+            self.clock.clone(),
+        );
     }
 }

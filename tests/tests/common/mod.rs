@@ -4,7 +4,9 @@
 //! - [`TestHome`]: a temporary home, its fake probe, its environment, its `--config`, and the
 //!   daemon it started (stopped again on drop, so no daemon outlives its test).
 //! - [`account`]: every command of a home run as another, unprivileged account.
-//! - [`TestHome::cli`], [`TestHome::json`], [`TestHome::json_err`]: run one command.
+//! - [`TestHome::cli`], [`TestHome::json`], [`TestHome::json_err`]: run one command;
+//!   [`TestHome::settle`] and [`TestHome::advance_clock`]: let the daemon catch up, and let
+//!   time pass for it.
 //! - [`Spec`]: a valid job spec to submit, with builders for the fields tests change.
 //! - [`wait_until`]: poll a condition with one generous timeout.
 //! - [`jobs`]: reading and waiting on jobs and runs; gate files.
@@ -297,6 +299,34 @@ impl TestHome {
     pub fn settle(&self) {
         let settled = self.json(&["daemon", "settle"]);
         assert!(settled["passes"].as_u64().is_some(), "{settled}");
+    }
+
+    /// Lets `by` pass for the daemon without waiting for it: moves its clock ahead
+    /// (`POST /v1/internal/clock`, a route of test builds only) and returns once its tick has
+    /// seen the move and done what the move made due. Workers the daemon starts afterwards
+    /// read the moved clock too; those already running do not, so a running attempt is `by`
+    /// older than it was.
+    pub fn advance_clock(&self, by: Duration) {
+        let body = json!({ "advance_ms": u64::try_from(by.as_millis()).unwrap() }).to_string();
+        let request = http::post(
+            "/v1/internal/clock",
+            "localhost",
+            "application/json",
+            body.as_bytes(),
+        );
+        let answer = http::exchange(&mut http::unix(&self.socket()), &request, PATIENCE);
+        assert_eq!(
+            answer.status,
+            200,
+            "the daemon's clock did not move (is it a test build, with the failpoints \
+             feature?): {}",
+            String::from_utf8_lossy(&answer.body)
+        );
+        let moved: Value = serde_json::from_slice(&answer.body).unwrap();
+        assert!(
+            moved["ahead_ms"].as_i64().unwrap() >= i64::try_from(by.as_millis()).unwrap(),
+            "{moved}"
+        );
     }
 
     /// Runs `homebased --home <home> --json <args>`, asserts exit 0, parses stdout.

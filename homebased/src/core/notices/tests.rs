@@ -8,7 +8,7 @@ use homebased_shared::ids::{JobId, ResourceId, TaskId, ThreadId};
 use homebased_shared::queue::{PreemptMode, Priority};
 use homebased_shared::spec::{JobSpec, Preempt, Step};
 use std::collections::HashSet;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 const MINUTE: Millis = 60_000;
 
@@ -325,7 +325,7 @@ fn check_due_counts_silence_from_the_last_output_with_a_thirty_minute_floor() {
     let mut f = Fixture::new();
     // Stored below the minimum (the spec refuses it; an old row could hold it).
     let job = f.job(Duration::from_secs(60));
-    let now = now_ms();
+    let now = f.core.clock.now_ms();
     let task = f.run(job, now - 600 * MINUTE);
     let log = homebased_shared::rundir::RunDir::new(f.core.home.task_dir(task)).output_log();
     std::fs::write(&log, "progress\n").unwrap();
@@ -339,12 +339,13 @@ fn check_due_counts_silence_from_the_last_output_with_a_thirty_minute_floor() {
 fn a_check_due_notice_is_suppressed_once_the_run_writes_again() {
     let mut f = Fixture::new();
     let job = f.job(Duration::from_secs(30 * 60));
-    let now = now_ms();
+    let now = f.core.clock.now_ms();
     let task = f.run(job, now - 120 * MINUTE);
     assert!(f.core.fire_check_due(now).unwrap());
     let log = homebased_shared::rundir::RunDir::new(f.core.home.task_dir(task)).output_log();
     let file = std::fs::File::create(&log).unwrap();
-    file.set_modified(SystemTime::now() + Duration::from_secs(5))
+    // It writes five seconds after the notice's time.
+    file.set_modified(homebased_shared::time::from_ms(now + 5_000))
         .unwrap();
     assert_eq!(f.take(now + 10_000), vec![]);
     let state = events::delivery_state(f.core.store.db(), job, 1).unwrap();
