@@ -519,11 +519,8 @@ mod tests {
         }
     }
 
-    /// A job waits from its submission the first time, then from the end of its last run.
-    #[test]
-    fn a_reservation_knows_since_when_its_job_was_queued() {
-        let (_d, store) = crate::store::test_store();
-        let db = store.db();
+    /// A low job reserved on a new manual lane `gpu0`: its id and its run.
+    fn reserved_on_a_manual_lane(db: Db) -> (JobId, Reservation) {
         let lane = resources::insert(
             db,
             "gpu0",
@@ -534,16 +531,24 @@ mod tests {
         let spec = serde_json::json!({});
         let new = jobs::NewJob::for_test(&spec, homebased_shared::queue::Priority::Low);
         jobs::insert(db, &new).unwrap();
-        let first = reserve(db, new.id, &[lane.id]).unwrap().unwrap();
+        (new.id, reserve(db, new.id, &[lane.id]).unwrap().unwrap())
+    }
+
+    /// A job waits from its submission the first time, then from the end of its last run.
+    #[test]
+    fn a_reservation_knows_since_when_its_job_was_queued() {
+        let (_d, store) = crate::store::test_store();
+        let db = store.db();
+        let (job, first) = reserved_on_a_manual_lane(db);
         assert_eq!(
             first.queued_since,
-            jobs::require(db, new.id).unwrap().created_at
+            jobs::require(db, job).unwrap().created_at
         );
         assert!(first.reserved_at >= first.queued_since);
         record_end(db, first.task, RunStatus::Preempted, None, 123_456).unwrap();
         set_phase(db, first.task, None).unwrap();
-        jobs::requeue(db, new.id, true, 123_456).unwrap();
-        let second = reserve(db, new.id, &[lane.id]).unwrap().unwrap();
+        jobs::requeue(db, job, true, 123_456).unwrap();
+        let second = reserve(db, job, &[first.lanes[0].id]).unwrap().unwrap();
         assert_eq!(second.queued_since, 123_456);
     }
 
@@ -642,17 +647,7 @@ mod tests {
     fn a_record_that_does_not_decode_is_an_error_naming_its_column() {
         let (_d, store) = crate::store::test_store();
         let db = store.db();
-        let lane = resources::insert(
-            db,
-            "gpu0",
-            None,
-            homebased_shared::wire::ResourceOrigin::Manual,
-        )
-        .unwrap();
-        let spec = serde_json::json!({});
-        let new = jobs::NewJob::for_test(&spec, homebased_shared::queue::Priority::Low);
-        jobs::insert(db, &new).unwrap();
-        let run = reserve(db, new.id, &[lane.id]).unwrap().unwrap();
+        let (job, run) = reserved_on_a_manual_lane(db);
         let exit = ExitReason::Exit { code: 0 };
         record_end(db, run.task, RunStatus::Succeeded, Some(&exit), 5_000).unwrap();
         set_phase(db, run.task, Some(&RunPhase::Cleaning { attempt: 1 })).unwrap();
@@ -679,7 +674,7 @@ mod tests {
                 "{column} {text}: {}",
                 err.message
             );
-            assert!(list_for_job(db, new.id).is_err());
+            assert!(list_for_job(db, job).is_err());
             let valid = match column {
                 "process" => r#"{"code":0,"kind":"exit"}"#,
                 _ => r#"{"attempt":1,"result":"clean"}"#,
