@@ -38,7 +38,7 @@ impl Specs {
     }
 
     /// Drops the specs of jobs that are no longer open (queued or active), in one read: a
-    /// finished job's spec is needed again only by `job show`, which reads it on its own.
+    /// finished job's spec is needed again only by a `job show`, which keeps it until then.
     pub fn forget_finished(&self, db: Db) -> ApiResult<()> {
         if self.kept.borrow().is_empty() {
             return Ok(());
