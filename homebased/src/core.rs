@@ -1,11 +1,15 @@
 //! The core: the single owner of the store and of every decision. It runs on its own thread;
-//! API handlers and run watchers send it closures and await their results, so every request
-//! and every observation is applied one at a time, each as one transaction, followed by its
-//! side effects and a scheduling pass.
+//! API handlers, the delivery loop, Fleet's tasks, the sampler and the run watchers reach it
+//! through [`CoreHandle`]'s typed verbs ([`handle`]), so every request and every observation
+//! is applied one at a time, each as one transaction, followed by its side effects and a
+//! scheduling pass. The verb bodies are private to the core.
 //!
 //! # Layout
+//! - [`handle`]: what the core accepts, one typed method per verb, each naming its answer.
 //! - The verbs, one file each: [`register`], [`submit`], [`move_job`], [`cancel`],
-//!   [`release`]; [`history`] (retention) and [`fleet`] (the stored peer directory).
+//!   [`release`]; [`history`] (retention, `history prune` and its batches) and [`fleet`]
+//!   (the stored peer directory, remote jobs' routes, pulled events); [`outbox`] (event
+//!   delivery's due events and their outcomes).
 //! - Reads: [`views`] builds the read shapes of SPEC section 9.
 //! - Scheduling: [`pass`] (snapshot, the pure decision, its commits), [`launch`] (reserve and
 //!   start), [`stop`] (enact a committed stop), [`dependencies`] (what `after` names).
@@ -14,24 +18,29 @@
 //!   tick), [`unknown_runs`] (live runs the store does not know).
 //! - Time: [`timers`] (when the tick is due), [`time_limits`], [`notices`] (blocked and
 //!   check-due notices, the delivery wake).
-//! - [`run_dir_usage`]: the board between the core and the disk-usage walk.
+//! - [`readings`]: what is read beside the store (GPU samples and peaks, disk usage, the
+//!   metrics' counters); [`run_dir_usage`]: the board between the core and the disk-usage
+//!   walk.
 //! - [`specs`]: the specs of open jobs, each decoded from the store once.
 //!
 //! Workers are reached only through the supervisor's seam, [`Launcher`]: run directories
 //! made, workers started, watched, signalled and cleaned up after. What a watcher sees comes
-//! back as a posted [`Core::observe`], wired in `daemon::serve`. `testing` is the unit
-//! tests' fake of everything the supervisor does.
+//! back as [`CoreHandle::observe`], wired in `daemon::serve`. `testing` is the unit tests'
+//! fake of everything the supervisor does.
 
 pub mod cancel;
 pub mod classify;
 pub mod dependencies;
 pub mod fleet;
+pub mod handle;
 pub mod history;
 pub mod launch;
 pub mod move_job;
 pub mod notices;
 pub mod observe;
+pub mod outbox;
 pub mod pass;
+pub mod readings;
 pub mod reconcile;
 pub mod register;
 pub mod release;
@@ -114,21 +123,12 @@ pub struct Core {
     passes: u64,
     /// What the last pass saw and decided: the waiting reasons of the views come from it.
     last_pass: Option<Arc<pass::LastPass>>,
-    /// The GPU sampler's last result (`daemon/sampling.rs` posts it).
-    gpu_sample: Option<crate::sampler::Sample>,
-    /// Each live run's GPU memory peak as last written to the store, so that a sample that
-    /// raises no peak writes nothing.
-    gpu_peaks: HashMap<homebased_shared::ids::TaskId, u64>,
-    /// When resources were last read: the sampler idles a minute after it.
-    resources_read_at: Arc<crate::sampler::Demand>,
     /// Where retention's walk over the finished jobs goes on at the next tick.
     retention_cursor: crate::history::Cursor,
     /// The retention batch whose directories are being removed, if any.
     retention: Option<history::InFlight>,
-    /// The last measure of run and job directories, for `daemon status`.
-    run_dir_usage: run_dir_usage::RunDirUsageBoard,
-    /// The counters and wait histogram of `/metrics`, since this daemon started.
-    metrics: crate::metrics::Counters,
+    /// What is read beside the store: GPU samples, disk usage, the metrics' counters.
+    readings: readings::Readings,
     /// A handle to this core, for the watchers it starts.
     me: CoreHandle,
     /// Wakes the event delivery loop when events may be pending ([`notices`]).
@@ -151,7 +151,8 @@ type HeldAnswer = Box<dyn FnOnce(Option<&ApiError>) + Send>;
 /// How many queued calls the core serves before it runs a pending scheduling pass.
 const BURST: usize = 64;
 
-/// A cheap, cloneable way to reach the core from any thread or task.
+/// A cheap, cloneable way to reach the core from any thread or task: its verbs are in
+/// [`handle`].
 #[derive(Clone)]
 pub struct CoreHandle {
     /// Closures to run on the core thread, in arrival order.
@@ -159,8 +160,8 @@ pub struct CoreHandle {
 }
 
 impl CoreHandle {
-    /// Runs `f` on the core and returns its result.
-    pub async fn call<T: Send + 'static>(
+    /// Runs `f` on the core and returns its result (the typed verbs of [`handle`]).
+    async fn call<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Core) -> ApiResult<T> + Send + 'static,
     ) -> ApiResult<T> {
@@ -175,8 +176,8 @@ impl CoreHandle {
         answer.await.map_err(|_| stopped())?
     }
 
-    /// Sends `f` without waiting for it (watchers and timers).
-    pub fn post(&self, f: impl FnOnce(&mut Core) + Send + 'static) {
+    /// Sends `f` without waiting for it (observations, the sampler's sample).
+    fn post(&self, f: impl FnOnce(&mut Core) + Send + 'static) {
         let _ = self.calls.send(Box::new(f));
     }
 }
@@ -215,7 +216,7 @@ impl Core {
         let launcher = launcher(me.clone());
         let clock = store.clock().clone();
         Ok(Core {
-            resources_read_at: Arc::new(crate::sampler::Demand::new(clock.now_ms())),
+            readings: readings::Readings::new(clock.now_ms()),
             store,
             clock,
             home,
@@ -232,12 +233,8 @@ impl Core {
             dirty: true,
             passes: 0,
             last_pass: None,
-            gpu_sample: None,
-            gpu_peaks: HashMap::new(),
             retention_cursor: None,
             retention: None,
-            run_dir_usage: run_dir_usage::RunDirUsageBoard::default(),
-            metrics: crate::metrics::Counters::new(),
             me,
             delivery_wake: Arc::new(tokio::sync::Notify::new()),
             fleet_wake: Arc::new(tokio::sync::Notify::new()),
@@ -251,12 +248,28 @@ impl Core {
         self.me.clone()
     }
 
+    /// When resources were last read, for the sampler thread (`daemon::serve` wires it).
+    pub fn resources_read_at(&self) -> Arc<crate::sampler::Demand> {
+        self.readings.resources_read_at.clone()
+    }
+
+    /// The board of the last measure of the run and job directories, for the disk-usage
+    /// walk (`daemon/disk_usage.rs` writes it).
+    pub fn run_dir_usage(&self) -> run_dir_usage::RunDirUsageBoard {
+        self.readings.run_dir_usage.clone()
+    }
+
+    /// What the delivery loop waits on between rounds.
+    pub fn delivery_wake(&self) -> Arc<tokio::sync::Notify> {
+        self.delivery_wake.clone()
+    }
+
     pub fn machine(&self) -> MachineId {
         self.machine
     }
 
     /// This machine's Fleet name (`fleet.machine_name`, else from the host name).
-    pub fn machine_name(&self) -> &str {
+    fn machine_name(&self) -> &str {
         &self.machine_name
     }
 
@@ -271,11 +284,6 @@ impl Core {
     /// The daemon's clock (crate::clock).
     pub fn clock(&self) -> &Clock {
         &self.clock
-    }
-
-    /// The store, for the delivery outbox's verbs (they run on the core thread too).
-    pub(crate) fn store_mut(&mut self) -> &mut Store {
-        &mut self.store
     }
 
     fn run_dir(&self, task: TaskId) -> RunDir {
@@ -335,7 +343,7 @@ impl Core {
     /// at this turn's end follows, and brings the loop's own tick within
     /// [`timers::AFTER_CHANGE`]. Returns how far ahead of the system clock it now is.
     #[cfg(feature = "failpoints")]
-    pub fn advance_clock(&mut self, by: std::time::Duration) -> homebased_shared::time::Millis {
+    fn advance_clock(&mut self, by: std::time::Duration) -> homebased_shared::time::Millis {
         let ahead = self.clock.advance(by);
         tracing::info!(ahead_ms = ahead, "the clock was moved ahead (a test build)");
         self.tick();
@@ -344,7 +352,7 @@ impl Core {
     }
 
     /// Notes that the queue changed and a scheduling pass is due.
-    pub fn mark_dirty(&mut self) {
+    fn mark_dirty(&mut self) {
         self.dirty = true;
     }
 

@@ -140,7 +140,7 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
 fn observer(core: CoreHandle) -> Observer {
     std::sync::Arc::new(move |event| {
         let (WorkerEvent::WorkerGone { task } | WorkerEvent::LostCleanupDone { task }) = event;
-        core.post(move |core| core.observe(task, true));
+        core.observe(task, true);
     })
 }
 
@@ -333,7 +333,7 @@ pub async fn run(
     core_stop.raise();
     // Wake the core thread from its wait so it sees the flag now rather than at its tick;
     // it finishes its current call and stops.
-    handle.post(|_| {});
+    handle.nudge();
     let _ = tokio::task::spawn_blocking(move || core_thread.join()).await;
     Ok(())
 }
@@ -348,7 +348,7 @@ async fn forward_pokes(socket: tokio::net::UnixDatagram, core: CoreHandle) {
         };
         let text = String::from_utf8_lossy(&buf[..n]);
         if let Ok(task) = text.trim().parse() {
-            core.post(move |core| core.observe(task, false));
+            core.observe(task, false);
         }
     }
 }
@@ -438,7 +438,7 @@ mod tests {
             let client = crate::client::Client::socket(home.socket());
             client.status().await.unwrap();
             // A call that panics takes the core thread down, as a bug would.
-            handle.post(|_| panic!("a bug in the core"));
+            handle.crash();
             daemon.await.unwrap().unwrap();
         });
         assert!(!home.socket().exists());
@@ -456,33 +456,35 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let workers = FakeLauncher::default();
-        let mut core = open_core(&dir, Config::default(), workers.clone());
+        let core = open_core(&dir, Config::default(), workers.clone());
         let home = core.home().clone();
-        core.register(RegisterRequest {
-            name: "gpu0".into(),
-            device: None,
-        })
-        .unwrap();
-        for _ in 0..2 {
-            let spec = serde_json::json!({
-                "api_version": 1, "thread": ThreadId::new(), "name": "observed", "cwd": "/",
-                "priority": "medium", "preempt": {"mode": "restart"},
-                "workload": {"type": "task", "command": ["/bin/sh", "-c", "true"]},
-            });
-            core.submit(SubmitRequest {
-                job: JobId::new(),
-                spec,
-                submitter: plain_submitter(),
-                allow_other_thread: false,
-                machine: None,
-            })
-            .unwrap();
-        }
         let thread = core.spawn().unwrap();
         let told = observer(thread.handle.clone());
         // Calls are served in order: once this one is answered, whatever was posted before it
         // (the observer's news) has been observed, and a pass has run.
-        let settled = || thread.handle.call(|core| core.settle());
+        let settled = || thread.handle.settle();
+        runtime().block_on(async {
+            let register = RegisterRequest {
+                name: "gpu0".into(),
+                device: None,
+            };
+            thread.handle.register(None, register).await.unwrap();
+            for _ in 0..2 {
+                let spec = serde_json::json!({
+                    "api_version": 1, "thread": ThreadId::new(), "name": "observed", "cwd": "/",
+                    "priority": "medium", "preempt": {"mode": "restart"},
+                    "workload": {"type": "task", "command": ["/bin/sh", "-c", "true"]},
+                });
+                let submit = SubmitRequest {
+                    job: JobId::new(),
+                    spec,
+                    submitter: plain_submitter(),
+                    allow_other_thread: false,
+                    machine: None,
+                };
+                thread.handle.submit(submit).await.unwrap();
+            }
+        });
         runtime().block_on(async {
             settled().await.unwrap();
             let [Asked::Start(task)] = workers.asked()[..] else {
@@ -507,7 +509,7 @@ mod tests {
                 stamps: None,
             };
             write_json_atomic(&run.worker_json(), &record).unwrap();
-            thread.handle.post(move |core| core.observe(task, false));
+            thread.handle.observe(task, false);
             workers.end(task);
             told(WorkerEvent::WorkerGone { task });
             settled().await.unwrap();
@@ -536,7 +538,7 @@ mod tests {
         });
         thread.stop.raise();
         // Wakes the core thread to see the raised flag.
-        thread.handle.post(|_| {});
+        thread.handle.nudge();
         thread.thread.join().unwrap();
     }
 }

@@ -1,16 +1,16 @@
 //! Event delivery on the origin (SPEC section 8): per job, in seq order, at least once.
 //!
 //! One loop in the daemon asks the core for the oldest pending event of each job
-//! ([`outbox::take`]), delivers each in its own task with the sink I/O on a blocking
-//! thread ([`sink`]), and reports back ([`outbox::settle`]). An event is marked delivered
-//! only after the sink confirmed, so one delivered but not yet marked when the daemon dies
-//! is delivered again: never lost, possibly twice (consumers deduplicate on `(job, seq)`).
-//! A failed attempt leaves the event pending with a backoff (1 s doubling to 60 s, forever)
-//! and holds back only its own job. Evidence is under `<home>/jobs/<job>/delivery/`
+//! (`CoreHandle::outbox_take`, `core/outbox.rs`), delivers each in its own task with the
+//! sink I/O on a blocking thread ([`sink`]), and reports back
+//! (`CoreHandle::outbox_settle`). An event is marked delivered only after the sink
+//! confirmed, so one delivered but not yet marked when the daemon dies is delivered again:
+//! never lost, possibly twice (consumers deduplicate on `(job, seq)`). A failed attempt
+//! leaves the event pending with a backoff (1 s doubling to 60 s, forever) and holds back
+//! only its own job. Evidence is under `<home>/jobs/<job>/delivery/`
 //! ([`evidence`]).
 //!
 //! # Layout
-//! - [`outbox`]: the core's side: which events are due, and their outcomes recorded.
 //! - [`sink`]: one attempt at a sink (the thread inbox or the callback), off the core.
 //! - [`evidence`]: `delivery/` of a job: its lock and `callback.log`.
 //!
@@ -20,16 +20,15 @@
 //! daemon does not wake for delivery.
 
 pub mod evidence;
-pub mod outbox;
 pub mod sink;
 
+use crate::core::outbox::Outcome;
 use crate::core::CoreHandle;
 use evidence::JobDelivery;
 use homebased_shared::error::{ApiError, ErrorCode};
 use homebased_shared::event::event_line;
 use homebased_shared::home::Home;
 use homebased_shared::ids::{JobId, ThreadId};
-use outbox::Outcome;
 use sink::{Attempt, Sink};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -84,10 +83,7 @@ async fn run(shared: Arc<Shared>) {
         let busy = shared.busy().clone();
         let in_flight = !busy.is_empty();
         let room = MAX_IN_FLIGHT.saturating_sub(busy.len());
-        let round = shared
-            .core
-            .call(move |core| outbox::take(core, &busy, core.clock().now_ms(), room))
-            .await;
+        let round = shared.core.outbox_take(busy, room).await;
         // Nothing pending, nothing in flight, nothing backing off: only a wake can bring
         // work (every commit that appends an event is followed by one, and a wake sent
         // while this loop is busy is kept for its next wait), so it sleeps without a timer.
@@ -139,10 +135,7 @@ async fn attempt(shared: Arc<Shared>, event: crate::store::events::Pending) {
     fail::fail_point!("delivery.before-mark", |_| std::process::abort());
     let recorded = {
         let outcome = outcome.clone();
-        shared
-            .core
-            .call(move |core| outbox::settle(core, job, seq, &outcome, core.clock().now_ms()))
-            .await
+        shared.core.outbox_settle(job, seq, outcome).await
     };
     drop(lock);
     match (&outcome, recorded) {

@@ -70,10 +70,12 @@ impl Fleet {
         config: &homebased_shared::config::FleetConfig,
         address: Option<String>,
     ) -> ApiResult<Fleet> {
-        let (machine, name, clock) = core
-            .call(|c| Ok((c.machine(), c.machine_name().to_string(), c.clock().clone())))
-            .await?;
-        let stored = core.call(|c| c.fleet_stored_peers()).await?;
+        let crate::core::handle::Identity {
+            machine,
+            name,
+            clock,
+        } = core.identity().await?;
+        let stored = core.fleet_stored_peers().await?;
         let mut peers: Vec<Peer> = Vec::new();
         if config.enabled {
             for a in &config.machines {
@@ -279,11 +281,10 @@ impl Fleet {
             (directory::apply(peer, &probed, now), peer.clone())
         };
         if let Bind::Store(machine) = bind {
-            let a = address.to_string();
             let bound = self
                 .inner
                 .core
-                .call(move |c| c.fleet_bind(&a, machine, now))
+                .fleet_bind(address.to_string(), machine, now)
                 .await?;
             if bound != machine {
                 // Another probe bound it first, to another UUID: the store's binding wins.
@@ -373,9 +374,8 @@ impl Fleet {
         }
         let known = self.peers().iter().any(|p| p.address == address);
         if !known {
-            let a = address.clone();
             let now = self.inner.clock.now_ms();
-            let stored = self.inner.core.call(move |c| c.fleet_add(&a, now)).await?;
+            let stored = self.inner.core.fleet_add(address.clone(), now).await?;
             let mut peers = self.peers();
             if !peers.iter().any(|p| p.address == address) {
                 peers.push(Peer::new(address.clone(), PeerSource::Added, stored));
@@ -404,8 +404,7 @@ impl Fleet {
         if peer.source == PeerSource::Config {
             return Err(config_peer(&peer.address));
         }
-        let a = peer.address.clone();
-        self.inner.core.call(move |c| c.fleet_remove(&a)).await?;
+        self.inner.core.fleet_remove(peer.address.clone()).await?;
         self.peers().retain(|p| p.address != peer.address);
         Ok(peer.view())
     }

@@ -23,6 +23,6 @@ struct Moved {
 pub(super) async fn advance(State(s): State<AppState>, bytes: Bytes) -> ApiResponse {
     let req: Advance = body(&bytes)?;
     let by = std::time::Duration::from_millis(req.advance_ms);
-    let ahead_ms = s.core.call(move |core| Ok(core.advance_clock(by))).await?;
+    let ahead_ms = s.core.advance_clock(by).await?;
     json(Moved { ahead_ms })
 }

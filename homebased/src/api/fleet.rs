@@ -84,17 +84,15 @@ async fn events(
     }
     .min(MAX_WAIT);
     let after = q.after;
-    s.core
-        .call(move |c| c.fleet_acknowledge(origin, after))
-        .await?;
-    let wake = s.core.call(|c| Ok(c.fleet_wake())).await?;
+    s.core.fleet_acknowledge(origin, after).await?;
+    let wake = s.core.fleet_wake().await?;
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         // Armed before the read, so an event appended between the two still wakes it.
         let woken = wake.notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
-        let found = s.core.call(move |c| c.fleet_events(origin, after)).await?;
+        let found = s.core.fleet_events(origin, after).await?;
         if !found.is_empty() || tokio::time::Instant::now() >= deadline {
             return json(FleetEvents {
                 machine: s.fleet.identity().machine,

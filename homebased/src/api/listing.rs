@@ -117,7 +117,7 @@ pub(super) async fn local_job_list(
         resource_names,
         heads,
         reasons,
-    } = core.call(|core| core.job_listing()).await?;
+    } = core.job_listing().await?;
     // Two blocking threads, so that the work overlaps: one reads the store's rows, the
     // other works out why each job waits and writes the JSON; the body sends its chunks.
     let (batches, read) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);

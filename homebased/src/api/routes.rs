@@ -178,14 +178,6 @@ impl AppState {
         }
         answer.map_err(|e| self.fleet.answered_by(machine, e))
     }
-
-    /// Runs `f` on this machine's core and answers its result as versioned JSON.
-    async fn local<T: serde::Serialize + Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut crate::core::Core) -> homebased_shared::error::ApiResult<T> + Send + 'static,
-    ) -> ApiResponse {
-        json(self.core.call(f).await?)
-    }
 }
 
 /// A peer's answer naming the peer (SPEC 13: a forwarded reply carries the machine that
@@ -215,16 +207,12 @@ where
 
 async fn status(State(s): State<AppState>, q: MachineParam) -> ApiResponse {
     let m = machine(q)?;
-    s.local(move |core| {
-        core.check_local_machine(m.as_deref())?;
-        core.status()
-    })
-    .await
+    json(s.core.status(m).await?)
 }
 
 async fn resource_list(State(s): State<AppState>, q: MachineParam) -> ApiResponse {
     match s.route(machine(q)?).await? {
-        Route::Local => s.local(move |core| core.resource_list()).await,
+        Route::Local => json(s.core.resource_list().await?),
         Route::Peer(c, m) => passed_on(s.via(&m, c.resource_list(Some(&m))).await?),
     }
 }
@@ -262,7 +250,7 @@ async fn job_show(
     let m = machine(q)?;
     let id = job_id(&job)?;
     match s.route_job(m, id).await? {
-        Route::Local => s.local(move |core| core.job_detail(id)).await,
+        Route::Local => json(s.core.job_detail(id).await?),
         Route::Peer(c, m) => json(s.via(&m, c.job_show(id, Some(&m))).await?),
     }
 }
@@ -271,18 +259,14 @@ async fn job_show(
 /// never serves.
 async fn job_environment(State(s): State<AppState>, Path(job): Path<String>) -> ApiResponse {
     let id = job_id(&job)?;
-    json(s.core.call(move |core| core.job_environment(id)).await?)
+    json(s.core.job_environment(id).await?)
 }
 
 /// Local only: a lane is registered on the machine whose daemon runs its commands.
 async fn register(State(s): State<AppState>, q: MachineParam, bytes: Bytes) -> ApiResponse {
     let m = machine(q)?;
     let req: RegisterRequest = body(&bytes)?;
-    s.local(move |core| {
-        core.check_local_machine(m.as_deref())?;
-        core.register(req).and_then(sorted_keys)
-    })
-    .await
+    json(sorted_keys(s.core.register(m, req).await?)?)
 }
 
 async fn submit(State(s): State<AppState>, bytes: Bytes) -> ApiResponse {
@@ -290,7 +274,7 @@ async fn submit(State(s): State<AppState>, bytes: Bytes) -> ApiResponse {
     let req = submit_body(&bytes)?;
     // A spec (or --machine) naming a peer is a remote submit (SPEC 13).
     match remote::target(&s.fleet, &req).await? {
-        SubmitTarget::Local => json(s.core.call(move |core| core.submit(req)).await?),
+        SubmitTarget::Local => json(s.core.submit(req).await?),
         SubmitTarget::Peer(client, authority) => {
             json(remote::submit(&s.fleet, &s.core, req, client, authority).await?)
         }
@@ -307,7 +291,7 @@ async fn job_move(
     let id = job_id(&job)?;
     let req: MoveRequest = body(&bytes)?;
     match s.route_job(m, id).await? {
-        Route::Local => s.local(move |core| core.move_job(id, req)).await,
+        Route::Local => json(s.core.move_job(id, req).await?),
         Route::Peer(c, m) => json(from_peer(
             &m,
             s.via(&m, c.job_move(id, Some(&m), &req)).await?,
@@ -325,10 +309,7 @@ async fn job_cancel(
     let id = job_id(&job)?;
     let req: CancelRequest = body(&bytes)?;
     match s.route_job(m, id).await? {
-        Route::Local => {
-            s.local(move |core| core.cancel(id, req).and_then(sorted_keys))
-                .await
-        }
+        Route::Local => json(sorted_keys(s.core.cancel(id, req).await?)?),
         Route::Peer(c, m) => json(sorted_keys(from_peer(
             &m,
             s.via(&m, c.job_cancel(id, Some(&m), &req)).await?,
@@ -340,7 +321,7 @@ async fn release(State(s): State<AppState>, q: MachineParam, bytes: Bytes) -> Ap
     let m = machine(q)?;
     let req: ReleaseRequest = body(&bytes)?;
     match s.route(m).await? {
-        Route::Local => s.local(move |core| core.release(req)).await,
+        Route::Local => json(s.core.release(req).await?),
         Route::Peer(c, m) => json(from_peer(&m, s.via(&m, c.release(Some(&m), &req)).await?)?),
     }
 }
@@ -376,10 +357,7 @@ async fn task_log(
     let Query(q) = q.map_err(|e| ErrorResponse(ApiError::new(ErrorCode::Usage, e.body_text())))?;
     let task = parse_task(&task)?;
     match s.route(q.machine).await? {
-        Route::Local => {
-            s.local(move |core| core.task_log(task, q.tail, q.raw))
-                .await
-        }
+        Route::Local => json(s.core.task_log(task, q.tail, q.raw).await?),
         Route::Peer(c, m) => json(from_peer(
             &m,
             s.via(&m, c.task_log(task, q.tail, q.raw, Some(&m))).await?,
@@ -406,10 +384,7 @@ async fn task_log_chunk(
     let task = parse_task(&task)?;
     let (offset, shift) = (q.offset, q.shift);
     match s.route(q.machine).await? {
-        Route::Local => {
-            s.local(move |core| core.task_log_chunk(task, offset, shift))
-                .await
-        }
+        Route::Local => json(s.core.task_log_chunk(task, offset, shift).await?),
         Route::Peer(c, m) => json(from_peer(
             &m,
             s.via(&m, c.task_log_chunk(task, offset, shift, Some(&m)))
@@ -419,7 +394,7 @@ async fn task_log_chunk(
 }
 
 async fn settle(State(s): State<AppState>) -> ApiResponse {
-    json(s.core.call(|core| core.settle()).await?)
+    json(s.core.settle().await?)
 }
 
 async fn shutdown_daemon(State(s): State<AppState>) -> ApiResponse {
@@ -438,7 +413,7 @@ async fn socket_only() -> (StatusCode, Json<Value>) {
 /// `GET /metrics` (both listeners): the core hands over its counters and the gauges' data,
 /// the Fleet directory adds its peers, and the text is written here, off the core.
 async fn metrics(State(s): State<AppState>) -> ApiResponse {
-    let (counters, mut snapshot) = s.core.call(|core| core.metrics()).await?;
+    let (counters, mut snapshot) = s.core.metrics().await?;
     snapshot.peers = s
         .fleet
         .machines()

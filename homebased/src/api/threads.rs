@@ -73,14 +73,14 @@ pub(super) async fn events(
     })?;
     let after = parse_cursor(q.after.as_deref())?;
     let wait = parse_wait(q.wait.as_deref())?;
-    let wake = s.core.call(|c| Ok(c.fleet_wake())).await?;
+    let wake = s.core.fleet_wake().await?;
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         // Armed before the read, so an event appended between the two still wakes it.
         let woken = wake.notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
-        let found = s.core.call(move |c| c.thread_events(thread, after)).await?;
+        let found = s.core.thread_events(thread, after).await?;
         if !found.is_empty() || tokio::time::Instant::now() >= deadline {
             let cursor = found.last().map_or(after, |(n, _)| *n);
             return json(ThreadEvents {

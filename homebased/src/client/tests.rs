@@ -49,7 +49,7 @@ async fn serve(listener: Listener) -> (Served, Client) {
     let core = crate::core::testing::open_core(&dir, Config::default(), Default::default());
     let home = core.home().clone();
     let crate::core::CoreThread { handle, stop, .. } = core.spawn().unwrap();
-    let machine = handle.call(|core| Ok(core.machine())).await.unwrap();
+    let machine = handle.machine().await.unwrap();
     let (shutdown, _) = tokio::sync::mpsc::unbounded_channel();
     let fleet = crate::fleet::Fleet::load(handle.clone(), &Default::default(), None)
         .await

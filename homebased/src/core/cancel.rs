@@ -15,7 +15,7 @@ use homebased_shared::queue::{JobStatus, StopCause};
 use homebased_shared::wire::{CancelRequest, CancelResult};
 
 impl Core {
-    pub fn cancel(&mut self, id: JobId, req: CancelRequest) -> ApiResult<CancelResult> {
+    pub(super) fn cancel(&mut self, id: JobId, req: CancelRequest) -> ApiResult<CancelResult> {
         let content = serde_json::json!({ "job": id });
         let op = Operation::new(req.operation_id, "cancel", self.machine, &content);
         let machine = self.machine;

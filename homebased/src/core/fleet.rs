@@ -8,12 +8,12 @@ use homebased_shared::ids::MachineId;
 use homebased_shared::time::Millis;
 
 impl Core {
-    pub fn fleet_stored_peers(&self) -> ApiResult<Vec<StoredPeer>> {
+    pub(super) fn fleet_stored_peers(&self) -> ApiResult<Vec<StoredPeer>> {
         peers::list(self.store.db())
     }
 
     /// Stores an added peer; answers its binding if the address had one (a config peer's).
-    pub fn fleet_add(&mut self, address: &str, at: Millis) -> ApiResult<Option<MachineId>> {
+    pub(super) fn fleet_add(&mut self, address: &str, at: Millis) -> ApiResult<Option<MachineId>> {
         self.store.write(|db| {
             peers::add(db, address, at)?;
             Ok(peers::list(db)?
@@ -23,12 +23,12 @@ impl Core {
         })
     }
 
-    pub fn fleet_remove(&mut self, address: &str) -> ApiResult<bool> {
+    pub(super) fn fleet_remove(&mut self, address: &str) -> ApiResult<bool> {
         self.store.write(|db| peers::remove(db, address))
     }
 
     /// Binds `address` to `machine` unless it is bound already; answers the binding.
-    pub fn fleet_bind(
+    pub(super) fn fleet_bind(
         &mut self,
         address: &str,
         machine: MachineId,
@@ -48,14 +48,14 @@ pub type Pulled = Vec<(u64, serde_json::Value)>;
 impl Core {
     /// Raised with every delivery wake (wherever events are appended): the long polls of
     /// `GET /v1/fleet/events` and of `GET /v1/threads/{thread}/events` wait on it.
-    pub fn fleet_wake(&self) -> std::sync::Arc<tokio::sync::Notify> {
+    pub(super) fn fleet_wake(&self) -> std::sync::Arc<tokio::sync::Notify> {
         self.fleet_wake.clone()
     }
 
     /// A submit through Fleet from `origin`: the spec is validated here, against this
     /// daemon's own `PATH` and working directory, and nothing of the origin's environment is
     /// stored (it would leak one machine's variables onto another).
-    pub fn submit_remote(
+    pub(super) fn submit_remote(
         &mut self,
         job: homebased_shared::ids::JobId,
         origin: MachineId,
@@ -81,7 +81,7 @@ impl Core {
 
     /// A pull from `origin` with cursor `after`: everything up to it is stored on the origin
     /// (`events::hand_over`). Once per pull request, not per wake of its long poll.
-    pub fn fleet_acknowledge(&mut self, origin: MachineId, after: u64) -> ApiResult<()> {
+    pub(super) fn fleet_acknowledge(&mut self, origin: MachineId, after: u64) -> ApiResult<()> {
         if after == 0 {
             return Ok(());
         }
@@ -92,11 +92,11 @@ impl Core {
     }
 
     /// The events of `origin`'s remote jobs after its cursor `after`.
-    pub fn fleet_events(&self, origin: MachineId, after: u64) -> ApiResult<Pulled> {
+    pub(super) fn fleet_events(&self, origin: MachineId, after: u64) -> ApiResult<Pulled> {
         crate::store::events::for_origin(self.store.db(), origin, after, PULL_BATCH)
     }
 
-    pub fn route(
+    pub(super) fn route(
         &self,
         job: homebased_shared::ids::JobId,
     ) -> ApiResult<Option<crate::store::routes::Route>> {
@@ -106,7 +106,7 @@ impl Core {
     /// Stores the route of a remote submit before it is forwarded; answers the route as it
     /// is now (an existing one for a retry). Another spec under the same job UUID, or the
     /// UUID of a job of this machine, is `job_conflict`.
-    pub fn route_open(
+    pub(super) fn route_open(
         &mut self,
         job: homebased_shared::ids::JobId,
         authority: MachineId,
@@ -139,7 +139,7 @@ impl Core {
         })
     }
 
-    pub fn route_settle(
+    pub(super) fn route_settle(
         &mut self,
         job: homebased_shared::ids::JobId,
         answer: crate::store::routes::Answer,
@@ -149,24 +149,28 @@ impl Core {
             .write(|db| crate::store::routes::settle(db, job, &answer, now))
     }
 
-    pub fn route_forget(&mut self, job: homebased_shared::ids::JobId) -> ApiResult<()> {
+    pub(super) fn route_forget(&mut self, job: homebased_shared::ids::JobId) -> ApiResult<()> {
         self.store
             .write(|db| crate::store::routes::forget_pending(db, job))
     }
 
     /// The authorities the origin pulls events from.
-    pub fn fleet_live_authorities(&self) -> ApiResult<Vec<MachineId>> {
+    pub(super) fn fleet_live_authorities(&self) -> ApiResult<Vec<MachineId>> {
         crate::store::routes::live_authorities(self.store.db())
     }
 
-    pub fn fleet_cursor(&self, authority: MachineId) -> ApiResult<u64> {
+    pub(super) fn fleet_cursor(&self, authority: MachineId) -> ApiResult<u64> {
         crate::store::routes::cursor(self.store.db(), authority)
     }
 
     /// Stores one pull from `authority` in one transaction: the events (each once), the
     /// routes whose job ended, and the cursor. Then the delivery loop takes them like local
     /// events. Answers how many were new.
-    pub fn fleet_store_pulled(&mut self, authority: MachineId, pulled: Pulled) -> ApiResult<usize> {
+    pub(super) fn fleet_store_pulled(
+        &mut self,
+        authority: MachineId,
+        pulled: Pulled,
+    ) -> ApiResult<usize> {
         use crate::store::{events, routes};
         use homebased_shared::event::EventKind;
         let now = self.clock.now_ms();

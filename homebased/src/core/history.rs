@@ -1,17 +1,19 @@
 //! Retention (`[history] keep`, `homebased history prune`): one bounded batch of finished
 //! jobs at a time, the rule of `crate::history`: the core reads the batch, the run
 //! directories are removed off the core, then the core removes the rows.
+//! `history prune` is [`prune`]: many short core calls, one batch each, so that requests
+//! arriving meanwhile are served between batches.
 //! Also the bulk history seeding of `POST /v1/internal/seed` (benchmarks), which goes
 //! through the core's own submit and cancel.
 
-use super::Core;
+use super::{Core, CoreHandle};
 use crate::history::{self, Cursor, Tally, Verdict, BATCH};
 use crate::store::history as stored;
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::home::Home;
 use homebased_shared::ids::{JobId, OperationId, TaskId};
 use homebased_shared::time::Millis;
-use homebased_shared::wire::{CancelRequest, SeedRequest, Seeded};
+use homebased_shared::wire::{CancelRequest, PruneRequest, PruneResult, SeedRequest, Seeded};
 
 /// One batch as read on the core: the jobs that may go with their run directories, what
 /// stays, and where the walk goes on.
@@ -42,7 +44,12 @@ impl Core {
     /// Reads up to [`BATCH`] finished jobs that ended before `cutoff`, after `after`, and
     /// sorts them by [`history::verdict`]. Reads only; with `dry_run` it also counts what the
     /// jobs that may go hold.
-    pub fn prune_plan(&self, cutoff: Millis, after: Cursor, dry_run: bool) -> ApiResult<Plan> {
+    pub(super) fn prune_plan(
+        &self,
+        cutoff: Millis,
+        after: Cursor,
+        dry_run: bool,
+    ) -> ApiResult<Plan> {
         let db = self.store.db();
         let listed = stored::candidates(db, cutoff, after, BATCH)?;
         let mut plan = Plan {
@@ -73,7 +80,7 @@ impl Core {
 
     /// Removes the rows of jobs whose directories are gone, each if it may still go (read
     /// again in the transaction), and adds them to `tally`.
-    pub fn prune_rows(&mut self, cutoff: Millis, cleared: Cleared) -> ApiResult<Tally> {
+    pub(super) fn prune_rows(&mut self, cutoff: Millis, cleared: Cleared) -> ApiResult<Tally> {
         let Cleared {
             removable,
             mut tally,
@@ -97,7 +104,7 @@ impl Core {
 
     /// Stored results of requests older than `cutoff`, a batch at a time (none with
     /// `dry_run`, which counts them all).
-    pub fn prune_operations(&mut self, cutoff: Millis, dry_run: bool) -> ApiResult<u64> {
+    pub(super) fn prune_operations(&mut self, cutoff: Millis, dry_run: bool) -> ApiResult<u64> {
         if dry_run {
             return stored::count_operations(self.store.db(), cutoff);
         }
@@ -175,7 +182,8 @@ impl Core {
                     run_dirs = tally.run_dirs,
                     "retention removed finished jobs"
                 );
-                self.run_dir_usage
+                self.readings
+                    .run_dir_usage
                     .changed(super::run_dir_usage::Changed::All);
             }
             Ok(_) => {}
@@ -184,14 +192,9 @@ impl Core {
         true
     }
 
-    /// The last measure of the run and job directories (`daemon/disk_usage.rs` writes it).
-    pub fn run_dir_usage(&self) -> super::run_dir_usage::RunDirUsageBoard {
-        self.run_dir_usage.clone()
-    }
-
     /// Submits `count` jobs like `req` (each under a new id) and cancels each at once,
     /// through the same submit and cancel as the API: finished history for benchmarks.
-    pub fn seed(&mut self, req: SeedRequest) -> ApiResult<Seeded> {
+    pub(super) fn seed(&mut self, req: SeedRequest) -> ApiResult<Seeded> {
         if req.count > SEED_MAX {
             return Err(ApiError::usage(format!(
                 "seed at most {SEED_MAX} jobs per request, not {}",
@@ -211,6 +214,65 @@ impl Core {
         }
         Ok(Seeded { jobs: req.count })
     }
+}
+
+/// `history prune` (`CoreHandle::prune`). Each batch: read on the core, directories
+/// removed off it, rows removed on it; requests arriving meanwhile are served between the
+/// steps. Then the recorded operations older than the cutoff, a batch at a time.
+pub(super) async fn prune(core: &CoreHandle, req: PruneRequest) -> ApiResult<PruneResult> {
+    let (home, now) = core
+        .call(|core| Ok((core.home().clone(), core.clock().now_ms())))
+        .await?;
+    let cutoff = history::cutoff(now, std::time::Duration::from_millis(req.older_than_ms));
+    let dry_run = req.dry_run;
+    let mut total = Tally::default();
+    let mut after = None;
+    loop {
+        let plan = core
+            .call(move |core| core.prune_plan(cutoff, after, dry_run))
+            .await?;
+        let (next, done) = (plan.next, plan.done);
+        if dry_run || plan.go.is_empty() {
+            total.add(plan.tally);
+        } else {
+            let home = home.clone();
+            let cleared =
+                tokio::task::spawn_blocking(move || clear_dirs(&home, plan.go, plan.tally))
+                    .await
+                    .map_err(ApiError::internal)?;
+            let tally = core
+                .call(move |core| core.prune_rows(cutoff, cleared))
+                .await?;
+            total.add(tally);
+        }
+        if done {
+            break;
+        }
+        after = next;
+    }
+    let mut operations = 0;
+    loop {
+        let n = core
+            .call(move |core| core.prune_operations(cutoff, dry_run))
+            .await?;
+        operations += n;
+        if dry_run || n < BATCH as u64 {
+            break;
+        }
+    }
+    Ok(PruneResult {
+        dry_run,
+        before: cutoff,
+        jobs: total.jobs.len() as u64,
+        runs: total.runs,
+        events: total.events,
+        run_dirs: total.run_dirs,
+        operations,
+        kept_undelivered: total.kept_undelivered,
+        kept_holding: total.kept_holding,
+        kept_undeletable: total.kept_undeletable,
+        job_ids: total.jobs,
+    })
 }
 
 /// The most jobs one seed request makes: the core serves other calls between requests.

@@ -123,7 +123,7 @@ impl Core {
 
     fn start_reserved(&mut self, reserved: &Reservation, stamps: LaunchStamps) {
         let task = reserved.task;
-        self.metrics.run_started(
+        self.readings.metrics.run_started(
             reserved.job.priority,
             reserved.queued_since,
             reserved.reserved_at,
@@ -133,7 +133,7 @@ impl Core {
             Ok(()) => self.launch_backoff.succeeded(),
             Err(StartFailure::RunDir(error)) => {
                 tracing::error!(%task, job = %reserved.job.id, %error, "storage unavailable: cannot make the run directory; launches wait");
-                self.metrics.launch_storage_failed();
+                self.readings.metrics.launch_storage_failed();
                 let since = self
                     .storage
                     .as_ref()

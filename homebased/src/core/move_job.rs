@@ -10,7 +10,7 @@ use homebased_shared::ids::JobId;
 use homebased_shared::wire::{MoveRequest, MoveResult};
 
 impl Core {
-    pub fn move_job(&mut self, id: JobId, req: MoveRequest) -> ApiResult<MoveResult> {
+    pub(super) fn move_job(&mut self, id: JobId, req: MoveRequest) -> ApiResult<MoveResult> {
         let content = serde_json::json!({ "job": id, "placement": req.placement });
         let op = Operation::new(req.operation_id, "move", self.machine, &content);
         let result = self.store.write(|tx| {

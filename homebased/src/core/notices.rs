@@ -26,8 +26,6 @@ use homebased_shared::queue::{JobStatus, RunStatus};
 use homebased_shared::time::{to_ms, Millis};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::sync::Arc;
-use tokio::sync::Notify;
 
 impl Core {
     /// The pass hook: keeps the episode bookkeeping for the head the scheduler found, and
@@ -104,14 +102,9 @@ impl Core {
         Ok(next)
     }
 
-    /// What the delivery loop waits on between rounds.
-    pub fn delivery_wake(&self) -> Arc<Notify> {
-        self.delivery_wake.clone()
-    }
-
     /// Tells the delivery loop that events may be pending. A wake with nothing to deliver
     /// costs one query.
-    pub fn wake_delivery(&self) {
+    pub(super) fn wake_delivery(&self) {
         self.delivery_wake.notify_one();
         // A remote job's events are its origin's: its long poll, if any, answers now.
         self.fleet_wake.notify_waiters();
@@ -287,7 +280,7 @@ impl Core {
     /// Whether a pending notice still tells the truth; every other event always does. A
     /// `JOB_BLOCKED` is true while its episode is open and its job queued; a
     /// `JOB_CHECK_DUE` while its run still runs and has written nothing since the notice.
-    pub fn notice_still_true(&self, event: &Pending) -> ApiResult<bool> {
+    pub(super) fn notice_still_true(&self, event: &Pending) -> ApiResult<bool> {
         let db = self.store.db();
         // A notice this build cannot read is no longer provably true.
         let Some(body) = event.typed() else {

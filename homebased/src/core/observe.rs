@@ -27,7 +27,7 @@ use homebased_shared::wire::{AttentionFailure, CleanupResult};
 impl Core {
     /// Re-reads the run directory of `task` and applies what changed. `worker_gone` is true
     /// when the worker's lock was found free.
-    pub fn observe(&mut self, task: TaskId, worker_gone: bool) {
+    pub(super) fn observe(&mut self, task: TaskId, worker_gone: bool) {
         match self.observe_run(task, worker_gone) {
             Ok(()) => {
                 self.unsettled.remove(&task);
@@ -114,13 +114,14 @@ impl Core {
     /// from this commit on. The wake is no [`Effect`]: delivery reads the event through the
     /// core, whose answers wait for the turn's barrier, so it needs no durable commit.
     pub(super) fn act(&mut self, moved: &Moved) {
-        self.metrics.moved(&moved.commits, moved.ended);
+        self.readings.metrics.moved(&moved.commits, moved.ended);
         if moved.appended {
             self.wake_delivery();
         }
         if moved.ended.is_some() {
             // Its output is final: `daemon status` counts it now, not at the next walk.
-            self.run_dir_usage
+            self.readings
+                .run_dir_usage
                 .changed(super::run_dir_usage::Changed::Dir(
                     self.home.task_dir(moved.run.task),
                 ));

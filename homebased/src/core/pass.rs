@@ -100,7 +100,7 @@ impl Core {
     /// Runs the timers and a scheduling pass now, so that everything the requests served
     /// before this one can cause has been decided and committed: a test that something did
     /// not happen asks for this instead of sleeping.
-    pub fn settle(&mut self) -> ApiResult<homebased_shared::wire::Settled> {
+    pub(super) fn settle(&mut self) -> ApiResult<homebased_shared::wire::Settled> {
         self.tick();
         // Retention's batch in flight lands, and one more runs to the end (core/history.rs).
         self.retention_tick(true);
@@ -120,7 +120,7 @@ impl Core {
     /// as a decision can reach: once no lane is free, the first blocked job is known, and the
     /// jobs left are no higher than every executing run, nothing further down can start,
     /// preempt or head the queue.
-    pub fn snapshot(&self) -> ApiResult<Snapshot> {
+    pub(super) fn snapshot(&self) -> ApiResult<Snapshot> {
         let db = self.store.db();
         let holding = runs::list_holding(db)?;
         let mut slots = Vec::new();

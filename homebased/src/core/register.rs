@@ -6,7 +6,7 @@ use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::wire::{RegisterRequest, ResourceOrigin, ResourceView};
 
 impl Core {
-    pub fn register(&mut self, req: RegisterRequest) -> ApiResult<ResourceView> {
+    pub(super) fn register(&mut self, req: RegisterRequest) -> ApiResult<ResourceView> {
         resources::check_name(&req.name).map_err(|message| {
             ApiError::new(ErrorCode::InvalidQueueInput, message)
                 .with_input(serde_json::json!({ "name": req.name }))

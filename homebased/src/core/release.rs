@@ -12,7 +12,7 @@ use homebased_shared::error::{ApiError, ApiResult, ErrorCode};
 use homebased_shared::wire::{ReleaseRequest, ReleaseResult};
 
 impl Core {
-    pub fn release(&mut self, req: ReleaseRequest) -> ApiResult<ReleaseResult> {
+    pub(super) fn release(&mut self, req: ReleaseRequest) -> ApiResult<ReleaseResult> {
         let content = serde_json::json!({ "attention": req.attention });
         let op = Operation::new(req.operation_id, "release", self.machine, &content);
         let machine = self.machine;

@@ -16,7 +16,7 @@ use std::os::unix::fs::OpenOptionsExt;
 
 impl Core {
     /// Performs the committed stop of `task`: files first, then the signal.
-    pub fn enact_stop(&mut self, task: TaskId) {
+    pub(super) fn enact_stop(&mut self, task: TaskId) {
         fail::fail_point!("stop.committed", |_| std::process::abort());
         self.unenacted.remove(&task);
         let run = match runs::get(self.store.db(), task) {

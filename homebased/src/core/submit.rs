@@ -12,13 +12,13 @@ use homebased_shared::spec::{self, SubmitContext};
 use homebased_shared::wire::{SubmitRequest, SubmitResult};
 
 impl Core {
-    pub fn submit(&mut self, req: SubmitRequest) -> ApiResult<SubmitResult> {
+    pub(super) fn submit(&mut self, req: SubmitRequest) -> ApiResult<SubmitResult> {
         self.submit_from(req, None)
     }
 
     /// A submit, from this machine (`origin` `None`) or, through Fleet, from the machine
     /// `origin`, which the job is stored with: its events are then the origin's to deliver.
-    pub fn submit_from(
+    pub(super) fn submit_from(
         &mut self,
         req: SubmitRequest,
         origin: Option<homebased_shared::ids::MachineId>,
@@ -167,7 +167,7 @@ impl Core {
 
     /// `--machine` (or the spec's `machine`) names this machine, by UUID or name; any other
     /// machine is unknown until Fleet is enabled.
-    pub fn check_local_machine(&self, machine: Option<&str>) -> ApiResult<()> {
+    pub(super) fn check_local_machine(&self, machine: Option<&str>) -> ApiResult<()> {
         match machine {
             None => Ok(()),
             Some(m) if m == self.machine.to_string() || m == self.machine_name => Ok(()),

@@ -55,8 +55,8 @@ impl Reasons {
 }
 
 impl Core {
-    pub fn resource_list(&self) -> ApiResult<ResourceList> {
-        self.resources_read_at.mark(self.clock.now_ms());
+    pub(super) fn resource_list(&self) -> ApiResult<ResourceList> {
+        self.readings.resources_read_at.mark(self.clock.now_ms());
         let db = self.store.db();
         let holding = runs::list_holding(db)?;
         let holds = crate::store::attentions::lane_holds(db)?;
@@ -69,7 +69,7 @@ impl Core {
                 if let (None, Some(hold)) = (&view.run, hold) {
                     view.run = Some(super::unknown_runs::hold_view(hold));
                 }
-                if let (Some(gpu), Some(sample)) = (view.gpu.as_mut(), &self.gpu_sample) {
+                if let (Some(gpu), Some(sample)) = (view.gpu.as_mut(), &self.readings.gpu_sample) {
                     gpu.sampled_at = Some(sample.at);
                     let mut errors = Vec::new();
                     match &sample.processes {
@@ -103,7 +103,7 @@ impl Core {
 
     /// The lanes the GPU sampler attributes to: indexed detected lanes with a known card,
     /// and the run holding each.
-    pub fn gpu_lanes(&self) -> Vec<crate::sampler::Lane> {
+    pub(super) fn gpu_lanes(&self) -> Vec<crate::sampler::Lane> {
         let db = self.store.db();
         let (Ok(holding), Ok(all)) = (runs::list_holding(db), resources::list(db)) else {
             return Vec::new();
@@ -128,42 +128,10 @@ impl Core {
             .collect()
     }
 
-    /// Keeps the sample, and raises each live run's GPU memory peak that it exceeds (one
-    /// transaction, only when a peak rose or a run was seen the first time).
-    pub fn record_gpu_sample(&mut self, sample: crate::sampler::Sample) {
-        self.gpu_peaks
-            .retain(|task, _| sample.run_memory.contains_key(task));
-        let raised: Vec<(homebased_shared::ids::TaskId, u64)> = sample
-            .run_memory
-            .iter()
-            .filter(|(task, mib)| self.gpu_peaks.get(task).is_none_or(|peak| *mib > peak))
-            .map(|(task, mib)| (*task, *mib))
-            .collect();
-        if !raised.is_empty() {
-            let written = self.store.write(|tx| {
-                for (task, mib) in &raised {
-                    runs::raise_gpu_peak(tx, *task, *mib)?;
-                }
-                Ok(())
-            });
-            match written {
-                Ok(()) => self.gpu_peaks.extend(raised),
-                // Kept unwritten: the next sample tries again.
-                Err(e) => tracing::warn!(error = %e.message, "cannot record GPU memory peaks"),
-            }
-        }
-        self.gpu_sample = Some(sample);
-    }
-
-    /// When resources were last read, for the sampler thread.
-    pub fn resources_read_at(&self) -> std::sync::Arc<crate::sampler::Demand> {
-        self.resources_read_at.clone()
-    }
-
     /// `resource jobs` as the core stands now, to be read on another thread: a read snapshot
     /// of the store and the last pass's reasons, taken together so that no change falls
     /// between them. A listing of 100,000 jobs then holds up no submit or pass.
-    pub fn job_listing(&self) -> ApiResult<JobListing> {
+    pub(super) fn job_listing(&self) -> ApiResult<JobListing> {
         let resource_names = resources::list(self.store.db())?
             .into_iter()
             .map(|r| (r.id, r.name))
@@ -180,7 +148,7 @@ impl Core {
         })
     }
 
-    pub fn job_detail(&self, id: JobId) -> ApiResult<JobDetail> {
+    pub(super) fn job_detail(&self, id: JobId) -> ApiResult<JobDetail> {
         let db = self.store.db();
         let job = jobs::require(db, id)?;
         let spec = self.specs.get(db, id)?;
@@ -224,7 +192,10 @@ impl Core {
     }
 
     /// The environment stored with the job (`job show --env`).
-    pub fn job_environment(&self, id: JobId) -> ApiResult<homebased_shared::wire::JobEnvironment> {
+    pub(super) fn job_environment(
+        &self,
+        id: JobId,
+    ) -> ApiResult<homebased_shared::wire::JobEnvironment> {
         let job = jobs::require(self.store.db(), id)?;
         Ok(homebased_shared::wire::JobEnvironment {
             job: id,
@@ -233,7 +204,7 @@ impl Core {
     }
 
     /// A run's `output.log`, bounded like `task log --tail`.
-    pub fn task_log(
+    pub(super) fn task_log(
         &self,
         task: homebased_shared::ids::TaskId,
         tail: Option<usize>,
@@ -264,7 +235,7 @@ impl Core {
     }
 
     /// One chunk of a run's `output.log` after a follower's place (`TaskLogChunk`).
-    pub fn task_log_chunk(
+    pub(super) fn task_log_chunk(
         &self,
         task: homebased_shared::ids::TaskId,
         offset: u64,
@@ -308,7 +279,7 @@ impl Core {
         })
     }
 
-    pub fn status(&self) -> ApiResult<DaemonStatus> {
+    pub(super) fn status(&self) -> ApiResult<DaemonStatus> {
         Ok(DaemonStatus {
             socket: "up".into(),
             pid: Some(self.facts.pid),
@@ -318,7 +289,7 @@ impl Core {
             version: env!("CARGO_PKG_VERSION").into(),
             machine: Some(self.machine),
             name: Some(self.machine_name().to_string()),
-            run_dirs: self.run_dir_usage.last(),
+            run_dirs: self.readings.run_dir_usage.last(),
             daemon: None,
             storage: Some(match &self.storage {
                 None => StorageStatus::default(),
@@ -446,8 +417,10 @@ impl Core {
     /// the gauges' data. As cheap as `resource list`: the lanes with the runs and holds on them,
     /// two counts through partial indexes, and the sampler's last sample. Like `resource
     /// list`, it keeps the GPU sampler awake.
-    pub fn metrics(&self) -> ApiResult<(crate::metrics::Counters, crate::metrics::Snapshot)> {
-        self.resources_read_at.mark(self.clock.now_ms());
+    pub(super) fn metrics(
+        &self,
+    ) -> ApiResult<(crate::metrics::Counters, crate::metrics::Snapshot)> {
+        self.readings.resources_read_at.mark(self.clock.now_ms());
         let db = self.store.db();
         let holding = runs::list_holding(db)?;
         let all = resources::list(db)?;
@@ -459,12 +432,12 @@ impl Core {
             })
             .map(|r| (r.id, r.name.clone()))
             .collect();
-        let gpu = match self.gpu_sample.as_ref().map(|s| &s.processes) {
+        let gpu = match self.readings.gpu_sample.as_ref().map(|s| &s.processes) {
             Some(Ok(by_lane)) => crate::metrics::foreign(&lanes, by_lane),
             // Not sampled yet, or the sample failed: no number rather than a wrong 0.
             _ => Vec::new(),
         };
-        let gpu_state = match self.gpu_sample.as_ref() {
+        let gpu_state = match self.readings.gpu_sample.as_ref() {
             Some(sample) => all
                 .iter()
                 .filter(|r| {
@@ -512,7 +485,7 @@ impl Core {
             gpu_state,
             peers: Vec::new(),
         };
-        Ok((self.metrics.clone(), snapshot))
+        Ok((self.readings.metrics.clone(), snapshot))
     }
 }
 
@@ -531,7 +504,7 @@ pub const THREAD_BATCH: u32 = 256;
 
 impl Core {
     /// The events of `thread` recorded after the cursor `after`, each with its own cursor.
-    pub fn thread_events(
+    pub(super) fn thread_events(
         &self,
         thread: homebased_shared::ids::ThreadId,
         after: u64,

@@ -40,12 +40,8 @@ pub fn spawn(core: CoreHandle, clock: Clock, home: Home, program: String, demand
                     continue;
                 }
                 last_sample = Some(Instant::now());
-                let (tx, rx) = std::sync::mpsc::channel();
-                core.post(move |c| {
-                    let _ = tx.send(c.gpu_lanes());
-                });
                 // The core is gone: the daemon is shutting down.
-                let Ok(lanes) = rx.recv_timeout(Duration::from_secs(30)) else {
+                let Some(lanes) = core.gpu_lanes_blocking(Duration::from_secs(30)) else {
                     return;
                 };
                 // No known card (no NVIDIA tooling, manual lanes only): nothing to ask.
@@ -53,7 +49,7 @@ pub fn spawn(core: CoreHandle, clock: Clock, home: Home, program: String, demand
                     continue;
                 }
                 let sample = sample(&home, &program, lanes, &mut refused, clock.now_ms());
-                core.post(move |c| c.record_gpu_sample(sample));
+                core.record_gpu_sample(sample);
             }
         });
     if let Err(e) = started {

@@ -33,7 +33,7 @@ pub async fn pull_forever(fleet: Fleet, core: CoreHandle) {
     let mut pulls: HashMap<MachineId, tokio::task::JoinHandle<()>> = HashMap::new();
     loop {
         pulls.retain(|_, task| !task.is_finished());
-        match core.call(|c| c.fleet_live_authorities()).await {
+        match core.fleet_live_authorities().await {
             Ok(live) => {
                 for authority in live {
                     pulls.entry(authority).or_insert_with(|| {
@@ -60,7 +60,7 @@ async fn pull_from(fleet: Fleet, core: CoreHandle, authority: MachineId) {
     let mut failures = 0u32;
     let mut wait = WAIT;
     loop {
-        let after = match core.call(move |c| c.fleet_cursor(authority)).await {
+        let after = match core.fleet_cursor(authority).await {
             Ok(after) => after,
             Err(e) if e.code == ErrorCode::DaemonUnavailable => return,
             Err(e) => {
@@ -84,16 +84,13 @@ async fn pull_from(fleet: Fleet, core: CoreHandle, authority: MachineId) {
                         .into_iter()
                         .map(|e| (e.cursor, e.event))
                         .collect();
-                    if let Err(e) = core
-                        .call(move |c| c.fleet_store_pulled(authority, pulled))
-                        .await
-                    {
+                    if let Err(e) = core.fleet_store_pulled(authority, pulled).await {
                         // Not stored: the cursor did not move, the same events come again.
                         tracing::warn!(%authority, error = %e, "cannot store pulled events");
                         tokio::time::sleep(backoff(1)).await;
                     }
                 }
-                match core.call(|c| c.fleet_live_authorities()).await {
+                match core.fleet_live_authorities().await {
                     // The last pull was the acknowledgement.
                     Ok(live) if !live.contains(&authority) && wait.is_zero() => return,
                     Ok(live) if !live.contains(&authority) => wait = Duration::ZERO,

@@ -106,9 +106,7 @@ pub async fn submit(
     let valid = spec::validate(&raw, &ctx)?;
     let job = req.job;
     let (thread, digest) = (valid.spec.thread, valid.digest.clone());
-    let (route, created) = core
-        .call(move |c| c.route_open(job, authority, thread, &digest))
-        .await?;
+    let (route, created) = core.route_open(job, authority, thread, digest).await?;
     match route.answer {
         Answer::Accepted(v) => return serde_json::from_value(v).map_err(ApiError::internal),
         Answer::Rejected(v) => {
@@ -137,13 +135,13 @@ pub async fn submit(
             serde_json::to_value(e).map_err(ApiError::internal)?,
         )),
         Err(e) if created && refused_the_link(e) => {
-            core.call(move |c| c.route_forget(job)).await?;
+            core.route_forget(job).await?;
             None
         }
         Err(_) => None,
     };
     if let Some(settled) = settled {
-        core.call(move |c| c.route_settle(job, settled)).await?;
+        core.route_settle(job, settled).await?;
     }
     fleet.notify_routes();
     answer.map_err(|e| fleet.answered_by(&authority.to_string(), e))
@@ -180,8 +178,7 @@ pub async fn accept(
         )
         .with_input(serde_json::json!({ "machine": req.authority, "receiver": me })));
     }
-    core.call(move |c| c.submit_remote(req.job, req.origin, req.spec))
-        .await
+    core.submit_remote(req.job, req.origin, req.spec).await
 }
 
 /// The saved authority of a job that is not local: its route's machine, if it has one.
@@ -191,7 +188,7 @@ pub async fn saved_authority(
     core: &CoreHandle,
     job: JobId,
 ) -> ApiResult<Option<(Client, MachineId)>> {
-    let Some(route) = core.call(move |c| c.route(job)).await? else {
+    let Some(route) = core.route(job).await? else {
         return Ok(None);
     };
     match fleet.peer(&route.authority.to_string()).await {

@@ -2,7 +2,6 @@
 //! suppression at delivery time, and check-due across a restart.
 
 use super::*;
-use crate::delivery::outbox;
 use homebased_shared::config::{Config, NotifyBlockedAfter};
 use homebased_shared::ids::{JobId, ResourceId, TaskId, ThreadId};
 use homebased_shared::queue::{PreemptMode, Priority};
@@ -121,7 +120,8 @@ impl Fixture {
     }
 
     fn take(&mut self, now: Millis) -> Vec<(JobId, u32)> {
-        outbox::take(&mut self.core, &HashSet::new(), now, 100)
+        self.core
+            .outbox_take_at(&HashSet::new(), 100, now)
             .unwrap()
             .due
             .iter()
