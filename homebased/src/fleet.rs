@@ -70,7 +70,7 @@ impl Fleet {
         config: &homebased_shared::config::FleetConfig,
         address: Option<String>,
     ) -> ApiResult<Fleet> {
-        let crate::core::handle::Identity {
+        let crate::core::handle::ThisMachine {
             machine,
             name,
             clock,

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Who this daemon is, as Fleet's directory needs it when it loads.
-pub struct Identity {
+pub struct ThisMachine {
     pub machine: MachineId,
     /// `fleet.machine_name`, else from the host name.
     pub name: String,
@@ -61,9 +61,9 @@ impl CoreHandle {
         self.call(|core| Ok(core.machine())).await
     }
 
-    pub async fn identity(&self) -> ApiResult<Identity> {
+    pub async fn identity(&self) -> ApiResult<ThisMachine> {
         self.call(|core| {
-            Ok(Identity {
+            Ok(ThisMachine {
                 machine: core.machine(),
                 name: core.machine_name().to_string(),
                 clock: core.clock().clone(),
