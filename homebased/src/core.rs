@@ -109,7 +109,7 @@ pub struct Core {
     specs: specs::Specs,
     /// Runs whose last observation failed to commit (a locked database, a full disk), with
     /// whether their worker was seen gone: the tick observes them again until it lands.
-    unsettled: HashMap<TaskId, bool>,
+    unobserved: HashMap<TaskId, bool>,
     /// Runs whose committed stop could not be written into their run directory yet.
     unenacted: HashSet<TaskId>,
     /// Holds launches back for a moment after a worker could not be started.
@@ -169,7 +169,7 @@ impl CoreHandle {
         let call: Call = Box::new(move |core| {
             let result = f(core);
             core.answer(move |unsynced| {
-                let _ = reply.send(settled(unsynced, result));
+                let _ = reply.send(as_synced(unsynced, result));
             });
         });
         self.calls.send(call).map_err(|_| stopped())?;
@@ -185,7 +185,7 @@ impl CoreHandle {
 /// The answer to send once the store's sync is known: `unsynced` is the error that kept the
 /// commits from being made durable, if one did. What was carried out may then not last, and
 /// the answer says so; a refusal changed nothing, durable or not, and goes out as it is.
-fn settled<T>(unsynced: Option<&ApiError>, result: ApiResult<T>) -> ApiResult<T> {
+fn as_synced<T>(unsynced: Option<&ApiError>, result: ApiResult<T>) -> ApiResult<T> {
     match (unsynced, result) {
         (Some(e), Ok(_)) => Err(e.clone()),
         (_, result) => result,
@@ -226,7 +226,7 @@ impl Core {
             facts,
             launcher,
             specs: specs::Specs::default(),
-            unsettled: HashMap::new(),
+            unobserved: HashMap::new(),
             unenacted: HashSet::new(),
             launch_backoff: Default::default(),
             storage: None,
@@ -315,7 +315,7 @@ impl Core {
     /// answer. If it cannot be synced (a failing disk) each held answer of a request that was
     /// carried out becomes an error that says so and that it may not survive a machine crash
     /// (a refusal is sent as it was); the next turn tries the sync again.
-    fn settle_answers(&mut self) {
+    fn sync_and_answer(&mut self) {
         if self.held.is_empty() && self.store.is_synced() {
             return;
         }
@@ -417,7 +417,7 @@ impl Core {
                         Instant::now(),
                     );
                     // Nothing waits past the turn for its commit to reach the disk.
-                    self.settle_answers();
+                    self.sync_and_answer();
                 }
             })?;
         Ok(CoreThread {

@@ -3,7 +3,7 @@
 //! One loop in the daemon asks the core for the oldest pending event of each job
 //! (`CoreHandle::outbox_take`, `core/outbox.rs`), delivers each in its own task with the
 //! sink I/O on a blocking thread ([`sink`]), and reports back
-//! (`CoreHandle::outbox_settle`). An event is marked delivered only after the sink
+//! (`CoreHandle::outbox_record`). An event is marked delivered only after the sink
 //! confirmed, so one delivered but not yet marked when the daemon dies is delivered again:
 //! never lost, possibly twice (consumers deduplicate on `(job, seq)`). A failed attempt
 //! leaves the event pending with a backoff (1 s doubling to 60 s, forever) and holds back
@@ -135,7 +135,7 @@ async fn attempt(shared: Arc<Shared>, event: crate::store::events::Pending) {
     fail::fail_point!("delivery.before-mark", |_| std::process::abort());
     let recorded = {
         let outcome = outcome.clone();
-        shared.core.outbox_settle(job, seq, outcome).await
+        shared.core.outbox_record(job, seq, outcome).await
     };
     drop(lock);
     match (&outcome, recorded) {

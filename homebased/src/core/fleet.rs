@@ -139,14 +139,14 @@ impl Core {
         })
     }
 
-    pub(super) fn route_settle(
+    pub(super) fn route_answered(
         &mut self,
         job: homebased_shared::ids::JobId,
         answer: crate::store::routes::Answer,
     ) -> ApiResult<()> {
         let now = self.clock.now_ms();
         self.store
-            .write(|db| crate::store::routes::settle(db, job, &answer, now))
+            .write(|db| crate::store::routes::record_answer(db, job, &answer, now))
     }
 
     pub(super) fn route_forget(&mut self, job: homebased_shared::ids::JobId) -> ApiResult<()> {

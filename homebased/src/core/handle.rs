@@ -217,13 +217,13 @@ impl CoreHandle {
     }
 
     /// Records an attempt's outcome; answers the time of the next attempt after a failure.
-    pub async fn outbox_settle(
+    pub async fn outbox_record(
         &self,
         job: JobId,
         seq: u32,
         outcome: Outcome,
     ) -> ApiResult<Option<Millis>> {
-        self.call(move |core| core.outbox_settle(job, seq, &outcome))
+        self.call(move |core| core.outbox_record(job, seq, &outcome))
             .await
     }
 }
@@ -314,8 +314,9 @@ impl CoreHandle {
             .await
     }
 
-    pub async fn route_settle(&self, job: JobId, answer: Answer) -> ApiResult<()> {
-        self.call(move |core| core.route_settle(job, answer)).await
+    pub async fn route_answered(&self, job: JobId, answer: Answer) -> ApiResult<()> {
+        self.call(move |core| core.route_answered(job, answer))
+            .await
     }
 
     pub async fn route_forget(&self, job: JobId) -> ApiResult<()> {

@@ -30,20 +30,20 @@ impl Core {
     pub(super) fn observe(&mut self, task: TaskId, worker_gone: bool) {
         match self.observe_run(task, worker_gone) {
             Ok(()) => {
-                self.unsettled.remove(&task);
+                self.unobserved.remove(&task);
             }
             Err(e) => {
                 tracing::error!(%task, error = %e, "cannot apply a run observation; retrying");
                 // The worker's hint will not come again: remember to look once more.
-                let gone = self.unsettled.get(&task).copied().unwrap_or(false) || worker_gone;
-                self.unsettled.insert(task, gone);
+                let gone = self.unobserved.get(&task).copied().unwrap_or(false) || worker_gone;
+                self.unobserved.insert(task, gone);
             }
         }
     }
 
     /// Observes again every run whose last observation failed to commit.
     pub(super) fn retry_observations(&mut self) {
-        let pending: Vec<(TaskId, bool)> = self.unsettled.iter().map(|(t, g)| (*t, *g)).collect();
+        let pending: Vec<(TaskId, bool)> = self.unobserved.iter().map(|(t, g)| (*t, *g)).collect();
         for (task, worker_gone) in pending {
             self.observe(task, worker_gone);
         }
@@ -185,7 +185,7 @@ impl Core {
                 });
                 if let Err(e) = lost {
                     tracing::error!(%task, error = %e, "cannot record a lost run; retrying");
-                    self.unsettled.insert(task, true);
+                    self.unobserved.insert(task, true);
                 }
             }
         }

@@ -1,7 +1,7 @@
 //! The core's side of event delivery: the outbox's two verbs run on the core thread
-//! (reached through `CoreHandle::outbox_take` and `CoreHandle::outbox_settle`) and are the
+//! (reached through `CoreHandle::outbox_take` and `CoreHandle::outbox_record`) and are the
 //! only code that reads or changes delivery state. The sink I/O happens in `delivery.rs`,
-//! between a take and its settle.
+//! between a take and the record of its outcome.
 
 use super::Core;
 use crate::store::events::{self, Pending};
@@ -86,17 +86,17 @@ impl Core {
     }
 
     /// Records an attempt's outcome. Returns the time of the next attempt after a failure.
-    pub(super) fn outbox_settle(
+    pub(super) fn outbox_record(
         &mut self,
         job: JobId,
         seq: u32,
         outcome: &Outcome,
     ) -> ApiResult<Option<Millis>> {
-        self.outbox_settle_at(job, seq, outcome, self.clock.now_ms())
+        self.outbox_record_at(job, seq, outcome, self.clock.now_ms())
     }
 
-    /// [`Core::outbox_settle`] as of `now`.
-    fn outbox_settle_at(
+    /// [`Core::outbox_record`] as of `now`.
+    fn outbox_record_at(
         &mut self,
         job: JobId,
         seq: u32,
@@ -171,10 +171,10 @@ mod tests {
 
         let failed = Outcome::Failed("exit=1".into());
         assert_eq!(
-            core.outbox_settle_at(a.id, 1, &failed, now).unwrap(),
+            core.outbox_record_at(a.id, 1, &failed, now).unwrap(),
             Some(now + 1_000)
         );
-        core.outbox_settle_at(b.id, 1, &Outcome::Delivered, now)
+        core.outbox_record_at(b.id, 1, &Outcome::Delivered, now)
             .unwrap();
         let round = core
             .outbox_take_at(&HashSet::new(), 100, now + 999)
@@ -186,12 +186,12 @@ mod tests {
             vec![(a.id, 1)]
         );
         assert_eq!(
-            core.outbox_settle_at(a.id, 1, &failed, now + 1_000)
+            core.outbox_record_at(a.id, 1, &failed, now + 1_000)
                 .unwrap(),
             Some(now + 3_000),
             "the second failure waits 2 s"
         );
-        core.outbox_settle_at(a.id, 1, &Outcome::Delivered, now + 3_000)
+        core.outbox_record_at(a.id, 1, &Outcome::Delivered, now + 3_000)
             .unwrap();
         assert_eq!(
             due(&mut core, &HashSet::new(), now + 3_000),

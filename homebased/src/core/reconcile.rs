@@ -104,6 +104,6 @@ impl Core {
 
     /// Observations or stops that did not land and are retried by the tick.
     pub(super) fn has_retries(&self) -> bool {
-        !self.unsettled.is_empty() || !self.unenacted.is_empty()
+        !self.unobserved.is_empty() || !self.unenacted.is_empty()
     }
 }

@@ -790,12 +790,12 @@ fn an_observation_that_cannot_commit_is_retried_until_it_lands() {
         let _lock = crate::store::testing::hold_exclusive(&f.core.home.database());
         f.core.observe(task, true);
         assert!(f.active(job).phase.is_some(), "nothing could be written");
-        assert!(f.core.unsettled.contains_key(&task));
+        assert!(f.core.unobserved.contains_key(&task));
     }
     // The hint will not come again; the tick's retry lands it.
     f.core.retry_observations();
     assert!(f.runs(job).iter().all(|r| r.phase.is_none()), "lane freed");
-    assert!(f.core.unsettled.is_empty());
+    assert!(f.core.unobserved.is_empty());
 }
 
 /// Lets `age` pass on the core's clock: an executing run is that much older by the stored
@@ -1076,7 +1076,7 @@ fn a_submits_answer_waits_for_the_launch_whose_commit_makes_it_durable() {
         before + 1,
         "carried by the launch's own commit"
     );
-    f.core.settle_answers();
+    f.core.sync_and_answer();
     assert_eq!(barriers(&f), before + 1, "no barrier commit of its own");
 }
 
@@ -1197,11 +1197,11 @@ fn a_submit_nothing_else_makes_durable_is_answered_after_the_turns_barrier() {
     let (_, sent) = held_submit(&mut f);
     let before = barriers(&f);
     // The turn ends without a pass's commit (none was due, or it committed nothing).
-    f.core.settle_answers();
+    f.core.sync_and_answer();
     assert_eq!(*sent.lock().unwrap(), vec![None]);
     assert!(f.core.store.is_synced());
     assert_eq!(barriers(&f), before + 1, "one barrier commit");
-    f.core.settle_answers();
+    f.core.sync_and_answer();
     assert_eq!(barriers(&f), before + 1, "none when everything is on disk");
     // An answer while everything is on disk is not held.
     let direct = hold_an_answer(&mut f);
@@ -1216,7 +1216,7 @@ fn held_answers_become_retryable_errors_when_the_barrier_cannot_commit_and_the_n
     let database = homebased_shared::home::Home::at(f._dir.path()).database();
     let other = rusqlite::Connection::open(database).unwrap();
     other.execute_batch("BEGIN EXCLUSIVE").unwrap();
-    f.core.settle_answers();
+    f.core.sync_and_answer();
     let (code, message) = sent.lock().unwrap()[0]
         .clone()
         .expect("an error, not the answer");
@@ -1226,7 +1226,7 @@ fn held_answers_become_retryable_errors_when_the_barrier_cannot_commit_and_the_n
     assert!(!f.core.store.is_synced());
 
     other.execute_batch("ROLLBACK").unwrap();
-    f.core.settle_answers();
+    f.core.sync_and_answer();
     assert!(f.core.store.is_synced(), "the next turn made it durable");
     assert_eq!(f.job(job).status(), JobStatus::Queued, "the job was kept");
 }
@@ -1237,12 +1237,12 @@ fn an_answer_that_could_not_be_made_durable_says_so_unless_it_was_a_refusal() {
     let unsynced = ApiError::new(ErrorCode::StorageUnavailable, "not durable");
     let done: ApiResult<u32> = Ok(7);
     assert_eq!(
-        super::settled(Some(&unsynced), done.clone()),
+        super::as_synced(Some(&unsynced), done.clone()),
         Err(unsynced.clone())
     );
-    assert_eq!(super::settled(None, done), Ok(7));
+    assert_eq!(super::as_synced(None, done), Ok(7));
     let refused: ApiResult<u32> = Err(ApiError::usage("no"));
-    assert_eq!(super::settled(Some(&unsynced), refused.clone()), refused);
+    assert_eq!(super::as_synced(Some(&unsynced), refused.clone()), refused);
 }
 
 /// Submits a one-step job limited to `time_limit`, then lets a pass run.

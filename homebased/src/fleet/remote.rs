@@ -141,7 +141,7 @@ pub async fn submit(
         Err(_) => None,
     };
     if let Some(settled) = settled {
-        core.route_settle(job, settled).await?;
+        core.route_answered(job, settled).await?;
     }
     fleet.notify_routes();
     answer.map_err(|e| fleet.answered_by(&authority.to_string(), e))

@@ -104,7 +104,7 @@ pub fn insert(
 }
 
 /// The authority's definite answer. A route already settled keeps its first answer.
-pub fn settle(db: Db, job: JobId, answer: &Answer, at: Millis) -> ApiResult<()> {
+pub fn record_answer(db: Db, job: JobId, answer: &Answer, at: Millis) -> ApiResult<()> {
     let (state, value) = match answer {
         Answer::Pending => return Ok(()),
         Answer::Accepted(v) => ("accepted", v),
@@ -202,8 +202,8 @@ mod tests {
             "pending: pulled"
         );
         let ok = Answer::Accepted(serde_json::json!({"job": job}));
-        settle(db, job, &ok, 11).unwrap();
-        settle(db, job, &Answer::Rejected(serde_json::json!({})), 12).unwrap();
+        record_answer(db, job, &ok, 11).unwrap();
+        record_answer(db, job, &Answer::Rejected(serde_json::json!({})), 12).unwrap();
         assert_eq!(
             get(db, job).unwrap().unwrap().answer,
             ok,
