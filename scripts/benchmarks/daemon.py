@@ -343,6 +343,15 @@ class Home:
         logf.close()
         self.pid = self.serve.pid
 
+    def serving(self) -> bool:
+        """The daemon answers on its socket. The socket file alone is not enough: it appears
+        a moment before the daemon listens on it, and a connection then is refused."""
+        try:
+            self.api.get("/v1/status", fresh=True)
+            return True
+        except (OSError, ApiError, http.client.HTTPException):
+            return False
+
     def lock_free(self) -> bool:
         """What `daemon start` checks: nobody holds `daemon.lock`."""
         try:

@@ -22,7 +22,7 @@ def history_workload(bins: Path, rows: list[Row], notes: dict) -> None:
         h = Home(bins, f"history-{size}", lanes=1)
         try:
             h.serve_foreground()
-            wait_for(lambda: h.sock.exists(), 60, 0.001, "the daemon's socket")
+            wait_for(h.serving, 60, 0.001, "the daemon's socket")
             wait_for(h.idle, 60, 0.01, "the lane")
             seeded = seed_history(h, size) if size else 0.0
             if size:

@@ -24,7 +24,7 @@ def integrity_workload(bins: Path, rows: list[Row], notes: dict) -> None:
         h = Home(bins, f"integrity-{size}", lanes=1)
         try:
             h.serve_foreground()
-            wait_for(lambda: h.sock.exists(), 60, 0.001, "the daemon's socket")
+            wait_for(h.serving, 60, 0.001, "the daemon's socket")
             wait_for(h.idle, 60, 0.01, "the lane")
             if size:
                 seeded = seed_history(h, size)
@@ -83,7 +83,7 @@ def integrity_workload(bins: Path, rows: list[Row], notes: dict) -> None:
                 )
             # A killed daemon leaves a WAL: the next check reads its frames too.
             h.serve_foreground()
-            wait_for(lambda: h.sock.exists(), 600, 0.001, "the daemon's socket")
+            wait_for(h.serving, 600, 0.001, "the daemon's socket")
             wait_for(h.idle, 600, 0.01, "the lane")
             h.kill9()
             wall, check, _ = timed_start()
