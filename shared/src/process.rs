@@ -65,8 +65,13 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
     let open = text.find('(')?;
     let close = text.rfind(')')?;
     let pid = text.get(..open)?.trim().parse().ok()?;
-    // After the name: field 3 (state) is index 0, so field n is index n - 3.
-    let rest: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
+    // After the name: field 3 (state) is index 0, so field n is index n - 3. Only the fields
+    // up to 23 are read, without allocating: a sweep parses one line per process per scan.
+    let mut rest = [""; 21];
+    let mut fields = text.get(close + 1..)?.split_ascii_whitespace();
+    for slot in &mut rest {
+        *slot = fields.next()?;
+    }
     let field = |n: usize| rest.get(n - 3).copied();
     let mut state = field(3)?.chars();
     let letter = state.next()?;
