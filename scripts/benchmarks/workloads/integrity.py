@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import http.client
 import re
 import time
 from pathlib import Path
 
-from ..daemon import Api, ApiError, Home, log, wait_for
+from ..daemon import Home, log, wait_for
 from ..results import Row, dist_row
 from ..settings import INTEGRITY, INTEGRITY_STARTS
 from ..stats import median
@@ -37,18 +36,8 @@ def integrity_workload(bins: Path, rows: list[Row], notes: dict) -> None:
                 offset = serve_log.stat().st_size
                 t0 = time.perf_counter_ns()
                 h.serve_foreground()
-                probe = Api(h.sock, timeout=60)
-
-                def status_ok() -> bool:
-                    try:
-                        probe.get("/v1/status", fresh=True)
-                        return True
-                    except (OSError, ApiError, http.client.HTTPException):
-                        return False
-
-                wait_for(status_ok, 600, 0.001, "the restarted daemon's socket")
+                wait_for(h.serving, 600, 0.001, "the restarted daemon's socket")
                 wall = (time.perf_counter_ns() - t0) / 1e6
-                probe.close()
                 with open(serve_log, "rb") as f:
                     f.seek(offset)
                     found = CHECKED.findall(f.read().decode(errors="replace"))
