@@ -63,7 +63,8 @@ pub use daemon::{
 pub use envelope::Versioned;
 pub use fleet::{
     AddPeerRequest, Answered, FleetEvent, FleetEvents, FleetSubmitRequest, Identity, MachineList,
-    MachineView, PeerRequest, PeerSource, PeerState, ProtocolRange, RemovedPeer,
+    MachineView, NewerEvent, PeerRequest, PeerSource, PeerState, ProtocolRange, RelayedEvent,
+    RemovedPeer,
 };
 pub use job_writes::{
     CancelRequest, CancelResult, MoveRequest, MoveResult, Placement, SubmitRequest, SubmitResult,

@@ -43,7 +43,7 @@ pub const PULL_BATCH: u32 = 256;
 
 /// What the origin stores of one pull: the events as the authority answered them, each
 /// with its cursor.
-pub type Pulled = Vec<(u64, serde_json::Value)>;
+pub type Pulled = Vec<(u64, homebased_shared::wire::RelayedEvent)>;
 
 impl Core {
     /// Raised with every delivery wake (wherever events are appended): the long polls of
@@ -172,23 +172,16 @@ impl Core {
         pulled: Pulled,
     ) -> ApiResult<usize> {
         use crate::store::{events, routes};
-        use homebased_shared::event::EventKind;
         let now = self.clock.now_ms();
         let new = self.store.write(|db| {
             let mut new = 0;
             let mut last = None;
-            for (cursor, body) in &pulled {
-                if events::insert_pulled(db, authority, body, now)? {
+            for (cursor, event) in &pulled {
+                if events::insert_pulled(db, authority, event, now)? {
                     new += 1;
                 }
-                let ended = matches!(
-                    body["event"].as_str().and_then(EventKind::from_name),
-                    Some(EventKind::JobSucceeded | EventKind::JobFailed | EventKind::JobCancelled)
-                );
-                if ended {
-                    if let Some(job) = body["job"].as_str().and_then(|j| j.parse().ok()) {
-                        routes::mark_ended(db, job, now)?;
-                    }
+                if event.ends_job() {
+                    routes::mark_ended(db, event.job(), now)?;
                 }
                 last = Some(*cursor);
             }

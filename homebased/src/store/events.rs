@@ -14,7 +14,7 @@ use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::event::{Event, EventDetail, EventKind};
 use homebased_shared::ids::{JobId, MachineId, ResourceId, TaskId, ThreadId};
 use homebased_shared::time::Millis;
-use homebased_shared::wire::Versioned;
+use homebased_shared::wire::{RelayedEvent, Versioned};
 use rusqlite::{OptionalExtension, Row};
 use serde_json::Value;
 
@@ -96,7 +96,7 @@ pub fn for_origin(
     origin: MachineId,
     after: u64,
     limit: u32,
-) -> ApiResult<Vec<(u64, Value)>> {
+) -> ApiResult<Vec<(u64, RelayedEvent)>> {
     let after = i64::try_from(after).unwrap_or(i64::MAX);
     let mut stmt = db
         .conn
@@ -116,7 +116,9 @@ pub fn for_origin(
         .db("read remote events")?;
     rows.into_iter()
         .map(|(n, body)| {
-            let body = serde_json::from_str(&body).map_err(ApiError::internal)?;
+            let body = serde_json::from_str(&body).map_err(|e| {
+                ApiError::internal(format!("a stored event to relay cannot be read: {e}"))
+            })?;
             Ok((u64::try_from(n).unwrap_or(0), body))
         })
         .collect()
@@ -141,17 +143,20 @@ pub fn hand_over(db: Db, origin: MachineId, upto: u64, at: Millis) -> ApiResult<
 
 /// Stores an event pulled from `authority` for delivery here, as it came. Answers false
 /// when it was stored already (a pull answered twice, a replay after a crash).
-pub fn insert_pulled(db: Db, authority: MachineId, body: &Value, at: Millis) -> ApiResult<bool> {
-    let job = body["job"]
-        .as_str()
-        .and_then(|j| j.parse::<JobId>().ok())
-        .ok_or_else(|| ApiError::internal(format!("a pulled event names no job: {body}")))?;
-    let seq = body["seq"]
-        .as_u64()
-        .and_then(|s| u32::try_from(s).ok())
-        .filter(|s| *s >= 1)
-        .ok_or_else(|| ApiError::internal(format!("a pulled event has no seq: {body}")))?;
-    let kind = body["event"].as_str().unwrap_or("UNKNOWN");
+pub fn insert_pulled(
+    db: Db,
+    authority: MachineId,
+    event: &RelayedEvent,
+    at: Millis,
+) -> ApiResult<bool> {
+    let seq = event.seq();
+    if seq == 0 {
+        return Err(ApiError::internal(format!(
+            "a pulled event of job {} has seq 0",
+            event.job()
+        )));
+    }
+    let body = serde_json::to_string(event).map_err(ApiError::internal)?;
     let n = db
         .conn
         .prepare_cached(
@@ -160,10 +165,10 @@ pub fn insert_pulled(db: Db, authority: MachineId, body: &Value, at: Millis) -> 
         )
         .db("store pulled event")?
         .execute((
-            job.to_string(),
+            event.job().to_string(),
             seq,
-            kind,
-            body.to_string(),
+            event.kind_name(),
+            body,
             at,
             authority.to_string(),
         ))
@@ -589,6 +594,8 @@ mod tests {
             "seq": 1, "at": "2026-12-01T10:00:00.000Z", "thread": thread, "name": "far",
             "machine": authority, "resource": null, "task": null, "run_number": null,
             "step": null});
+        let pulled: RelayedEvent = serde_json::from_value(pulled).unwrap();
+        assert!(matches!(pulled, RelayedEvent::Known(_)));
         assert!(insert_pulled(c, authority, &pulled, 2).unwrap());
 
         let read = |after, limit| {
@@ -645,21 +652,12 @@ mod tests {
             "the authority delivers only its own jobs' events"
         );
         let served = for_origin(c, origin, 0, 10).unwrap();
-        let order: Vec<(u64, String, u64)> = served
+        let order: Vec<(u64, JobId, u32)> =
+            served.iter().map(|(n, e)| (*n, e.job(), e.seq())).collect();
+        assert_eq!(order, vec![(1, a.id, 1), (2, b.id, 1), (3, a.id, 2)]);
+        assert!(served
             .iter()
-            .map(|(n, e)| {
-                (
-                    *n,
-                    e["job"].as_str().unwrap().to_string(),
-                    e["seq"].as_u64().unwrap(),
-                )
-            })
-            .collect();
-        let (a_id, b_id) = (a.id.to_string(), b.id.to_string());
-        assert_eq!(
-            order,
-            vec![(1, a_id.clone(), 1), (2, b_id, 1), (3, a_id, 2)]
-        );
+            .all(|(_, e)| matches!(e, RelayedEvent::Known(_))));
         assert_eq!(
             for_origin(c, origin, 2, 10).unwrap().len(),
             1,
@@ -683,5 +681,21 @@ mod tests {
         assert!(heads
             .iter()
             .all(|p| p.pulled_from == Some(authority) && p.seq == 1));
+
+        // A kind from a newer authority is stored once and delivered as it came.
+        let mut newer = serde_json::to_value(&served[0].1).unwrap();
+        newer["job"] = json!(JobId::new());
+        newer["event"] = json!("JOB_TELEPORTED");
+        newer["destination"] = json!("mars");
+        let relayed: RelayedEvent = serde_json::from_value(newer.clone()).unwrap();
+        assert!(insert_pulled(o, authority, &relayed, 102).unwrap());
+        assert!(!insert_pulled(o, authority, &relayed, 103).unwrap());
+        let head = pending_heads(o)
+            .unwrap()
+            .into_iter()
+            .find(|p| json!(p.job) == newer["job"])
+            .unwrap();
+        assert_eq!(head.kind, None, "a kind this build does not know");
+        assert_eq!(head.body, newer, "every field kept");
     }
 }
