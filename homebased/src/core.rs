@@ -372,11 +372,12 @@ impl Core {
             .spawn(move || {
                 // Dropped when the thread ends, a panic included: `ended` resolves then.
                 let _alive = alive;
-                // The daemon serves from here on (its listeners are bound, and with them the
-                // umask is the process's own again): work may be prepared ahead of need.
-                let lanes = crate::store::resources::list(self.store.db()).map_or(1, |l| l.len());
-                self.launcher.ready(lanes);
                 self.reconcile();
+                // The daemon serves from here on (its listeners are bound, and with them the
+                // umask is the process's own again): work may be prepared ahead of need, once
+                // the first turn is over, so that preparing (a standby worker per lane) does
+                // not compete for the CPU with a restart's first answers.
+                let mut prepared = false;
                 // The tick does what time alone makes due (core/timers.rs). It runs on a
                 // deadline, so a steady stream of calls cannot starve it, and it says when
                 // it is next due: an idle daemon sleeps here until then, or until a call.
@@ -418,6 +419,12 @@ impl Core {
                     );
                     // Nothing waits past the turn for its commit to reach the disk.
                     self.sync_and_answer();
+                    if !prepared {
+                        prepared = true;
+                        let lanes =
+                            crate::store::resources::list(self.store.db()).map_or(1, |l| l.len());
+                        self.launcher.ready(lanes);
+                    }
                 }
             })?;
         Ok(CoreThread {
