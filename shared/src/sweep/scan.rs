@@ -238,9 +238,26 @@ pub(super) fn scan<T: ProcessTable>(
             _ => None,
         };
         // The environment (and the links) belong to `first` only if it is still there,
-        // unchanged and not exiting, after the read.
+        // unchanged, after the read.
         let exiting = match table.info(pid) {
             Ok(second) if second.identity == first.identity && !second.zombie => second.exiting,
+            // It ended while it was read, but it held its pid throughout (a zombie keeps
+            // it), so what was read is its own. Read as neither marked nor the run's by
+            // ancestry, it is not the run's, and nothing it forked is: a child inherits its
+            // environment and its ancestry. Another run's process ending as this one is
+            // swept (lanes that end together) leaves this scan settled.
+            // The links it was read with may be as old as the scan: the verdict stands
+            // only as fresh reads have it.
+            Ok(second)
+                if second.identity == first.identity
+                    && is_anothers(&environ, lineage, rules.marker)
+                    && rules.lineage.is_none_or(|root| {
+                        ancestry(&mut Links::fresh(table), root, &first) == Ancestry::Unrelated
+                    }) =>
+            {
+                continue;
+            }
+            // Gone, or another process under its pid: what was read may not have been its.
             _ => {
                 scan.settled = false;
                 continue;
@@ -272,6 +289,22 @@ pub(super) fn scan<T: ProcessTable>(
         }
     }
     Ok(scan)
+}
+
+/// Whether a readable process is, as read, nobody this sweep looks for: its environment lacks
+/// the marker and its parent links lead elsewhere than the lineage root (or there is no
+/// root). A process still being re-parented (`Moving`) is undecided, not another's.
+fn is_anothers(
+    environ: &Result<Vec<u8>, ReadError>,
+    lineage: Option<Ancestry>,
+    marker: &Marker,
+) -> bool {
+    match environ {
+        Ok(bytes) if !marker.is_in(bytes) => {
+            matches!(lineage, None | Some(Ancestry::Unrelated))
+        }
+        _ => false,
+    }
 }
 
 /// What became of one signal.

@@ -323,6 +323,70 @@ fn a_fork_during_a_scan_is_caught_by_the_two_settled_scans_rule() {
     assert!(!case.table.is_alive(120));
 }
 
+/// A case where process 300 ends while its environment is read: `ends` is what it leaves
+/// under its pid (a zombie of it, or nothing once reaped). 60 is another lane's worker.
+fn ending_while_read(process: FakeProcess, ends: Option<FakeProcess>) -> (Swept, Case) {
+    let case = Case::new().with_worker();
+    case.table.insert(50, FakeProcess::new(1000, UID));
+    case.table
+        .insert(60, FakeProcess::new(WORKER_START, UID).child_of(50));
+    case.table.insert(300, process);
+    let event = match ends {
+        Some(zombie) => FakeEvent::Spawn(300, zombie),
+        None => FakeEvent::Exit(300),
+    };
+    case.table.on(FakeTrigger::EnvironRead(300), vec![event]);
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert!(case.table.sent().is_empty(), "{:?}", case.table.sent());
+    (swept, case)
+}
+
+#[test]
+fn another_runs_process_that_ends_while_it_is_read_leaves_the_scan_settled() {
+    // Another lane's workload, unmarked and under its own worker: lanes that end together.
+    let anothers = FakeProcess::new(DURING, UID).child_of(60);
+    let (swept, _) = ending_while_read(anothers.clone(), Some(anothers.zombie()));
+    assert_eq!(swept.scans, 2, "read whole before it ended: not the run's");
+}
+
+#[test]
+fn a_process_that_may_be_the_runs_and_ends_while_it_is_read_unsettles_the_scan() {
+    for (what, process) in [
+        (
+            "the run's by its ancestry",
+            FakeProcess::new(DURING, UID).child_of(OWN_PID),
+        ),
+        // Its parent link is gone: it is being re-parented.
+        ("moving", FakeProcess::new(DURING, UID).child_of(70)),
+    ] {
+        let (swept, _) = ending_while_read(process.clone(), Some(process.zombie()));
+        assert_eq!(
+            swept.scans, 3,
+            "{what}: one unsettled scan, then two settled"
+        );
+    }
+    // Reaped as soon as it ended: the pid may have named another process by the read.
+    let anothers = FakeProcess::new(DURING, UID).child_of(60);
+    let (swept, _) = ending_while_read(anothers, None);
+    assert_eq!(swept.scans, 3, "gone, not a zombie of itself");
+}
+
+#[test]
+fn a_marked_process_that_ends_while_it_is_read_unsettles_the_scan() {
+    let case = Case::new().with_worker();
+    let marked = case.marked(DURING).child_of(1);
+    case.table.insert(300, marked.clone());
+    case.table.on(
+        FakeTrigger::EnvironRead(300),
+        vec![FakeEvent::Spawn(300, marked.zombie())],
+    );
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert_eq!(swept.scans, 3);
+    assert!(case.table.sent().is_empty());
+}
+
 #[test]
 fn a_pid_that_changes_identity_while_read_unsettles_the_scan() {
     let case = Case::new();
