@@ -123,6 +123,7 @@ impl Core {
     pub(super) fn snapshot(&self) -> ApiResult<Snapshot> {
         let db = self.store.db();
         let holding = runs::list_holding(db)?;
+        let terms = jobs::holding_terms(db)?;
         let mut slots = Vec::new();
         // MIG slices the last detection no longer found as recorded (the layout changed):
         // listed and flagged, but no new work is run on a slice that may not exist. Nor on a
@@ -135,7 +136,7 @@ impl Core {
             }
             let run = match holding.iter().find(|run| run.holds(r.id)) {
                 None => None,
-                Some(run) => Some(run_slot(db, &self.specs, run)?),
+                Some(run) => Some(run_slot(db, &self.specs, &terms, run)?),
             };
             slots.push(ResourceSlot {
                 id: r.id,
@@ -222,9 +223,17 @@ fn target_of(
 /// A run as the scheduler sees it. Its job's `preempt` comes from the spec the core keeps
 /// (`core::specs`): decoded once per job, and a spec that does not decode fails the pass
 /// loudly instead of passing for `wait`. A run that already ended (cleaning, Attention) may
-/// belong to a terminal job: only its lane matters then, but its job is still read.
-fn run_slot(db: Db, specs: &Specs, run: &runs::Run) -> ApiResult<RunSlot> {
-    let job = jobs::require(db, run.job)?;
+/// belong to a terminal job: only its lane matters then, but its job's terms are still read
+/// (`terms`: [`jobs::holding_terms`], one read for every held lane).
+fn run_slot(
+    db: Db,
+    specs: &Specs,
+    terms: &HashMap<JobId, jobs::RunTerms>,
+    run: &runs::Run,
+) -> ApiResult<RunSlot> {
+    let job = terms
+        .get(&run.job)
+        .ok_or_else(|| jobs::not_found(run.job))?;
     let preempt = specs.get(db, run.job)?.preempt;
     let phase = run
         .phase

@@ -84,19 +84,27 @@ impl Core {
                 return next;
             }
         };
+        // Every held run's limit in one read (not its whole job, queue position counted).
+        let terms = match jobs::holding_terms(self.store.db()) {
+            Ok(terms) => terms,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the time limits of the runs");
+                next.after(now, timers::AFTER_CHANGE);
+                return next;
+            }
+        };
         for run in holding {
             let Some(phase) = &run.phase else { continue };
-            // Only a run that may be due costs a read of its job.
             if !matches!(
                 phase,
                 RunPhase::Executing { .. } | RunPhase::Stopping { .. }
             ) {
                 continue;
             }
-            let limit = match jobs::require(self.store.db(), run.job) {
-                Ok(job) => limit_of(job.time_limit),
-                Err(e) => {
-                    tracing::error!(task = %run.task, error = %e, "cannot read the job's time limit");
+            let limit = match terms.get(&run.job) {
+                Some(terms) => limit_of(terms.time_limit),
+                None => {
+                    tracing::error!(task = %run.task, job = %run.job, "the job of a held run is not in the store");
                     continue;
                 }
             };

@@ -392,6 +392,42 @@ pub fn get(db: Db, id: JobId) -> ApiResult<Option<Job>> {
         .db("read job")
 }
 
+/// What the scheduler needs of a job whose run holds lanes: its level (a higher one may
+/// preempt it) and its runs' time limit (when its lanes are estimated free).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunTerms {
+    pub priority: Priority,
+    pub time_limit: Option<std::time::Duration>,
+}
+
+/// The [`RunTerms`] of every job with a run that holds lanes (any phase), in one read: a
+/// scheduling pass needs them for each held lane, and a whole job's read per lane (its queue
+/// position counted each time) was half of a pass at 56 lanes with 560 queued.
+pub fn holding_terms(db: Db) -> ApiResult<std::collections::HashMap<JobId, RunTerms>> {
+    let mut stmt = db
+        .conn
+        .prepare_cached(
+            "SELECT j.id, j.priority, j.time_limit_ms FROM jobs j \
+             WHERE j.id IN (SELECT job FROM runs WHERE phase IS NOT NULL)",
+        )
+        .db("read the jobs of held lanes")?;
+    let rows = stmt
+        .query_map([], |r| {
+            let priority: i64 = r.get(1)?;
+            let terms = RunTerms {
+                priority: Priority::from_rank(priority)
+                    .ok_or_else(|| bad_column("priority", priority))?,
+                time_limit: r
+                    .get::<_, Option<u64>>(2)?
+                    .map(std::time::Duration::from_millis),
+            };
+            Ok((parse(r, 0, "id")?, terms))
+        })
+        .db("read the jobs of held lanes")?;
+    rows.collect::<rusqlite::Result<_>>()
+        .db("read the jobs of held lanes")
+}
+
 /// Which of `ids` are open (queued or active), in one read.
 pub fn open_among(db: Db, ids: &[JobId]) -> ApiResult<std::collections::HashSet<JobId>> {
     let list = serde_json::to_string(&ids.iter().map(JobId::to_string).collect::<Vec<_>>())
