@@ -181,7 +181,9 @@ pub fn insert_pulled(
 /// rows in id order, so a reader that saw an id has seen every smaller one. The thread's
 /// events are those of its local jobs and those pulled here for its remote jobs (routes); a
 /// remote job's events kept on its authority are its origin's (they are read there), and a
-/// suppressed notice was never true when its turn came.
+/// suppressed notice was never true when its turn came. An event of a kind this build does
+/// not know (pulled from a newer authority) is left out, in the query, so that the limit
+/// counts only events this build can answer and the cursor always moves past what it read.
 pub fn for_thread(
     db: Db,
     thread: ThreadId,
@@ -194,13 +196,21 @@ pub fn for_thread(
         .prepare_cached(
             "SELECT e.rowid, e.body FROM events e \
              WHERE e.rowid > ?2 AND e.suppressed = 0 AND e.origin IS NULL \
+               AND e.kind IN (SELECT value FROM json_each(?4)) \
                AND e.job IN (SELECT id FROM jobs WHERE thread = ?1 \
                              UNION SELECT job FROM fleet_routes WHERE thread = ?1) \
              ORDER BY e.rowid LIMIT ?3",
         )
         .db("read thread events")?;
+    let known = serde_json::to_string(
+        &EventKind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .map_err(ApiError::internal)?;
     let rows = stmt
-        .query_map((thread.to_string(), after, limit), |r| {
+        .query_map((thread.to_string(), after, limit, known), |r| {
             let n = r.get::<_, i64>(0)?;
             Ok((u64::try_from(n).unwrap_or(0), body(r.get(1)?)?))
         })
@@ -597,6 +607,13 @@ mod tests {
         let pulled: RelayedEvent = serde_json::from_value(pulled).unwrap();
         assert!(matches!(pulled, RelayedEvent::Known(_)));
         assert!(insert_pulled(c, authority, &pulled, 2).unwrap());
+        // A kind from a newer authority on the same remote job: left out, not an error.
+        let mut newer = serde_json::to_value(&pulled).unwrap();
+        newer["event"] = json!("JOB_TELEPORTED");
+        newer["seq"] = json!(2);
+        let newer: RelayedEvent = serde_json::from_value(newer).unwrap();
+        assert!(matches!(newer, RelayedEvent::Newer(_)));
+        assert!(insert_pulled(c, authority, &newer, 3).unwrap());
 
         let read = |after, limit| {
             for_thread(c, thread, after, limit)
