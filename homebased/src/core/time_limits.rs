@@ -76,19 +76,15 @@ impl Core {
     pub(super) fn time_limits_tick(&mut self) -> NextDue {
         let now = self.clock.now_ms();
         let mut next = NextDue::default();
-        let holding = match runs::list_holding(self.store.db()) {
-            Ok(holding) => holding,
+        // The held runs, and every held run's limit in one read (not its whole job, queue
+        // position counted).
+        let db = self.store.db();
+        let (holding, terms) = match runs::list_holding(db)
+            .and_then(|holding| Ok((holding, jobs::holding_terms(db)?)))
+        {
+            Ok(read) => read,
             Err(e) => {
                 tracing::error!(error = %e, "cannot read the runs to check their time limits");
-                next.after(now, timers::AFTER_CHANGE);
-                return next;
-            }
-        };
-        // Every held run's limit in one read (not its whole job, queue position counted).
-        let terms = match jobs::holding_terms(self.store.db()) {
-            Ok(terms) => terms,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot read the time limits of the runs");
                 next.after(now, timers::AFTER_CHANGE);
                 return next;
             }
