@@ -10,9 +10,10 @@ use crate::log::WorkerLog;
 use crate::reap::Reaper;
 use crate::signals::Signals;
 use crate::workload::Running;
+use homebased_shared::home::Home;
 use homebased_shared::process;
 use homebased_shared::rundir::{CleanupOutcome, RunSpec};
-use homebased_shared::sweep::{self, Clock, ProcTable, Sweep};
+use homebased_shared::sweep::{self, Clock, Exchange, ProcTable, Sweep};
 use std::time::{Duration, Instant};
 
 /// `workload` is `None` when no workload was ever spawned: nothing can carry the marker.
@@ -54,11 +55,22 @@ pub fn clean_up(
     };
     let mut clock = ReapingClock { reaper, signals };
     let began = Instant::now();
-    let swept = sweep.run(&ProcTable::new(), &mut clock);
+    let table = ProcTable::new();
+    // Runs that end together share their readings of the table instead of each reading it.
+    let swept = match Exchange::at(Home::at(&run.home).sweep_exchange()) {
+        Ok(exchange) => sweep.run_sharing(&table, &mut clock, &exchange),
+        Err(e) => {
+            log.note(format!(
+                "sweep: scanning alone, without the home's exchange ({e})"
+            ));
+            sweep.run(&table, &mut clock)
+        }
+    };
     // One line per run: what a slow cleanup cost is the first thing a person asks of it.
     log.note(format!(
-        "cleanup: the process table swept in {} scans, {} ms",
+        "cleanup: the process table swept in {} scans ({} read by another worker), {} ms",
         swept.scans,
+        swept.shared,
         began.elapsed().as_millis()
     ));
     for sent in &swept.signalled {

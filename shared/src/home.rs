@@ -111,6 +111,11 @@ impl Home {
     pub fn task_dir(&self, task: TaskId) -> PathBuf {
         self.tasks_dir().join(task.to_string())
     }
+    /// Where the workers of this home share their readings of the process table
+    /// (`sweep::Exchange`).
+    pub fn sweep_exchange(&self) -> PathBuf {
+        self.root.join("sweep")
+    }
     pub fn thread_inbox(&self, thread: ThreadId) -> PathBuf {
         self.root.join("threads").join(format!("{thread}.jsonl"))
     }

@@ -18,13 +18,19 @@
 //! check; protected processes (by identity) are never signalled and never counted; suspects
 //! are never signalled.
 
+mod exchange;
 mod fake;
 mod proc_table;
 mod scan;
+#[cfg(test)]
+mod sharing_tests;
+mod snapshot;
 mod table;
 #[cfg(test)]
 mod tests;
 
+pub use exchange::Exchange;
+use exchange::Unshared;
 pub use fake::{FakeClock, FakeEvent, FakeProcess, FakeTable, FakeTrigger};
 pub use proc_table::ProcTable;
 pub use table::{Link, Marker, ProcessInfo, ProcessTable, ReadError};
@@ -112,6 +118,9 @@ pub struct Swept {
     /// Lines worth a log entry: signals withheld or refused, and why.
     pub notes: Vec<String>,
     pub scans: u32,
+    /// Of the scans, those answered by another worker's reading of the table
+    /// ([`Exchange`]).
+    pub shared: u32,
 }
 
 impl Swept {
@@ -123,6 +132,9 @@ impl Swept {
     }
 }
 
+/// The longest a scan waits for the exchange's lock before the sweep goes on alone.
+const SHARING_PATIENCE: Duration = Duration::from_secs(1);
+
 /// A marked target's progress: when it got TERM, and whether it got KILL.
 #[derive(Debug, Clone, Copy)]
 struct Stage {
@@ -132,6 +144,27 @@ struct Stage {
 
 impl Sweep {
     pub fn run<T: ProcessTable, C: Clock>(&self, table: &T, clock: &mut C) -> Swept {
+        self.run_with(table, clock, None)
+    }
+
+    /// [`Sweep::run`], each scan answered through `exchange` by a reading of the table that
+    /// began after the scan was asked for (this worker's own, or another's). Given up for the
+    /// rest of the sweep, with a note, the first time the exchange cannot answer.
+    pub fn run_sharing<T: ProcessTable, C: Clock>(
+        &self,
+        table: &T,
+        clock: &mut C,
+        exchange: &Exchange,
+    ) -> Swept {
+        self.run_with(table, clock, Some(exchange))
+    }
+
+    fn run_with<T: ProcessTable, C: Clock>(
+        &self,
+        table: &T,
+        clock: &mut C,
+        mut exchange: Option<&Exchange>,
+    ) -> Swept {
         let marker = Marker::for_task(self.task);
         let rules = Rules {
             marker: &marker,
@@ -147,14 +180,35 @@ impl Sweep {
             descendants: Vec::new(),
             notes: Vec::new(),
             scans: 0,
+            shared: 0,
         };
         let deadline = clock.now() + self.config.bound;
         let mut stages: HashMap<ProcessIdentity, Stage> = HashMap::new();
         let mut descendants: HashSet<ProcessIdentity> = HashSet::new();
         let mut settled_empty = 0u32;
+        let mut last_ended_ns = None;
+        // Consecutive scans that found nothing to signal but could not be trusted.
+        let mut untrusted = 0u32;
         loop {
-            let found = match scan::scan(table, &rules, &descendants) {
-                Ok(found) => found,
+            // A stopped worker holding the exchange waits up nobody past the bound.
+            let patience = SHARING_PATIENCE.min(deadline.saturating_duration_since(clock.now()));
+            // A confirming scan only has to begin after the scan it confirms ended: a process
+            // forked while that one read the table is listed by any later listing.
+            let asked_ns = match (settled_empty, last_ended_ns) {
+                (1, Some(ended)) => Some(ended),
+                _ => snapshot::monotonic_ns().ok(),
+            };
+            let found = match Self::scan_once(
+                table,
+                &rules,
+                &descendants,
+                (&mut exchange, asked_ns, patience),
+                &mut swept,
+            ) {
+                Ok((found, ended_ns)) => {
+                    last_ended_ns = ended_ns;
+                    found
+                }
                 Err(e) => {
                     swept.outcome = CleanupOutcome::EnumerationFailed {
                         message: format!("cannot list processes: {e}"),
@@ -178,6 +232,11 @@ impl Sweep {
             if settled_empty >= 2 {
                 return swept;
             }
+            untrusted = if found.is_empty() && !found.settled {
+                untrusted + 1
+            } else {
+                0
+            };
             // Nothing marked or suspect, and nothing moved while it was read: confirm with a
             // second scan at once. The rescan pace is for waiting on signalled processes;
             // a process forked during the first scan is listed by the second either way.
@@ -199,8 +258,54 @@ impl Sweep {
                 swept.outcome = self.at_bound(found);
                 return swept;
             }
-            clock.sleep(self.config.rescan.min(deadline - now));
+            clock.sleep(self.pause(untrusted).min(deadline - now));
         }
+    }
+
+    /// The wait before the next scan. The rescan pace is for signalled processes to end; a
+    /// scan that signalled nothing, only saw the table move as it read it (at 56 lanes, other
+    /// runs' processes ending at that instant), is repeated sooner: 5 ms, doubling up to the
+    /// pace while the table keeps moving.
+    fn pause(&self, untrusted: u32) -> Duration {
+        if untrusted == 0 {
+            return self.config.rescan;
+        }
+        let first = Duration::from_millis(5);
+        first
+            .saturating_mul(1 << (untrusted - 1).min(16))
+            .min(self.config.rescan)
+    }
+
+    /// One scan, and when it ended: through the exchange (a reading of the table that began
+    /// after `asked_ns`) while it answers, else of the table alone. Without a clock
+    /// (`asked_ns` unknown) no snapshot can be shown to be recent enough.
+    fn scan_once<T: ProcessTable>(
+        table: &T,
+        rules: &Rules<'_>,
+        known: &HashSet<ProcessIdentity>,
+        (exchange, asked_ns, patience): (&mut Option<&Exchange>, Option<u64>, Duration),
+        swept: &mut Swept,
+    ) -> std::io::Result<(Scan, Option<u64>)> {
+        if let (Some(_), None) = (*exchange, asked_ns) {
+            swept.note("scans no longer shared with other workers: no monotonic clock".into());
+            *exchange = None;
+        }
+        if let (Some(shared), Some(asked_ns)) = (*exchange, asked_ns) {
+            match shared.snapshot_after(table, rules.since, asked_ns, patience) {
+                Ok(had) => {
+                    swept.shared += u32::from(!had.taken);
+                    let found = scan::scan(table, &mut had.snapshot.readings(table), rules, known)?;
+                    return Ok((found, Some(had.snapshot.ended_ns)));
+                }
+                Err(Unshared::Listing(e)) => return Err(e),
+                Err(Unshared::Exchange(e)) => {
+                    swept.note(format!("scans no longer shared with other workers: {e}"));
+                    *exchange = None;
+                }
+            }
+        }
+        let found = scan::scan(table, &mut scan::Live::new(table), rules, known)?;
+        Ok((found, snapshot::monotonic_ns().ok()))
     }
 
     /// TERM on first sight, KILL once `term_grace` has passed since the TERM.

@@ -133,7 +133,7 @@ pub enum FakeTrigger {
     BeforeSend(u32),
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct State {
     processes: BTreeMap<u32, FakeProcess>,
     listing_error: Option<String>,
@@ -192,6 +192,16 @@ impl FakeTable {
     fn state(&self) -> MutexGuard<'_, State> {
         // A panic elsewhere in a test leaves the data usable; the test has failed anyway.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A separate table in the same state, its pending triggers included: the same case run
+    /// a second way.
+    pub fn duplicate(&self) -> FakeTable {
+        FakeTable {
+            own_pid: self.own_pid,
+            own_uid: self.own_uid,
+            state: Mutex::new(self.state().clone()),
+        }
     }
 
     pub fn insert(&self, pid: u32, process: FakeProcess) {

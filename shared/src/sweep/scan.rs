@@ -35,10 +35,10 @@ impl Rules<'_> {
     /// Same user, started at or after the workload: unreadable, it may be the run's. The
     /// owner is read only here, for the few processes that hide their environment; one that
     /// cannot be read (gone, or hidden by `hidepid`) is not this user's.
-    fn is_suspect<T: ProcessTable>(&self, table: &T, info: &ProcessInfo) -> bool {
+    fn is_suspect<R: Readings>(&self, readings: &mut R, info: &ProcessInfo) -> bool {
         self.since
             .is_some_and(|since| info.identity.start_ticks >= since)
-            && matches!(table.uid(info.identity.pid), Ok(uid) if uid == self.uid)
+            && matches!(readings.uid(info.identity.pid), Ok(uid) if uid == self.uid)
     }
 }
 
@@ -89,19 +89,24 @@ enum Ancestry {
     Moving,
 }
 
+/// Where a walk up the parent links reads them.
+pub(super) trait Parents {
+    fn link(&mut self, pid: u32) -> Result<Link, ReadError>;
+}
+
 /// Reads parent links, fresh or remembered for the length of one scan. One run's processes
 /// share their ancestors (another lane's worker, the daemon and what started it), so a scan
 /// that remembers them reads each once instead of once per process below it: at 56 lanes
 /// ending together that is most of the reads a sweep makes. A remembered link is a snapshot
 /// as old as the scan; the scan confirms a verdict of descent from it with fresh reads
 /// before it acts on it, and a missed descendant is read again by the next scan, fresh.
-struct Links<'t, T> {
+pub(super) struct Links<'t, T> {
     table: &'t T,
     remembered: Option<HashMap<u32, Link>>,
 }
 
 impl<'t, T: ProcessTable> Links<'t, T> {
-    fn fresh(table: &'t T) -> Self {
+    pub(super) fn fresh(table: &'t T) -> Self {
         Links {
             table,
             remembered: None,
@@ -114,8 +119,10 @@ impl<'t, T: ProcessTable> Links<'t, T> {
             remembered: Some(HashMap::new()),
         }
     }
+}
 
-    fn read(&mut self, pid: u32) -> Result<Link, ReadError> {
+impl<T: ProcessTable> Parents for Links<'_, T> {
+    fn link(&mut self, pid: u32) -> Result<Link, ReadError> {
         let Some(remembered) = &mut self.remembered else {
             return self.table.link(pid);
         };
@@ -129,13 +136,74 @@ impl<'t, T: ProcessTable> Links<'t, T> {
     }
 }
 
+/// What one scan reads, in the order it reads it: for each listed process its identity, its
+/// environment (as whether it holds the marker), its parent links, its identity again, and
+/// its owner where a suspect is possible. [`Live`] reads the table as the scan goes; a
+/// snapshot (`super::snapshot`) answers with what another worker's scan of the same table
+/// read in the same order, so that one reading of the table serves every worker that asked
+/// for a scan before it began.
+pub(super) trait Readings: Parents {
+    fn pids(&mut self) -> io::Result<Vec<u32>>;
+    /// The first identity read, before the environment.
+    fn first(&mut self, pid: u32) -> Result<ProcessInfo, ReadError>;
+    fn marked(&mut self, pid: u32, marker: &Marker) -> Result<bool, ReadError>;
+    /// The second identity read, after the environment and the links.
+    fn second(&mut self, pid: u32) -> Result<ProcessInfo, ReadError>;
+    fn uid(&mut self, pid: u32) -> Result<u32, ReadError>;
+    /// `judge` given the parent links as fresh reads had them right after the second read of
+    /// `pid`, a process that ended while it was read.
+    fn after_end(&mut self, pid: u32, judge: impl FnOnce(&mut dyn Parents) -> bool) -> bool;
+}
+
+/// The table itself, read now; parent links remembered for the length of the scan.
+pub(super) struct Live<'t, T> {
+    table: &'t T,
+    links: Links<'t, T>,
+}
+
+impl<'t, T: ProcessTable> Live<'t, T> {
+    pub(super) fn new(table: &'t T) -> Self {
+        Live {
+            table,
+            links: Links::remembered(table),
+        }
+    }
+}
+
+impl<T: ProcessTable> Parents for Live<'_, T> {
+    fn link(&mut self, pid: u32) -> Result<Link, ReadError> {
+        self.links.link(pid)
+    }
+}
+
+impl<T: ProcessTable> Readings for Live<'_, T> {
+    fn pids(&mut self) -> io::Result<Vec<u32>> {
+        self.table.pids()
+    }
+    fn first(&mut self, pid: u32) -> Result<ProcessInfo, ReadError> {
+        self.table.info(pid)
+    }
+    fn marked(&mut self, pid: u32, marker: &Marker) -> Result<bool, ReadError> {
+        self.table.environ(pid).map(|bytes| marker.is_in(&bytes))
+    }
+    fn second(&mut self, pid: u32) -> Result<ProcessInfo, ReadError> {
+        self.table.info(pid)
+    }
+    fn uid(&mut self, pid: u32) -> Result<u32, ReadError> {
+        self.table.uid(pid)
+    }
+    fn after_end(&mut self, _pid: u32, judge: impl FnOnce(&mut dyn Parents) -> bool) -> bool {
+        judge(&mut Links::fresh(self.table))
+    }
+}
+
 /// Follows the parent links of `info` up to the root. A link is trusted only if the parent
 /// started no later than the child (a younger process under the parent's pid means the parent
 /// ended and the pid was reused), and the root only if it still is the same live process after
 /// the walk (so the last link really named it). A descendant of the worker stays one: orphans
 /// are re-parented to the nearest subreaper, which is the worker or one of its descendants.
-fn ancestry<T: ProcessTable>(
-    links: &mut Links<'_, T>,
+fn ancestry<P: Parents + ?Sized>(
+    links: &mut P,
     root: ProcessIdentity,
     info: &ProcessInfo,
 ) -> Ancestry {
@@ -155,7 +223,7 @@ fn ancestry<T: ProcessTable>(
         if parent <= 1 {
             return Ancestry::Unrelated;
         }
-        let link = match links.read(parent) {
+        let link = match links.link(parent) {
             Ok(link) => link,
             Err(ReadError::Gone) => return Ancestry::Moving,
             // Another user's process that hides even its stat: the chain cannot be followed.
@@ -170,8 +238,8 @@ fn ancestry<T: ProcessTable>(
     Ancestry::Unrelated
 }
 
-fn root_holds<T: ProcessTable>(links: &mut Links<'_, T>, root: ProcessIdentity) -> Ancestry {
-    match links.read(root.pid) {
+fn root_holds<P: Parents + ?Sized>(links: &mut P, root: ProcessIdentity) -> Ancestry {
+    match links.link(root.pid) {
         Ok(link) if link.identity == root && !link.ended => Ancestry::Descendant,
         // The root ended: what it left behind is re-parented elsewhere and out of reach.
         _ => Ancestry::Unrelated,
@@ -181,8 +249,11 @@ fn root_holds<T: ProcessTable>(links: &mut Links<'_, T>, root: ProcessIdentity) 
 /// `known`: the processes earlier scans of this sweep found to be the run's descendants. A
 /// descendant stays the run's by identity whatever becomes of its parent links: once the
 /// daemon's root (the workload) ends, its descendants are re-parented out of reach.
-pub(super) fn scan<T: ProcessTable>(
+/// `readings` are the scan's reads of `table`; the fresh reads that confirm a verdict of
+/// ancestry before it counts are `table`'s, now.
+pub(super) fn scan<T: ProcessTable, R: Readings>(
     table: &T,
+    readings: &mut R,
     rules: &Rules<'_>,
     known: &HashSet<ProcessIdentity>,
 ) -> io::Result<Scan> {
@@ -190,8 +261,7 @@ pub(super) fn scan<T: ProcessTable>(
         settled: true,
         ..Scan::default()
     };
-    let mut links = Links::remembered(table);
-    for pid in table.pids()? {
+    for pid in readings.pids()? {
         if pid <= 1 || pid == rules.own_pid {
             continue;
         }
@@ -201,7 +271,7 @@ pub(super) fn scan<T: ProcessTable>(
         // cleanup can attribute (the documented limit); nor can it descend from the workload.
         // Passing over it after its one `stat` read keeps a sweep's cost to the processes born
         // during the run, not the whole machine.
-        let first = match table.info(pid) {
+        let first = match readings.first(pid) {
             Ok(info) => info,
             // Gone before it was read: nothing of it was misread. Only a vanish *while* a
             // process is read unsettles the scan; on a busy machine some listed process has
@@ -221,14 +291,14 @@ pub(super) fn scan<T: ProcessTable>(
         if first.zombie || first.kernel_thread || rules.is_protected(first.identity) {
             continue;
         }
-        let environ = table.environ(pid);
+        let environ = readings.marked(pid, rules.marker);
         // Only an unmarked, readable process needs its parent links.
         let lineage = match (&environ, rules.lineage) {
-            (Ok(bytes), Some(root)) if !rules.marker.is_in(bytes) => {
+            (Ok(false), Some(root)) => {
                 Some(if known.contains(&first.identity) {
                     Ancestry::Descendant
                 } else {
-                    match ancestry(&mut links, root, &first) {
+                    match ancestry(readings, root, &first) {
                         // Acted on only as fresh reads have it.
                         Ancestry::Descendant => ancestry(&mut Links::fresh(table), root, &first),
                         verdict => verdict,
@@ -239,7 +309,7 @@ pub(super) fn scan<T: ProcessTable>(
         };
         // The environment (and the links) belong to `first` only if it is still there,
         // unchanged, after the read.
-        let exiting = match table.info(pid) {
+        let exiting = match readings.second(pid) {
             Ok(second) if second.identity == first.identity && !second.zombie => second.exiting,
             // It ended while it was read, but it held its pid throughout (a zombie keeps
             // it), so what was read is its own. Read as neither marked nor the run's by
@@ -250,9 +320,11 @@ pub(super) fn scan<T: ProcessTable>(
             // only as fresh reads have it.
             Ok(second)
                 if second.identity == first.identity
-                    && is_anothers(&environ, lineage, rules.marker)
+                    && is_anothers(&environ, lineage)
                     && rules.lineage.is_none_or(|root| {
-                        ancestry(&mut Links::fresh(table), root, &first) == Ancestry::Unrelated
+                        readings.after_end(pid, |links| {
+                            ancestry(links, root, &first) == Ancestry::Unrelated
+                        })
                     }) =>
             {
                 continue;
@@ -268,9 +340,7 @@ pub(super) fn scan<T: ProcessTable>(
             claim,
         };
         match (environ, lineage) {
-            (Ok(bytes), _) if rules.marker.is_in(&bytes) => {
-                scan.targets.push(target(Claim::Marked));
-            }
+            (Ok(true), _) => scan.targets.push(target(Claim::Marked)),
             (Ok(_), Some(Ancestry::Descendant)) => scan.targets.push(target(Claim::Descendant)),
             (Ok(_), Some(Ancestry::Moving)) => scan.settled = false,
             (Ok(_), _) => {}
@@ -282,7 +352,7 @@ pub(super) fn scan<T: ProcessTable>(
             // Marker or ancestry, an unreadable environment authorises no signal. Whether it
             // is a suspect is rule 4's alone (same user, started during the run): another
             // user's unreadable descendant is ignored, as the runbook says.
-            (Err(ReadError::Unreadable(_)), _) if rules.is_suspect(table, &first) => {
+            (Err(ReadError::Unreadable(_)), _) if rules.is_suspect(readings, &first) => {
                 scan.suspects.push(first.identity);
             }
             (Err(ReadError::Unreadable(_)), _) => {}
@@ -294,17 +364,8 @@ pub(super) fn scan<T: ProcessTable>(
 /// Whether a readable process is, as read, nobody this sweep looks for: its environment lacks
 /// the marker and its parent links lead elsewhere than the lineage root (or there is no
 /// root). A process still being re-parented (`Moving`) is undecided, not another's.
-fn is_anothers(
-    environ: &Result<Vec<u8>, ReadError>,
-    lineage: Option<Ancestry>,
-    marker: &Marker,
-) -> bool {
-    match environ {
-        Ok(bytes) if !marker.is_in(bytes) => {
-            matches!(lineage, None | Some(Ancestry::Unrelated))
-        }
-        _ => false,
-    }
+fn is_anothers(marked: &Result<bool, ReadError>, lineage: Option<Ancestry>) -> bool {
+    matches!(marked, Ok(false)) && matches!(lineage, None | Some(Ancestry::Unrelated))
 }
 
 /// What became of one signal.

@@ -4,6 +4,7 @@
 use crate::ids::TaskId;
 use crate::rundir::ProcessIdentity;
 use nix::sys::signal::Signal;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;
 
@@ -11,7 +12,7 @@ use std::io;
 /// from the one `stat` line (the owner, needed only for a possible suspect, is asked apart:
 /// [`ProcessTable::uid`]), because a sweep reads it for every process born during the run,
 /// twice per scan, and on a busy machine that is most of a hand-over's cost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessInfo {
     pub identity: ProcessIdentity,
     /// The parent's pid (`/proc/<pid>/stat` field 4, the real parent's thread group): the
@@ -31,7 +32,7 @@ pub struct ProcessInfo {
 }
 
 /// What the lineage net reads of a parent: who it is, its own parent, and whether it has ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Link {
     pub identity: ProcessIdentity,
     pub ppid: u32,
@@ -140,6 +141,15 @@ impl Marker {
     /// The entry as it appears in an environment.
     pub fn entry(&self) -> &[u8] {
         self.finder.needle()
+    }
+
+    /// True when `value` is the marker's value: an environment entry `HOMEBASED_TASK_ID=value`
+    /// is then the marker.
+    pub fn has_value(&self, value: &[u8]) -> bool {
+        self.entry()
+            .strip_prefix(Marker::NAME.as_bytes())
+            .and_then(|rest| rest.strip_prefix(b"="))
+            .is_some_and(|own| own == value)
     }
 
     /// True when one whole entry of `environ` is the marker (a longer value, or the marker

@@ -54,9 +54,28 @@ impl Case {
         self
     }
 
+    /// The sweep, alone; and the same sweep on a copy of the table with every scan taken
+    /// through an exchange (a snapshot, then judged), which must decide and do the same.
     fn run(&self) -> (Swept, FakeClock) {
+        let copy = self.table.duplicate();
         let mut clock = FakeClock::new();
         let swept = self.sweep.run(&self.table, &mut clock);
+        let dir = tempfile::tempdir().unwrap();
+        let exchange = Exchange::at(dir.path().join("sweep")).unwrap();
+        let shared = self
+            .sweep
+            .run_sharing(&copy, &mut FakeClock::new(), &exchange);
+        assert_eq!(
+            (&shared.outcome, &shared.signalled, &shared.descendants),
+            (&swept.outcome, &swept.signalled, &swept.descendants),
+            "the sweep through snapshots decided otherwise"
+        );
+        assert_eq!(copy.sent(), self.table.sent());
+        assert!(
+            !shared.notes.iter().any(|n| n.contains("no longer shared")),
+            "{:?}",
+            shared.notes
+        );
         (swept, clock)
     }
 }

@@ -1,0 +1,219 @@
+//! Scans shared through the exchange: what a snapshot keeps, whom it serves, and the lock
+//! and file protocol between the workers of one home. (Every rule of `tests.rs` also runs
+//! through snapshots: its `Case::run` compares the two ways.)
+
+use super::exchange::{self, Exchange};
+use super::scan::{self, Claim, Rules};
+use super::snapshot::{monotonic_ns, Snapshot};
+use super::*;
+use nix::fcntl::{Flock, FlockArg};
+use std::fs::File;
+
+const OWN_PID: u32 = 100;
+const UID: u32 = 1000;
+
+fn exchange() -> (tempfile::TempDir, Exchange) {
+    let dir = tempfile::tempdir().unwrap();
+    let exchange = Exchange::at(dir.path().join("sweep")).unwrap();
+    (dir, exchange)
+}
+
+fn rules<'a>(marker: &'a Marker, since: Option<u64>) -> Rules<'a> {
+    Rules {
+        marker,
+        since,
+        uid: UID,
+        own_pid: OWN_PID,
+        protected: &[],
+        lineage: None,
+    }
+}
+
+#[test]
+fn a_marker_value_matches_only_the_task_it_names() {
+    let task = TaskId::new();
+    let marker = Marker::for_task(task);
+    assert!(marker.has_value(task.to_string().as_bytes()));
+    assert!(!marker.has_value(TaskId::new().to_string().as_bytes()));
+    assert!(!marker.has_value(format!("{task}x").as_bytes()));
+    assert!(!marker.has_value(b""));
+}
+
+#[test]
+fn a_snapshot_with_a_later_start_leaves_the_older_processes_to_the_scan_that_needs_them() {
+    let task = TaskId::new();
+    let table = FakeTable::new(OWN_PID, UID);
+    // Started after the consumer's workload (5000) but before the taker's (5500).
+    table.insert(200, FakeProcess::marked(5200, UID, task));
+    table.insert(300, FakeProcess::marked(5600, UID, task));
+    table.insert(400, FakeProcess::new(5700, UID).unreadable());
+    let snapshot = Snapshot::take(&table, "scope", Some(5500), monotonic_ns().unwrap()).unwrap();
+    let marker = Marker::for_task(task);
+    let found = scan::scan(
+        &table,
+        &mut snapshot.readings(&table),
+        &rules(&marker, Some(5000)),
+        &HashSet::new(),
+    )
+    .unwrap();
+    let targets: Vec<u32> = found.targets.iter().map(|t| t.identity.pid).collect();
+    assert_eq!(
+        targets,
+        vec![200, 300],
+        "200 was read by the consumer itself"
+    );
+    assert!(found.targets.iter().all(|t| t.claim == Claim::Marked));
+    assert_eq!(found.suspects.len(), 1, "the owner of 400 was kept for it");
+    assert!(found.settled);
+    // The taker's own judgement of the same snapshot stops at its start.
+    let own = scan::scan(
+        &table,
+        &mut snapshot.readings(&table),
+        &rules(&marker, Some(5500)),
+        &HashSet::new(),
+    )
+    .unwrap();
+    assert_eq!(own.targets.len(), 1);
+}
+
+#[test]
+fn a_snapshot_serves_only_scans_asked_for_before_it_began_in_its_scope_and_user() {
+    let table = FakeTable::new(OWN_PID, UID);
+    table.insert(200, FakeProcess::new(6000, UID));
+    let asked = monotonic_ns().unwrap();
+    let snapshot = Snapshot::take(&table, "boot/ns", Some(5000), monotonic_ns().unwrap()).unwrap();
+    assert!(snapshot.serves("boot/ns", UID, Some(5000), asked));
+    assert!(
+        snapshot.serves("boot/ns", UID, None, asked),
+        "a scan of every process reads the older ones itself"
+    );
+    assert!(!snapshot.serves("boot/ns", UID, Some(5000), monotonic_ns().unwrap()));
+    assert!(!snapshot.serves("other/ns", UID, Some(5000), asked));
+    assert!(!snapshot.serves("boot/ns", UID + 1, Some(5000), asked));
+}
+
+#[test]
+fn a_process_with_more_markers_than_kept_keeps_the_snapshot_from_scans_that_read_it() {
+    let mut environ = Vec::new();
+    for _ in 0..9 {
+        environ.extend_from_slice(format!("{}={}\0", Marker::NAME, TaskId::new()).as_bytes());
+    }
+    let table = FakeTable::new(OWN_PID, UID);
+    table.insert(200, FakeProcess::new(6000, UID).with_environ(&environ));
+    let asked = monotonic_ns().unwrap();
+    let snapshot = Snapshot::take(&table, "s", Some(5000), monotonic_ns().unwrap()).unwrap();
+    assert!(!snapshot.serves("s", UID, Some(5000), asked));
+    assert!(
+        snapshot.serves("s", UID, Some(7000), asked),
+        "a scan that looks only at younger processes is not concerned"
+    );
+    // Values that are no task id are nobody's marker and are not kept.
+    let junk = format!("{0}=x\0{0}=\0{0}={1}y\0", Marker::NAME, TaskId::new()).repeat(5);
+    let table = FakeTable::new(OWN_PID, UID);
+    table.insert(
+        200,
+        FakeProcess::new(6000, UID).with_environ(junk.as_bytes()),
+    );
+    let snapshot = Snapshot::take(&table, "s", Some(5000), monotonic_ns().unwrap()).unwrap();
+    assert!(snapshot.serves("s", UID, Some(5000), asked));
+}
+
+#[test]
+fn a_published_snapshot_is_used_by_a_scan_asked_before_it_began_and_not_after() {
+    let (_dir, exchange) = exchange();
+    let table = FakeTable::new(OWN_PID, UID);
+    table.insert(200, FakeProcess::new(6000, UID));
+    let asked = monotonic_ns().unwrap();
+    let patience = Duration::from_secs(1);
+    let first = exchange
+        .snapshot_after(&table, Some(5000), asked, patience)
+        .unwrap();
+    assert!(first.taken);
+    let again = exchange
+        .snapshot_after(&table, Some(5000), asked, patience)
+        .unwrap();
+    assert!(
+        !again.taken,
+        "a scan asked for before the last reading began gets it"
+    );
+    assert_eq!(again.snapshot, first.snapshot);
+    let later = exchange
+        .snapshot_after(&table, Some(5000), monotonic_ns().unwrap(), patience)
+        .unwrap();
+    assert!(later.taken, "a scan asked for after it needs a new reading");
+}
+
+#[test]
+fn a_damaged_or_planted_snapshot_is_read_again_from_the_table() {
+    let (dir, exchange) = exchange();
+    let table = FakeTable::new(OWN_PID, UID);
+    let latest = dir.path().join("sweep/latest");
+    std::fs::write(&latest, b"{\"version\": 1, \"processes\": [").unwrap();
+    let asked = monotonic_ns().unwrap();
+    let had = exchange
+        .snapshot_after(&table, Some(5000), asked, Duration::from_secs(1))
+        .unwrap();
+    assert!(had.taken);
+    // A link in its place is not followed.
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::rename(&latest, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &latest).unwrap();
+    let had = exchange
+        .snapshot_after(&table, Some(5000), asked, Duration::from_secs(1))
+        .unwrap();
+    assert!(had.taken, "the snapshot behind a link was not used");
+}
+
+#[test]
+fn a_held_exchange_delays_a_sweep_by_its_patience_once_and_the_sweep_goes_on_alone() {
+    let (dir, exchange) = exchange();
+    let lock = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.path().join("sweep/lock"))
+        .unwrap();
+    let _held = Flock::lock(lock, FlockArg::LockExclusive).unwrap();
+    let task = TaskId::new();
+    let table = FakeTable::new(OWN_PID, UID);
+    table.insert(200, FakeProcess::marked(6000, UID, task));
+    let refused =
+        exchange.snapshot_after(&table, Some(5000), monotonic_ns().unwrap(), Duration::ZERO);
+    assert!(
+        matches!(&refused, Err(exchange::Unshared::Exchange(e)) if e.kind() == std::io::ErrorKind::TimedOut),
+        "{refused:?}"
+    );
+    let sweep = Sweep {
+        task,
+        workload_start: Some(5000),
+        config: CleanupConfig::default(),
+        protected: Vec::new(),
+        lineage: None,
+    };
+    let began = std::time::Instant::now();
+    let swept = sweep.run_sharing(&table, &mut FakeClock::new(), &exchange);
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert_eq!(swept.signalled.len(), 1);
+    assert_eq!(swept.shared, 0);
+    assert!(
+        swept
+            .notes
+            .iter()
+            .any(|n| n.contains("no longer shared") && n.contains("held for over")),
+        "{:?}",
+        swept.notes
+    );
+    // One wait of the patience (a second), not one per scan.
+    assert!(began.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn an_exchange_is_refused_in_a_folder_that_is_a_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = dir.path().join("sweep");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    assert!(Exchange::at(link).is_err());
+}

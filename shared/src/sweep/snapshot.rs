@@ -1,0 +1,369 @@
+//! One scan's reads of the whole process table, kept so that other workers' scans can be
+//! answered from them (`super::exchange`). A snapshot records, for every listed process, the
+//! reads a scan makes in the order it makes them (identity, environment, identity again, the
+//! owner of an unreadable one), without deciding anything: each worker applies its own rules
+//! (its marker, its lineage root, its workload start, what it protects) to the same reads.
+//!
+//! A snapshot is only as good as the moment it began. A worker uses one only if it began after
+//! the worker asked for a scan, so that it lists every process the worker's own scan would
+//! have listed. Environments are read of processes started at or after the taker's workload;
+//! a worker whose workload started earlier reads the few in between itself.
+
+use super::scan::{Parents, Readings};
+use super::table::{Link, Marker, ProcessInfo, ProcessTable, ReadError};
+use crate::ids::TaskId;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::io;
+
+/// The most marker entries kept for one process. A real environment holds one; more is a
+/// workload playing games, and a snapshot with such a process is not used by anyone whose
+/// scan it would decide (they scan on their own).
+const MOST_MARKERS: usize = 8;
+
+/// The snapshot's version: a reader of another version scans on its own.
+const VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    version: u32,
+    /// The boot and pid namespace the pids and start ticks belong to.
+    pub(super) scope: String,
+    /// The taker's uid: the owners it could read are as this user reads them.
+    pub(super) uid: u32,
+    /// Environments were read only of processes started at or after these ticks (`None`:
+    /// of every process).
+    pub(super) since: Option<u64>,
+    /// `CLOCK_MONOTONIC` nanoseconds when the listing began and when the last read ended.
+    pub(super) began_ns: u64,
+    pub(super) ended_ns: u64,
+    processes: Vec<Observed>,
+}
+
+/// What the scan read of one listed process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Observed {
+    pid: u32,
+    first: Read<ProcessInfo>,
+    /// Absent where no scan reads it: a process started before `since`, a zombie, a kernel
+    /// thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    environ: Option<Environ>,
+    /// The owner, read only when the environment could not be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    uid: Option<Read<u32>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    second: Option<Read<ProcessInfo>>,
+    /// For a process that ended while it was read: its parent links, read fresh right after,
+    /// in the order a walk up them reads them (a worker judging the snapshot later would find
+    /// the parents gone too, and could not tell where the process was).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    chain: Vec<(u32, Read<Link>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Read<T> {
+    Ok(T),
+    Gone,
+    /// Refused, with the OS error number (0 when there was none).
+    Unreadable(i32),
+}
+
+/// An environment as far as any sweep cares: the values of its whole
+/// `HOMEBASED_TASK_ID=<value>` entries that can be a task id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Environ {
+    Markers(Vec<String>),
+    /// More marker entries than a snapshot keeps.
+    TooMany,
+    Gone,
+    Unreadable(i32),
+}
+
+impl<T> Read<T> {
+    fn from_result(read: Result<T, ReadError>) -> Read<T> {
+        match read {
+            Ok(value) => Read::Ok(value),
+            Err(ReadError::Gone) => Read::Gone,
+            Err(ReadError::Unreadable(e)) => Read::Unreadable(e.raw_os_error().unwrap_or(0)),
+        }
+    }
+
+    fn to_result(&self) -> Result<T, ReadError>
+    where
+        T: Copy,
+    {
+        match self {
+            Read::Ok(value) => Ok(*value),
+            Read::Gone => Err(ReadError::Gone),
+            Read::Unreadable(code) => Err(unreadable(*code)),
+        }
+    }
+}
+
+fn unreadable(code: i32) -> ReadError {
+    ReadError::Unreadable(if code == 0 {
+        io::Error::other("refused")
+    } else {
+        io::Error::from_raw_os_error(code)
+    })
+}
+
+impl Environ {
+    fn of(read: Result<Vec<u8>, ReadError>) -> Environ {
+        let bytes = match read {
+            Ok(bytes) => bytes,
+            Err(ReadError::Gone) => return Environ::Gone,
+            Err(ReadError::Unreadable(e)) => {
+                return Environ::Unreadable(e.raw_os_error().unwrap_or(0))
+            }
+        };
+        let prefix = format!("{}=", Marker::NAME);
+        let mut markers = Vec::new();
+        for entry in bytes.split(|b| *b == 0) {
+            let Some(value) = entry.strip_prefix(prefix.as_bytes()) else {
+                continue;
+            };
+            // Only a task id can be any sweep's marker value; anything else matches none.
+            let Some(value) = std::str::from_utf8(value)
+                .ok()
+                .filter(|v| v.parse::<TaskId>().is_ok())
+            else {
+                continue;
+            };
+            if markers.len() == MOST_MARKERS {
+                return Environ::TooMany;
+            }
+            markers.push(value.to_owned());
+        }
+        Environ::Markers(markers)
+    }
+}
+
+/// The most links of one chain kept: a walk that needs more reads a link the snapshot does not
+/// have, which counts as a parent gone (the scan is not trusted), never as unrelated.
+const LONGEST_CHAIN: usize = 64;
+
+/// The parent links of `info` up to pid 1 as a walk reads them, fresh, up to the first that
+/// ends the walk whatever its root: a failed read, an ended parent, a younger one.
+fn chain<T: ProcessTable>(table: &T, info: &ProcessInfo) -> Vec<(u32, Read<Link>)> {
+    let (mut parent, mut child_start) = (info.ppid, info.identity.start_ticks);
+    let mut chain = Vec::new();
+    while parent > 1 && chain.len() < LONGEST_CHAIN {
+        let link = table.link(parent);
+        let next = match &link {
+            Ok(link) if !link.ended && link.identity.start_ticks <= child_start => {
+                Some((link.ppid, link.identity.start_ticks))
+            }
+            _ => None,
+        };
+        chain.push((parent, Read::from_result(link)));
+        let Some(next) = next else { break };
+        (parent, child_start) = next;
+    }
+    chain
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds: comparable between the processes of one boot.
+pub(super) fn monotonic_ns() -> io::Result<u64> {
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)?;
+    let secs = u64::try_from(now.tv_sec()).map_err(io::Error::other)?;
+    let nanos = u64::try_from(now.tv_nsec()).map_err(io::Error::other)?;
+    Ok(secs * 1_000_000_000 + nanos)
+}
+
+impl Snapshot {
+    /// Reads `table` as a scan would, for every process (the taker's own included: it is
+    /// another worker to the others), reading environments of processes started at or after
+    /// `since`. `began_ns` is now, read before the listing.
+    pub(super) fn take<T: ProcessTable>(
+        table: &T,
+        scope: &str,
+        since: Option<u64>,
+        began_ns: u64,
+    ) -> io::Result<Snapshot> {
+        let mut processes = Vec::new();
+        for pid in table.pids()? {
+            if pid <= 1 {
+                continue;
+            }
+            let first = table.info(pid);
+            let mut observed = Observed {
+                pid,
+                first: Read::Gone,
+                environ: None,
+                uid: None,
+                second: None,
+                chain: Vec::new(),
+            };
+            if let Ok(info) = &first {
+                let young = since.is_none_or(|since| info.identity.start_ticks >= since);
+                if young && !info.zombie && !info.kernel_thread {
+                    let environ = Environ::of(table.environ(pid));
+                    if matches!(environ, Environ::Unreadable(_)) {
+                        observed.uid = Some(Read::from_result(table.uid(pid)));
+                    }
+                    observed.environ = Some(environ);
+                    let second = table.info(pid);
+                    if matches!(&second, Ok(s) if s.identity == info.identity && s.zombie) {
+                        observed.chain = chain(table, info);
+                    }
+                    observed.second = Some(Read::from_result(second));
+                }
+            }
+            observed.first = Read::from_result(first);
+            processes.push(observed);
+        }
+        Ok(Snapshot {
+            version: VERSION,
+            scope: scope.to_owned(),
+            uid: table.own_uid(),
+            since,
+            began_ns,
+            // Never earlier than it began: a clock that cannot be read now ends it there.
+            ended_ns: monotonic_ns().unwrap_or(began_ns),
+            processes,
+        })
+    }
+
+    /// Whether this snapshot can stand for a scan by a sweeper of `uid` in `scope`, looking
+    /// at processes started at or after `since`, that it asked for at `asked_ns`. A
+    /// snapshot that left out the environments of processes the sweeper looks at (its
+    /// `since` is later) still serves: those few are read by the sweeper itself
+    /// ([`SnapshotReadings`]).
+    pub(super) fn serves(&self, scope: &str, uid: u32, since: Option<u64>, asked_ns: u64) -> bool {
+        self.version == VERSION
+            && self.scope == scope
+            && self.uid == uid
+            && self.began_ns > asked_ns
+            && !self.processes.iter().any(|p| {
+                // A process whose markers were not all kept decides nothing for anyone whose
+                // scan reads it.
+                matches!(p.environ, Some(Environ::TooMany))
+                    && matches!(p.first, Read::Ok(info)
+                        if since.is_none_or(|since| info.identity.start_ticks >= since))
+            })
+    }
+
+    /// The reads, for one scan; `table` reads what the snapshot left out.
+    pub(super) fn readings<'s, T: ProcessTable>(&'s self, table: &'s T) -> SnapshotReadings<'s, T> {
+        SnapshotReadings {
+            snapshot: self,
+            table,
+            by_pid: self
+                .processes
+                .iter()
+                .enumerate()
+                .map(|(at, p)| (p.pid, at))
+                .collect(),
+            read_here: HashSet::new(),
+        }
+    }
+}
+
+/// A snapshot answering a scan's reads. A process it listed but whose environment it did not
+/// read (it started before the snapshot's `since`, yet the sweeper looks at it) is read here,
+/// now: its environment, its identity again and its owner, as a live scan reads them. The
+/// listing and the first identity stay the snapshot's.
+pub(super) struct SnapshotReadings<'s, T> {
+    snapshot: &'s Snapshot,
+    table: &'s T,
+    by_pid: HashMap<u32, usize>,
+    read_here: HashSet<u32>,
+}
+
+impl<T> SnapshotReadings<'_, T> {
+    /// A pid the snapshot did not list was not there when it was taken: a parent that is not
+    /// listed ended before, so its child is being re-parented.
+    fn observed(&self, pid: u32) -> Option<&Observed> {
+        self.by_pid
+            .get(&pid)
+            .map(|at| &self.snapshot.processes[*at])
+    }
+}
+
+/// The links a snapshot read fresh for one process.
+struct Chain<'s>(&'s [(u32, Read<Link>)]);
+
+impl Parents for Chain<'_> {
+    fn link(&mut self, pid: u32) -> Result<Link, ReadError> {
+        match self.0.iter().find(|(at, _)| *at == pid) {
+            Some((_, read)) => read.to_result(),
+            None => Err(ReadError::Gone),
+        }
+    }
+}
+
+impl<T> Parents for SnapshotReadings<'_, T> {
+    fn link(&mut self, pid: u32) -> Result<Link, ReadError> {
+        let info = self
+            .observed(pid)
+            .ok_or(ReadError::Gone)?
+            .first
+            .to_result()?;
+        Ok(Link {
+            identity: info.identity,
+            ppid: info.ppid,
+            ended: info.zombie,
+        })
+    }
+}
+
+impl<T: ProcessTable> Readings for SnapshotReadings<'_, T> {
+    fn pids(&mut self) -> io::Result<Vec<u32>> {
+        Ok(self.snapshot.processes.iter().map(|p| p.pid).collect())
+    }
+
+    fn first(&mut self, pid: u32) -> Result<ProcessInfo, ReadError> {
+        self.observed(pid).ok_or(ReadError::Gone)?.first.to_result()
+    }
+
+    fn marked(&mut self, pid: u32, marker: &Marker) -> Result<bool, ReadError> {
+        let Some(observed) = self.observed(pid) else {
+            return Err(ReadError::Gone);
+        };
+        match &observed.environ {
+            Some(Environ::Markers(values)) => {
+                Ok(values.iter().any(|v| marker.has_value(v.as_bytes())))
+            }
+            Some(Environ::Unreadable(code)) => Err(unreadable(*code)),
+            // `serves` keeps a snapshot with too many markers from any scan that reads them.
+            Some(Environ::TooMany | Environ::Gone) => Err(ReadError::Gone),
+            // Older than the snapshot's `since`, not than this scan's: read it here.
+            None => {
+                self.read_here.insert(pid);
+                self.table.environ(pid).map(|bytes| marker.is_in(&bytes))
+            }
+        }
+    }
+
+    fn second(&mut self, pid: u32) -> Result<ProcessInfo, ReadError> {
+        if self.read_here.contains(&pid) {
+            return self.table.info(pid);
+        }
+        match self.observed(pid).and_then(|p| p.second.as_ref()) {
+            Some(read) => read.to_result(),
+            None => Err(ReadError::Gone),
+        }
+    }
+
+    fn after_end(&mut self, pid: u32, judge: impl FnOnce(&mut dyn Parents) -> bool) -> bool {
+        if self.read_here.contains(&pid) {
+            return judge(&mut super::scan::Links::fresh(self.table));
+        }
+        let chain = self.observed(pid).map_or(&[][..], |p| &p.chain[..]);
+        judge(&mut Chain(chain))
+    }
+
+    fn uid(&mut self, pid: u32) -> Result<u32, ReadError> {
+        if self.read_here.contains(&pid) {
+            return self.table.uid(pid);
+        }
+        match self.observed(pid).and_then(|p| p.uid.as_ref()) {
+            Some(read) => read.to_result(),
+            None => Err(ReadError::Gone),
+        }
+    }
+}
