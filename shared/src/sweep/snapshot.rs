@@ -282,6 +282,17 @@ impl<T> SnapshotReadings<'_, T> {
             .get(&pid)
             .map(|at| &self.snapshot.processes[*at])
     }
+
+    /// One recorded read of `pid`; a read the snapshot did not make is of a process gone.
+    fn recorded<V: Copy>(
+        &self,
+        pid: u32,
+        read: impl FnOnce(&Observed) -> Option<&Read<V>>,
+    ) -> Result<V, ReadError> {
+        self.observed(pid)
+            .and_then(read)
+            .map_or(Err(ReadError::Gone), Read::to_result)
+    }
 }
 
 /// The links a snapshot read fresh for one process.
@@ -343,10 +354,7 @@ impl<T: ProcessTable> Readings for SnapshotReadings<'_, T> {
         if self.read_here.contains(&pid) {
             return self.table.info(pid);
         }
-        match self.observed(pid).and_then(|p| p.second.as_ref()) {
-            Some(read) => read.to_result(),
-            None => Err(ReadError::Gone),
-        }
+        self.recorded(pid, |p| p.second.as_ref())
     }
 
     fn after_end(&mut self, pid: u32, judge: impl FnOnce(&mut dyn Parents) -> bool) -> bool {
@@ -361,9 +369,6 @@ impl<T: ProcessTable> Readings for SnapshotReadings<'_, T> {
         if self.read_here.contains(&pid) {
             return self.table.uid(pid);
         }
-        match self.observed(pid).and_then(|p| p.uid.as_ref()) {
-            Some(read) => read.to_result(),
-            None => Err(ReadError::Gone),
-        }
+        self.recorded(pid, |p| p.uid.as_ref())
     }
 }
