@@ -14,6 +14,7 @@
 
 pub mod launcher;
 mod lost_cleanup;
+mod spawn;
 pub mod staged;
 pub mod standby;
 
@@ -30,11 +31,9 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 
 /// `flock(2)` on a raw descriptor. Not nix's `Flock` guard: dropping that unlocks the open
 /// file description, which the worker shares; the daemon must only close its copy.
@@ -107,7 +106,7 @@ fn start_worker(
     dir: &RunDir,
     standby: Option<standby::Standby>,
     clock: &Clock,
-) -> io::Result<Child> {
+) -> io::Result<spawn::Detached> {
     spawn_worker(dir, &[], standby, clock)
 }
 
@@ -123,7 +122,11 @@ fn request_adoption(dir: &RunDir, adoption: u32, now: Millis) -> io::Result<()> 
 /// Starts a worker that adopts the container of the run's vanished worker
 /// (`homebased-worker <run-dir> --adopt`), holding a newly taken `runner.lock` exactly like
 /// [`start_worker`].
-fn start_adopting_worker(dir: &RunDir, adoption: u32, clock: &Clock) -> io::Result<Child> {
+fn start_adopting_worker(
+    dir: &RunDir,
+    adoption: u32,
+    clock: &Clock,
+) -> io::Result<spawn::Detached> {
     tracing::debug!(run = %dir.root().display(), adoption, "starting an adopting worker");
     spawn_worker(dir, &["--adopt"], None, clock)
 }
@@ -133,7 +136,7 @@ fn spawn_worker(
     extra: &[&str],
     standby: Option<standby::Standby>,
     clock: &Clock,
-) -> io::Result<Child> {
+) -> io::Result<spawn::Detached> {
     let lock = OpenOptions::new()
         .read(true)
         .write(true)
@@ -166,29 +169,21 @@ fn spawn_worker(
             }
         }
     }
-    let log_err = log.try_clone()?;
-    let lock_fd = lock.as_raw_fd();
-    let mut cmd = Command::new(worker_binary());
-    cmd.args(&args)
-        .arg("--lock-fd")
-        .arg(LOCK_FD.to_string())
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err);
-    // SAFETY: only async-signal-safe calls (setsid, dup2) between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            // Its own session: the worker outlives the daemon and its terminal.
-            nix::unistd::setsid().map_err(io::Error::from)?;
-            // dup2 clears close-on-exec on the copy: the worker inherits exactly this fd.
-            if libc::dup2(lock_fd, LOCK_FD) < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    cmd.args(spawned_at());
-    let child = cmd.spawn();
+    args.extend(["--lock-fd".into(), LOCK_FD.to_string().into()]);
+    args.extend(spawned_at());
+    let null = File::open("/dev/null")?;
+    // Its own session: the worker outlives the daemon and its terminal. The lock goes to
+    // LOCK_FD, the only descriptor it inherits besides its standard ones.
+    let child = spawn::in_new_session(
+        worker_binary().as_os_str(),
+        &args,
+        &[
+            (null.as_fd(), 0),
+            (log.as_fd(), 1),
+            (log.as_fd(), 2),
+            (lock.as_fd(), LOCK_FD),
+        ],
+    );
     drop(lock);
     child
 }
@@ -243,7 +238,7 @@ fn open_lock(dir: &RunDir) -> io::Result<File> {
 
 /// Watches a worker: a thread blocks on `runner.lock` and, once granted (the worker is gone),
 /// reaps it if it is our child and tells the observer.
-fn watch(observer: Observer, dir: RunDir, task: TaskId, child: Option<Child>) {
+fn watch(observer: Observer, dir: RunDir, task: TaskId, child: Option<spawn::Detached>) {
     let spawned = std::thread::Builder::new()
         .name(format!("watch-{task}"))
         .spawn(move || {

@@ -11,13 +11,12 @@
 //! `HOMEBASED_WORKER` (a stand-in, a wrapper) is started per run with its arguments, as that
 //! override has always been called.
 
+use super::spawn::Detached;
 use homebased_shared::home::Home;
 use homebased_shared::standby;
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -46,28 +45,23 @@ pub fn pool_size(lanes: usize) -> usize {
 /// child to reap.
 #[derive(Debug)]
 pub struct Standby {
-    child: Child,
+    child: Detached,
     socket: OwnedFd,
 }
 
 impl Standby {
     fn start(home: &Home) -> io::Result<Standby> {
         let (ours, theirs) = standby::pair()?;
-        let mut cmd = Command::new(super::worker_binary());
-        cmd.arg(standby::STANDBY_FLAG)
-            .arg(standby::room(&home.tasks_dir()))
-            .stdin(Stdio::from(theirs))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        // SAFETY: only an async-signal-safe call (setsid) between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                // Its own session, as every worker: it outlives the daemon once it runs a run.
-                nix::unistd::setsid().map_err(io::Error::from)?;
-                Ok(())
-            });
-        }
-        let child = cmd.spawn()?;
+        let null = std::fs::File::open("/dev/null")?;
+        // Its own session, as every worker: it outlives the daemon once it runs a run.
+        let child = super::spawn::in_new_session(
+            super::worker_binary().as_os_str(),
+            &[
+                standby::STANDBY_FLAG.into(),
+                standby::room(&home.tasks_dir()),
+            ],
+            &[(theirs.as_fd(), 0), (null.as_fd(), 1), (null.as_fd(), 2)],
+        )?;
         Ok(Standby {
             child,
             socket: ours,
@@ -82,11 +76,11 @@ impl Standby {
         args: &[std::ffi::OsString],
         lock: &std::fs::File,
         log: &std::fs::File,
-    ) -> io::Result<Child> {
+    ) -> io::Result<Detached> {
         // Already exited (someone ended it while it waited): reaped here, never handed a run.
         if let Some(status) = self.child.try_wait()? {
             return Err(io::Error::other(format!(
-                "the standby worker had exited ({status})"
+                "the standby worker had exited ({status:?})"
             )));
         }
         match standby::send(self.socket.as_fd(), args, lock.as_fd(), log.as_fd()) {
