@@ -102,7 +102,8 @@ pub fn read_stat(pid: u32) -> io::Result<ProcStat> {
 
 fn read_stat_at(proc_root: &Path, pid: u32) -> io::Result<ProcStat> {
     let path = proc_root.join(pid.to_string()).join("stat");
-    let text = match std::fs::read_to_string(&path) {
+    let mut line = [0u8; STAT_LINE];
+    let text = match read_record(&path, &mut line) {
         Ok(t) => t,
         // A pid directory that vanished between listing and reading answers ESRCH on some
         // kernels rather than ENOENT; both mean "gone".
@@ -111,12 +112,61 @@ fn read_stat_at(proc_root: &Path, pid: u32) -> io::Result<ProcStat> {
         }
         Err(e) => return Err(e),
     };
-    parse_stat(&text).ok_or_else(|| {
-        io::Error::new(
+    std::str::from_utf8(text)
+        .ok()
+        .and_then(parse_stat)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: unexpected format", path.display()),
+            )
+        })
+}
+
+/// Room for a whole `stat` line: 52 numbers and a name of at most 64 bytes fit many times.
+const STAT_LINE: usize = 2048;
+
+/// A `/proc` file that the kernel writes as one record (`stat`, `status`), read whole in one
+/// call into `buffer`: such a file answers a first read with the whole record when it fits.
+/// That is an open, a read and a close where `std::fs::read_to_string` also asks the size
+/// (0 for `/proc`) and makes a small first read, twice as many calls, and a sweep makes these
+/// reads for every process born during the run, several times per scan. A record that fills
+/// the buffer is refused rather than taken for whole.
+pub fn read_record<'b>(path: &Path, buffer: &'b mut [u8]) -> io::Result<&'b [u8]> {
+    use std::io::Read as _;
+    let mut file = std::fs::File::open(path)?;
+    let n = file.read(buffer)?;
+    if n == buffer.len() {
+        return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("{}: unexpected format", path.display()),
-        )
-    })
+            format!("{}: longer than {} bytes", path.display(), buffer.len()),
+        ));
+    }
+    Ok(&buffer[..n])
+}
+
+/// A `/proc` file of any length (an environment), read with a first buffer of `expected`
+/// bytes and no size asked: every read of `environ` copies from the process's memory, so
+/// one large read costs less than the many small ones `std::fs::read` starts with.
+pub fn read_whole(path: &Path, expected: usize) -> io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut file = std::fs::File::open(path)?;
+    let mut bytes = vec![0u8; expected.max(64)];
+    let mut len = 0;
+    loop {
+        if len == bytes.len() {
+            bytes.resize(len * 2, 0);
+        }
+        match file.read(&mut bytes[len..]) {
+            Ok(0) => {
+                bytes.truncate(len);
+                return Ok(bytes);
+            }
+            Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The identity of a live (or not yet reaped) process.
@@ -193,6 +243,39 @@ pub fn group_members(pgid: u32) -> io::Result<Vec<ProcStat>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_is_read_whole_in_one_call_and_one_that_fills_the_buffer_is_refused() {
+        let mut line = [0u8; STAT_LINE];
+        let own = read_record(Path::new("/proc/self/stat"), &mut line).unwrap();
+        let parsed = parse_stat(std::str::from_utf8(own).unwrap()).unwrap();
+        assert_eq!(parsed.pid, std::process::id());
+        let dir = tempfile::tempdir().unwrap();
+        let long = dir.path().join("long");
+        std::fs::write(&long, [b'x'; 64]).unwrap();
+        let mut small = [0u8; 64];
+        let refused = read_record(&long, &mut small).unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::InvalidData, "{refused}");
+        let mut room = [0u8; 65];
+        assert_eq!(read_record(&long, &mut room).unwrap(), &[b'x'; 64][..]);
+    }
+
+    #[test]
+    fn a_file_longer_than_expected_is_read_to_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("environ");
+        let bytes: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(read_whole(&path, 64).unwrap(), bytes);
+        assert_eq!(read_whole(&path, 1 << 20).unwrap(), bytes);
+        std::fs::write(&path, b"").unwrap();
+        assert!(read_whole(&path, 16).unwrap().is_empty());
+        let own = read_whole(Path::new("/proc/self/environ"), 16).unwrap();
+        assert!(
+            own.split(|b| *b == 0).any(|e| e.starts_with(b"PATH=")),
+            "the whole environment"
+        );
+    }
 
     #[test]
     fn parses_a_name_with_spaces_and_parentheses() {

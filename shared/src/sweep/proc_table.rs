@@ -43,8 +43,12 @@ pub(super) fn parse_uid(status: &str) -> Option<u32> {
 }
 
 fn read_status(path: &std::path::Path) -> Result<String, ReadError> {
-    std::fs::read_to_string(path).map_err(ReadError::from_io)
+    let bytes = process::read_whole(path, 4096).map_err(ReadError::from_io)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
+
+/// The first buffer for an environment: most fit, and a larger one takes a few more reads.
+const ENVIRON_FIRST: usize = 16 * 1024;
 
 /// The environment as a live thread of a zombie leader reads it; `None` when the leader is not
 /// a zombie or no other thread lives.
@@ -57,7 +61,7 @@ fn live_thread_environ(pid: u32) -> Option<Vec<u8>> {
     let path = proc_file(pid, "task")
         .join(thread.pid.to_string())
         .join("environ");
-    std::fs::read(path).ok()
+    process::read_whole(&path, ENVIRON_FIRST).ok()
 }
 
 impl ProcessTable for ProcTable {
@@ -114,7 +118,7 @@ impl ProcessTable for ProcTable {
     }
 
     fn environ(&self, pid: u32) -> Result<Vec<u8>, ReadError> {
-        match std::fs::read(proc_file(pid, "environ")) {
+        match process::read_whole(&proc_file(pid, "environ"), ENVIRON_FIRST) {
             Ok(bytes) if !bytes.is_empty() => Ok(bytes),
             // A leader that exited has no memory of its own (its environment answers `ESRCH`,
             // or reads empty), while the threads that still run share the process's memory
