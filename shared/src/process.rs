@@ -123,6 +123,21 @@ fn read_stat_at(proc_root: &Path, pid: u32) -> io::Result<ProcStat> {
         })
 }
 
+/// The `stat` line of an open `/proc/<pid>/stat` (or a thread's).
+pub fn read_stat_from(file: &mut std::fs::File) -> io::Result<ProcStat> {
+    let mut line = [0u8; STAT_LINE];
+    let text = read_record_from(file, &mut line)?;
+    std::str::from_utf8(text)
+        .ok()
+        .and_then(parse_stat)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a stat line of unexpected format",
+            )
+        })
+}
+
 /// Room for a whole `stat` line: 52 numbers and a name of at most 64 bytes fit many times.
 const STAT_LINE: usize = 2048;
 
@@ -133,24 +148,44 @@ const STAT_LINE: usize = 2048;
 /// reads for every process born during the run, several times per scan. A record that fills
 /// the buffer is refused rather than taken for whole.
 pub fn read_record<'b>(path: &Path, buffer: &'b mut [u8]) -> io::Result<&'b [u8]> {
-    use std::io::Read as _;
     let mut file = std::fs::File::open(path)?;
+    read_record_from(&mut file, buffer).map_err(|e| with_path(e, path))
+}
+
+/// [`read_record`] of a file already open.
+pub fn read_record_from<'b>(
+    file: &mut std::fs::File,
+    buffer: &'b mut [u8],
+) -> io::Result<&'b [u8]> {
+    use std::io::Read as _;
     let n = file.read(buffer)?;
     if n == buffer.len() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("{}: longer than {} bytes", path.display(), buffer.len()),
+            format!("longer than {} bytes", buffer.len()),
         ));
     }
     Ok(&buffer[..n])
+}
+
+fn with_path(e: io::Error, path: &Path) -> io::Error {
+    if e.kind() == io::ErrorKind::InvalidData {
+        io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+    } else {
+        e
+    }
 }
 
 /// A `/proc` file of any length (an environment), read with a first buffer of `expected`
 /// bytes and no size asked: every read of `environ` copies from the process's memory, so
 /// one large read costs less than the many small ones `std::fs::read` starts with.
 pub fn read_whole(path: &Path, expected: usize) -> io::Result<Vec<u8>> {
+    read_whole_from(&mut std::fs::File::open(path)?, expected)
+}
+
+/// [`read_whole`] of a file already open.
+pub fn read_whole_from(file: &mut std::fs::File, expected: usize) -> io::Result<Vec<u8>> {
     use std::io::Read as _;
-    let mut file = std::fs::File::open(path)?;
     let mut bytes = vec![0u8; expected.max(64)];
     let mut len = 0;
     loop {

@@ -304,7 +304,12 @@ impl Sweep {
                 }
             }
         }
-        let found = scan::scan(table, &mut scan::Live::new(table), rules, known)?;
+        let found = scan::scan(
+            table,
+            &mut scan::Live::new(table, rules.since),
+            rules,
+            known,
+        )?;
         Ok((found, snapshot::monotonic_ns().ok()))
     }
 

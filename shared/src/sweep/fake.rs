@@ -4,7 +4,7 @@
 //! fails, and events (exits, forks, pid reuse, re-parenting) fired at exact points of a scan or
 //! a signal.
 
-use super::table::{Marker, ProcessInfo, ProcessTable, ReadError};
+use super::table::{read_unpinned, Marker, ProcessInfo, ProcessReads, ProcessTable, ReadError};
 use super::{Clock, Signalled};
 use crate::ids::TaskId;
 use crate::rundir::ProcessIdentity;
@@ -140,6 +140,8 @@ struct State {
     listings: u32,
     triggers: Vec<(FakeTrigger, Vec<FakeEvent>)>,
     sent: Vec<Signalled>,
+    /// Reads of one process go through one handle on it, as the real table's do.
+    pinned: bool,
 }
 
 impl State {
@@ -210,6 +212,13 @@ impl FakeTable {
 
     pub fn remove(&self, pid: u32) {
         self.state().processes.remove(&pid);
+    }
+
+    /// From now on the reads of one process ([`ProcessTable::read_process`]) are pinned to
+    /// it, as the real table's are: once it has ended (or its pid names another process),
+    /// they fail `Gone`.
+    pub fn pin_reads(&self) {
+        self.state().pinned = true;
     }
 
     /// Every listing fails from now on.
@@ -298,6 +307,44 @@ impl ProcessTable for FakeTable {
         };
         state.fire(FakeTrigger::EnvironRead(pid));
         read
+    }
+
+    fn read_process(&self, pid: u32, wanted: &dyn Fn(&ProcessInfo) -> bool) -> ProcessReads {
+        if !self.state().pinned {
+            return read_unpinned(self, pid, wanted);
+        }
+        let first = self.info(pid);
+        let (mut environ, mut uid, mut second) = (None, None, None);
+        if let Ok(info) = &first {
+            if wanted(info) {
+                // Events fire only after the environment is read: it is the first's own.
+                let read = self.environ(pid);
+                let still = || {
+                    self.process(pid)
+                        .is_some_and(|p| p.start_ticks == info.identity.start_ticks)
+                };
+                if matches!(read, Err(ReadError::Unreadable(_))) {
+                    uid = Some(if still() {
+                        self.uid(pid)
+                    } else {
+                        Err(ReadError::Gone)
+                    });
+                }
+                environ = Some(read);
+                second = Some(if still() {
+                    self.info(pid)
+                } else {
+                    Err(ReadError::Gone)
+                });
+            }
+        }
+        ProcessReads {
+            first,
+            environ,
+            uid,
+            second,
+            pinned: true,
+        }
     }
 
     fn pin(&self, pid: u32) -> Result<ProcessIdentity, ReadError> {

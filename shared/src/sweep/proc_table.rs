@@ -1,6 +1,6 @@
 //! The real process table: `/proc` for reading, pidfds for signalling.
 
-use super::table::{Link, ProcessInfo, ProcessTable, ReadError};
+use super::table::{Link, ProcessInfo, ProcessReads, ProcessTable, ReadError};
 use crate::process;
 use nix::sys::signal::Signal;
 use std::io;
@@ -64,6 +64,94 @@ fn live_thread_environ(pid: u32) -> Option<Vec<u8>> {
     process::read_whole(&path, ENVIRON_FIRST).ok()
 }
 
+/// The `stat` line as [`ProcessTable::info`] answers it: a zombie leader whose other threads run is read through a live
+/// thread for its state, flags and memory; its identity stays the leader's.
+fn info_from(stat: process::ProcStat) -> ProcessInfo {
+    let live = if stat.is_zombie() {
+        process::live_thread(stat.pid).unwrap_or(stat)
+    } else {
+        stat
+    };
+    ProcessInfo {
+        identity: stat.identity(),
+        ppid: stat.ppid,
+        zombie: live.is_zombie(),
+        kernel_thread: stat.is_kernel_thread(),
+        // A user process without memory of its own has already released it.
+        exiting: live.is_exiting() || live.has_no_memory(),
+    }
+}
+
+/// One process's `/proc` directory, held open: every file opened under it is that process's,
+/// or fails once it has ended (the directory names the process, not the pid), so no read
+/// through it can answer for a process that took the pid over.
+struct Pinned(std::fs::File);
+
+impl Pinned {
+    fn open(pid: u32) -> Result<Pinned, ReadError> {
+        std::fs::File::open(proc_file(pid, ""))
+            .map(Pinned)
+            .map_err(ReadError::from_io)
+    }
+
+    fn file(&self, name: &str) -> Result<std::fs::File, ReadError> {
+        use nix::fcntl::{openat, OFlag};
+        openat(
+            &self.0,
+            name,
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map(std::fs::File::from)
+        .map_err(|e| ReadError::from_io(e.into()))
+    }
+
+    fn info(&self) -> Result<ProcessInfo, ReadError> {
+        let stat = process::read_stat_from(&mut self.file("stat")?).map_err(ReadError::from_io)?;
+        Ok(info_from(stat))
+    }
+
+    fn uid(&self) -> Result<u32, ReadError> {
+        let mut file = self.file("status")?;
+        let bytes = process::read_whole_from(&mut file, 4096).map_err(ReadError::from_io)?;
+        parse_uid(&String::from_utf8_lossy(&bytes)).ok_or_else(|| {
+            ReadError::Unreadable(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "status: no Uid line",
+            ))
+        })
+    }
+
+    /// The environment, or a live thread's where the leader has exited (both under this
+    /// directory).
+    fn environ(&self, pid: u32) -> Result<Vec<u8>, ReadError> {
+        let read = process::read_whole_from(&mut self.file("environ")?, ENVIRON_FIRST)
+            .map_err(ReadError::from_io);
+        match read {
+            Ok(bytes) if !bytes.is_empty() => Ok(bytes),
+            read => {
+                // As `live_thread_environ`: only a leader that is a zombie has threads to ask.
+                let thread = self
+                    .file("stat")
+                    .ok()
+                    .and_then(|mut stat| process::read_stat_from(&mut stat).ok())
+                    .filter(process::ProcStat::is_zombie)
+                    .and_then(|_| process::live_thread(pid));
+                match thread {
+                    Some(thread) => {
+                        self.file(&format!("task/{}/environ", thread.pid))
+                            .and_then(|mut file| {
+                                process::read_whole_from(&mut file, ENVIRON_FIRST)
+                                    .map_err(ReadError::from_io)
+                            })
+                    }
+                    None => read,
+                }
+            }
+        }
+    }
+}
+
 impl ProcessTable for ProcTable {
     type Pin = OwnedFd;
 
@@ -81,21 +169,40 @@ impl ProcessTable for ProcTable {
 
     fn info(&self, pid: u32) -> Result<ProcessInfo, ReadError> {
         let stat = process::read_stat(pid).map_err(ReadError::from_io)?;
-        // A leader that exited while other threads run: the process lives on in them, so its
-        // state, flags and memory are a live thread's; its identity stays the leader's.
-        let live = if stat.is_zombie() {
-            process::live_thread(pid).unwrap_or(stat)
-        } else {
-            stat
+        Ok(info_from(stat))
+    }
+
+    /// Through the process's `/proc` directory held open ([`Pinned`]).
+    fn read_process(&self, pid: u32, wanted: &dyn Fn(&ProcessInfo) -> bool) -> ProcessReads {
+        let pinned = match Pinned::open(pid) {
+            Ok(pinned) => pinned,
+            Err(e) => {
+                return ProcessReads {
+                    first: Err(e),
+                    environ: None,
+                    uid: None,
+                    second: None,
+                    pinned: true,
+                }
+            }
         };
-        Ok(ProcessInfo {
-            identity: stat.identity(),
-            ppid: stat.ppid,
-            zombie: live.is_zombie(),
-            kernel_thread: stat.is_kernel_thread(),
-            // A user process without memory of its own has already released it.
-            exiting: live.is_exiting() || live.has_no_memory(),
-        })
+        let first = pinned.info();
+        let (mut environ, mut uid, mut second) = (None, None, None);
+        if matches!(&first, Ok(info) if wanted(info)) {
+            let read = pinned.environ(pid);
+            if matches!(read, Err(ReadError::Unreadable(_))) {
+                uid = Some(pinned.uid());
+            }
+            environ = Some(read);
+            second = Some(pinned.info());
+        }
+        ProcessReads {
+            first,
+            environ,
+            uid,
+            second,
+            pinned: true,
+        }
     }
 
     fn uid(&self, pid: u32) -> Result<u32, ReadError> {
@@ -234,5 +341,62 @@ mod tests {
         assert!(matches!(table.uid(5_000_000), Err(ReadError::Gone)));
         assert!(matches!(table.environ(5_000_000), Err(ReadError::Gone)));
         assert!(matches!(table.pin(5_000_000), Err(ReadError::Gone)));
+    }
+
+    #[test]
+    fn a_process_is_read_through_one_handle_and_once_reaped_reads_as_gone() {
+        let table = ProcTable::new();
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .env("HOMEBASED_PINNED_PROBE", "1")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        // Until its exec is through, a process's environment reads empty.
+        let probe = |environ: &[u8]| {
+            environ
+                .split(|b| *b == 0)
+                .any(|entry| entry == b"HOMEBASED_PINNED_PROBE=1")
+        };
+        for _ in 0..500 {
+            if table.environ(pid).is_ok_and(|e| probe(&e)) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let live = table.read_process(pid, &|_| true);
+        assert!(live.pinned);
+        let first = live.first.unwrap();
+        assert_eq!(first.identity, process::identity(pid).unwrap());
+        let environ = live.environ.unwrap().unwrap();
+        assert!(probe(&environ), "{:?}", String::from_utf8_lossy(&environ));
+        assert!(live.uid.is_none(), "asked only of a refused environment");
+        assert_eq!(live.second.unwrap().unwrap().identity, first.identity);
+        // Reaped between the first read and the others: the handle answers `Gone`, whatever
+        // holds the pid by then.
+        let slot = std::sync::Mutex::new(Some(child));
+        let ended = table.read_process(pid, &|_| {
+            let mut child = slot.lock().unwrap().take().unwrap();
+            child.kill().unwrap();
+            child.wait().unwrap();
+            true
+        });
+        assert_eq!(ended.first.unwrap().identity, first.identity);
+        assert!(
+            matches!(ended.environ, Some(Err(ReadError::Gone))),
+            "{:?}",
+            ended.environ
+        );
+        assert!(
+            matches!(ended.second, Some(Err(ReadError::Gone))),
+            "{:?}",
+            ended.second
+        );
+        assert!(ended.pinned);
+        let gone = table.read_process(pid, &|_| true);
+        assert!(
+            matches!(gone.first, Err(ReadError::Gone))
+                || gone.first.unwrap().identity != first.identity
+        );
     }
 }

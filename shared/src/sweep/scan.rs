@@ -3,7 +3,7 @@
 //! by its ancestry (the lineage net); readability of its environment decides between
 //! signalling it and suspecting it.
 
-use super::table::{Link, Marker, ProcessInfo, ProcessTable, ReadError};
+use super::table::{Link, Marker, ProcessInfo, ProcessReads, ProcessTable, ReadError};
 use crate::rundir::ProcessIdentity;
 use nix::sys::signal::Signal;
 use std::collections::{HashMap, HashSet};
@@ -153,20 +153,42 @@ pub(super) trait Readings: Parents {
     /// `judge` given the parent links as fresh reads had them right after the second read of
     /// `pid`, a process that ended while it was read.
     fn after_end(&mut self, pid: u32, judge: impl FnOnce(&mut dyn Parents) -> bool) -> bool;
+    /// Whether `pid` was read through one handle on the process
+    /// ([`super::table::ProcessReads::pinned`]): a second read that failed `Gone` then means
+    /// it ended after the environment was read, and what was read was its own.
+    fn pinned(&mut self, _pid: u32) -> bool {
+        false
+    }
 }
 
-/// The table itself, read now; parent links remembered for the length of the scan.
+/// The table itself, read now; parent links remembered for the length of the scan. Each
+/// process is read as a snapshot reads it ([`ProcessTable::read_process`]: its identity, its
+/// environment if it started since `since`, its identity again), the reads kept until the
+/// scan asks for them.
 pub(super) struct Live<'t, T> {
     table: &'t T,
     links: Links<'t, T>,
+    since: Option<u64>,
+    /// The reads of the process the scan is at, after its first identity.
+    current: Option<(u32, ProcessReads)>,
 }
 
 impl<'t, T: ProcessTable> Live<'t, T> {
-    pub(super) fn new(table: &'t T) -> Self {
+    pub(super) fn new(table: &'t T, since: Option<u64>) -> Self {
         Live {
             table,
             links: Links::remembered(table),
+            since,
+            current: None,
         }
+    }
+
+    /// The kept reads of `pid`, if the scan is at it.
+    fn kept(&mut self, pid: u32) -> Option<&mut ProcessReads> {
+        self.current
+            .as_mut()
+            .filter(|(at, _)| *at == pid)
+            .map(|(_, reads)| reads)
     }
 }
 
@@ -181,19 +203,40 @@ impl<T: ProcessTable> Readings for Live<'_, T> {
         self.table.pids()
     }
     fn first(&mut self, pid: u32) -> Result<ProcessInfo, ReadError> {
-        self.table.info(pid)
+        let since = self.since;
+        let mut reads = self.table.read_process(pid, &|info| {
+            since.is_none_or(|since| info.identity.start_ticks >= since)
+                && !info.zombie
+                && !info.kernel_thread
+        });
+        let first = std::mem::replace(&mut reads.first, Err(ReadError::Gone));
+        self.current = Some((pid, reads));
+        first
     }
     fn marked(&mut self, pid: u32, marker: &Marker) -> Result<bool, ReadError> {
-        self.table.environ(pid).map(|bytes| marker.is_in(&bytes))
+        let read = match self.kept(pid).and_then(|reads| reads.environ.take()) {
+            Some(read) => read,
+            None => self.table.environ(pid),
+        };
+        read.map(|bytes| marker.is_in(&bytes))
     }
     fn second(&mut self, pid: u32) -> Result<ProcessInfo, ReadError> {
-        self.table.info(pid)
+        match self.kept(pid).and_then(|reads| reads.second.take()) {
+            Some(read) => read,
+            None => self.table.info(pid),
+        }
     }
     fn uid(&mut self, pid: u32) -> Result<u32, ReadError> {
-        self.table.uid(pid)
+        match self.kept(pid).and_then(|reads| reads.uid.take()) {
+            Some(read) => read,
+            None => self.table.uid(pid),
+        }
     }
     fn after_end(&mut self, _pid: u32, judge: impl FnOnce(&mut dyn Parents) -> bool) -> bool {
         judge(&mut Links::fresh(self.table))
+    }
+    fn pinned(&mut self, pid: u32) -> bool {
+        self.kept(pid).is_some_and(|reads| reads.pinned)
     }
 }
 
@@ -308,19 +351,24 @@ pub(super) fn scan<T: ProcessTable, R: Readings>(
             _ => None,
         };
         // The environment (and the links) belong to `first` only if it is still there,
-        // unchanged, after the read.
-        let exiting = match readings.second(pid) {
+        // unchanged, after the read, or if it was read through a handle on it that no
+        // successor under its pid can answer for.
+        let second = readings.second(pid);
+        let exiting = match second {
             Ok(second) if second.identity == first.identity && !second.zombie => second.exiting,
-            // It ended while it was read, but it held its pid throughout (a zombie keeps
-            // it), so what was read is its own. Read as neither marked nor the run's by
-            // ancestry, it is not the run's, and nothing it forked is: a child inherits its
-            // environment and its ancestry. Another run's process ending as this one is
-            // swept (lanes that end together) leaves this scan settled.
+            // It ended while it was read, but what was read is its own: a zombie keeps its
+            // pid, and a pinned handle reads nobody else. Read as neither marked nor the
+            // run's by ancestry, it is not the run's, and nothing it forked is: a child
+            // inherits its environment and its ancestry. Another run's process ending as
+            // this one is swept (lanes that end together) leaves this scan settled.
             // The links it was read with may be as old as the scan: the verdict stands
             // only as fresh reads have it.
-            Ok(second)
-                if second.identity == first.identity
-                    && is_anothers(&environ, lineage)
+            ref ended
+                if match ended {
+                    Ok(second) => second.identity == first.identity,
+                    Err(ReadError::Gone) => readings.pinned(pid),
+                    Err(ReadError::Unreadable(_)) => false,
+                } && is_anothers(&environ, lineage)
                     && rules.lineage.is_none_or(|root| {
                         readings.after_end(pid, |links| {
                             ancestry(links, root, &first) == Ancestry::Unrelated

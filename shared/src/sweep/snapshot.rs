@@ -59,6 +59,11 @@ struct Observed {
     /// the parents gone too, and could not tell where the process was).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     chain: Vec<(u32, Read<Link>)>,
+    /// Read through one handle on the process ([`ProcessTable::read_process`]): a read that
+    /// failed `Gone` after the first means it ended then, and the others were its own. A
+    /// snapshot of a build without it reads as not pinned.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pinned: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -189,31 +194,33 @@ impl Snapshot {
             if pid <= 1 {
                 continue;
             }
-            let first = table.info(pid);
+            let young =
+                |info: &ProcessInfo| since.is_none_or(|since| info.identity.start_ticks >= since);
+            let reads = table.read_process(pid, &|info| {
+                young(info) && !info.zombie && !info.kernel_thread
+            });
             let mut observed = Observed {
                 pid,
-                first: Read::Gone,
-                environ: None,
-                uid: None,
+                first: Read::from_result(reads.first),
+                environ: reads.environ.map(Environ::of),
+                uid: reads.uid.map(Read::from_result),
                 second: None,
                 chain: Vec::new(),
+                pinned: reads.pinned,
             };
-            if let Ok(info) = &first {
-                let young = since.is_none_or(|since| info.identity.start_ticks >= since);
-                if young && !info.zombie && !info.kernel_thread {
-                    let environ = Environ::of(table.environ(pid));
-                    if matches!(environ, Environ::Unreadable(_)) {
-                        observed.uid = Some(Read::from_result(table.uid(pid)));
-                    }
-                    observed.environ = Some(environ);
-                    let second = table.info(pid);
-                    if matches!(&second, Ok(s) if s.identity == info.identity && s.zombie) {
-                        observed.chain = chain(table, info);
-                    }
-                    observed.second = Some(Read::from_result(second));
+            if let (Read::Ok(info), Some(second)) = (&observed.first, reads.second) {
+                // It ended while it was read: a zombie under its own identity, or, read
+                // through a pinned handle, gone.
+                let ended = match &second {
+                    Ok(s) => s.identity == info.identity && s.zombie,
+                    Err(ReadError::Gone) => reads.pinned,
+                    Err(ReadError::Unreadable(_)) => false,
+                };
+                if ended {
+                    observed.chain = chain(table, info);
                 }
+                observed.second = Some(Read::from_result(second));
             }
-            observed.first = Read::from_result(first);
             processes.push(observed);
         }
         Ok(Snapshot {
@@ -363,6 +370,10 @@ impl<T: ProcessTable> Readings for SnapshotReadings<'_, T> {
         }
         let chain = self.observed(pid).map_or(&[][..], |p| &p.chain[..]);
         judge(&mut Chain(chain))
+    }
+
+    fn pinned(&mut self, pid: u32) -> bool {
+        !self.read_here.contains(&pid) && self.observed(pid).is_some_and(|p| p.pinned)
     }
 
     fn uid(&mut self, pid: u32) -> Result<u32, ReadError> {

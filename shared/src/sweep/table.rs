@@ -104,12 +104,61 @@ pub trait ProcessTable {
     /// The raw environment (`NUL`-separated `NAME=value` entries), of a live thread when the
     /// leader has exited.
     fn environ(&self, pid: u32) -> Result<Vec<u8>, ReadError>;
+    /// The reads a scan makes of one process, in its order: its identity; then, if
+    /// `wanted` says so of that identity, its environment, its owner if the environment was
+    /// refused, and its identity again. A table
+    /// that makes them through one handle on the process says so ([`ProcessReads::pinned`]):
+    /// a read after the process ended then fails `Gone`, and never answers for a process
+    /// that took its pid over. Without one (this default), the environment may be another
+    /// process's when the pid changed hands between the reads.
+    fn read_process(&self, pid: u32, wanted: &dyn Fn(&ProcessInfo) -> bool) -> ProcessReads {
+        read_unpinned(self, pid, wanted)
+    }
     /// Pins whatever process holds `pid` now. The caller proves it is the one it means by
     /// reading its identity after pinning.
     fn pin(&self, pid: u32) -> Result<Self::Pin, ReadError>;
     /// Delivers `signal` to the pinned process; `Gone` once it has ended, whoever holds its
     /// pid now.
     fn send(&self, pin: &Self::Pin, signal: Signal) -> Result<(), ReadError>;
+}
+
+/// [`ProcessTable::read_process`] by pid, one read after the other: not pinned.
+pub fn read_unpinned<T: ProcessTable + ?Sized>(
+    table: &T,
+    pid: u32,
+    wanted: &dyn Fn(&ProcessInfo) -> bool,
+) -> ProcessReads {
+    let first = table.info(pid);
+    let (mut environ, mut uid, mut second) = (None, None, None);
+    if matches!(&first, Ok(info) if wanted(info)) {
+        let read = table.environ(pid);
+        if matches!(read, Err(ReadError::Unreadable(_))) {
+            uid = Some(table.uid(pid));
+        }
+        environ = Some(read);
+        second = Some(table.info(pid));
+    }
+    ProcessReads {
+        first,
+        environ,
+        uid,
+        second,
+        pinned: false,
+    }
+}
+
+/// What [`ProcessTable::read_process`] read of one process.
+#[derive(Debug)]
+pub struct ProcessReads {
+    pub first: Result<ProcessInfo, ReadError>,
+    /// Read only when the first identity was wanted.
+    pub environ: Option<Result<Vec<u8>, ReadError>>,
+    /// Read only when the environment was refused.
+    pub uid: Option<Result<u32, ReadError>>,
+    pub second: Option<Result<ProcessInfo, ReadError>>,
+    /// All three were read through one handle on the process: whatever succeeded was that
+    /// process's own, and a read that failed `Gone` after the first means it ended then.
+    pub pinned: bool,
 }
 
 /// The run marker: the exact environment entry `HOMEBASED_TASK_ID=<task>`.

@@ -345,7 +345,20 @@ fn a_fork_during_a_scan_is_caught_by_the_two_settled_scans_rule() {
 /// A case where process 300 ends while its environment is read: `ends` is what it leaves
 /// under its pid (a zombie of it, or nothing once reaped). 60 is another lane's worker.
 fn ending_while_read(process: FakeProcess, ends: Option<FakeProcess>) -> (Swept, Case) {
+    ending_while_read_by(process, ends, false)
+}
+
+/// [`ending_while_read`], each process read through one handle on it when `pinned` (as the
+/// real table reads).
+fn ending_while_read_by(
+    process: FakeProcess,
+    ends: Option<FakeProcess>,
+    pinned: bool,
+) -> (Swept, Case) {
     let case = Case::new().with_worker();
+    if pinned {
+        case.table.pin_reads();
+    }
     case.table.insert(50, FakeProcess::new(1000, UID));
     case.table
         .insert(60, FakeProcess::new(WORKER_START, UID).child_of(50));
@@ -389,6 +402,64 @@ fn a_process_that_may_be_the_runs_and_ends_while_it_is_read_unsettles_the_scan()
     let anothers = FakeProcess::new(DURING, UID).child_of(60);
     let (swept, _) = ending_while_read(anothers, None);
     assert_eq!(swept.scans, 3, "gone, not a zombie of itself");
+}
+
+#[test]
+fn another_runs_process_reaped_while_it_is_read_through_a_pinned_handle_leaves_the_scan_settled() {
+    // What was read through the handle was its own: reaped at once is as good as a zombie.
+    let anothers = FakeProcess::new(DURING, UID).child_of(60);
+    let (swept, _) = ending_while_read_by(anothers, None, true);
+    assert_eq!(swept.scans, 2, "read whole before it ended: not the run's");
+}
+
+#[test]
+fn through_a_pinned_handle_a_process_that_may_be_the_runs_and_is_reaped_while_read_unsettles() {
+    for (what, process) in [
+        (
+            "the run's by its ancestry",
+            FakeProcess::new(DURING, UID).child_of(OWN_PID),
+        ),
+        ("moving", FakeProcess::new(DURING, UID).child_of(70)),
+    ] {
+        let (swept, _) = ending_while_read_by(process, None, true);
+        assert_eq!(
+            swept.scans, 3,
+            "{what}: one unsettled scan, then two settled"
+        );
+    }
+    // Marked with this run's marker, and reaped as it was read.
+    let case = Case::new().with_worker();
+    case.table.pin_reads();
+    case.table.insert(300, case.marked(DURING).child_of(1));
+    case.table
+        .on(FakeTrigger::EnvironRead(300), vec![FakeEvent::Exit(300)]);
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert_eq!(
+        swept.scans, 3,
+        "marked: one unsettled scan, then two settled"
+    );
+    assert!(case.table.sent().is_empty());
+}
+
+#[test]
+fn a_pinned_handle_never_answers_for_the_process_that_took_the_pid_over() {
+    let case = Case::new().with_worker();
+    case.table.pin_reads();
+    case.table
+        .insert(60, FakeProcess::new(WORKER_START, UID).child_of(1));
+    case.table
+        .insert(200, FakeProcess::new(DURING, UID).child_of(60));
+    // Read unmarked, then reaped, and its pid taken by a marked process before the second
+    // read: the handle answers `Gone`, not the successor's identity; the successor is read
+    // (and signalled) as itself by the next scan.
+    case.table.on(
+        FakeTrigger::EnvironRead(200),
+        vec![FakeEvent::Spawn(200, case.marked(DURING + 1).child_of(1))],
+    );
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert_eq!(swept.signalled, vec![term(200, DURING + 1)]);
 }
 
 #[test]
@@ -441,6 +512,28 @@ fn a_table_that_never_settles_is_not_clean() {
         "{:?}",
         swept.outcome
     );
+}
+
+#[test]
+fn through_pinned_handles_a_table_of_unmarked_processes_ending_as_they_are_read_settles() {
+    let case = Case::new();
+    case.table.pin_reads();
+    // Every scan, an unmarked process appears and is reaped while it is read: each was read
+    // whole through its handle, so none of them unsettles a scan.
+    for n in 1..=100 {
+        case.table.on(
+            FakeTrigger::Listing(n),
+            vec![FakeEvent::Spawn(
+                600,
+                FakeProcess::new(DURING + u64::from(n), UID),
+            )],
+        );
+        case.table
+            .on(FakeTrigger::EnvironRead(600), vec![FakeEvent::Exit(600)]);
+    }
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert_eq!(swept.scans, 2);
 }
 
 #[test]
