@@ -125,8 +125,10 @@ impl Pinned {
     /// The environment, or a live thread's where the leader has exited (both under this
     /// directory).
     fn environ(&self, pid: u32) -> Result<Vec<u8>, ReadError> {
-        let read = process::read_whole_from(&mut self.file("environ")?, ENVIRON_FIRST)
-            .map_err(ReadError::from_io);
+        // A leader that exited answers `ESRCH` already when its environment is opened.
+        let read = self.file("environ").and_then(|mut file| {
+            process::read_whole_from(&mut file, ENVIRON_FIRST).map_err(ReadError::from_io)
+        });
         match read {
             Ok(bytes) if !bytes.is_empty() => Ok(bytes),
             read => {
