@@ -4,7 +4,7 @@
 //! fails, and events (exits, forks, pid reuse, re-parenting) fired at exact points of a scan or
 //! a signal.
 
-use super::table::{read_unpinned, Marker, ProcessInfo, ProcessReads, ProcessTable, ReadError};
+use super::table::{Marker, ProcessInfo, ProcessReads, ProcessTable, ReadError};
 use super::{Clock, Signalled};
 use crate::ids::TaskId;
 use crate::rundir::ProcessIdentity;
@@ -125,6 +125,9 @@ pub enum FakeEvent {
 pub enum FakeTrigger {
     /// Just before the n-th listing (from 1).
     Listing(u32),
+    /// Right after this pid's identity was first read by [`ProcessTable::read_process`],
+    /// before its environment is.
+    FirstRead(u32),
     /// Right after this pid's environment was read, before the read returns.
     EnvironRead(u32),
     /// Just before this pid is pinned for a signal.
@@ -310,18 +313,24 @@ impl ProcessTable for FakeTable {
     }
 
     fn read_process(&self, pid: u32, wanted: &dyn Fn(&ProcessInfo) -> bool) -> ProcessReads {
-        if !self.state().pinned {
-            return read_unpinned(self, pid, wanted);
-        }
+        let pinned = self.state().pinned;
         let first = self.info(pid);
+        self.state().fire(FakeTrigger::FirstRead(pid));
         let (mut environ, mut uid, mut second) = (None, None, None);
         if let Ok(info) = &first {
             if wanted(info) {
-                // Events fire only after the environment is read: it is the first's own.
-                let read = self.environ(pid);
+                // Pinned, a read answers only for the first identity's process: `Gone` once
+                // it has ended, whoever holds its pid. Unpinned, it reads whoever does.
                 let still = || {
-                    self.process(pid)
-                        .is_some_and(|p| p.start_ticks == info.identity.start_ticks)
+                    !pinned
+                        || self
+                            .process(pid)
+                            .is_some_and(|p| p.start_ticks == info.identity.start_ticks)
+                };
+                let read = if still() {
+                    self.environ(pid)
+                } else {
+                    Err(ReadError::Gone)
                 };
                 if matches!(read, Err(ReadError::Unreadable(_))) {
                     uid = Some(if still() {
@@ -343,7 +352,7 @@ impl ProcessTable for FakeTable {
             environ,
             uid,
             second,
-            pinned: true,
+            pinned,
         }
     }
 

@@ -335,6 +335,11 @@ pub(super) fn scan<T: ProcessTable, R: Readings>(
             continue;
         }
         let environ = readings.marked(pid, rules.marker);
+        if matches!(environ, Err(ReadError::Gone)) && readings.pinned(pid) {
+            // Reaped before its environment was read, through a handle no successor answers
+            // for: nothing of it was misread, as with a process gone before its first read.
+            continue;
+        }
         // Only an unmarked, readable process needs its parent links.
         let lineage = match (&environ, rules.lineage) {
             (Ok(false), Some(root)) => {

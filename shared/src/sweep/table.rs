@@ -112,7 +112,23 @@ pub trait ProcessTable {
     /// that took its pid over. Without one (this default), the environment may be another
     /// process's when the pid changed hands between the reads.
     fn read_process(&self, pid: u32, wanted: &dyn Fn(&ProcessInfo) -> bool) -> ProcessReads {
-        read_unpinned(self, pid, wanted)
+        let first = self.info(pid);
+        let (mut environ, mut uid, mut second) = (None, None, None);
+        if matches!(&first, Ok(info) if wanted(info)) {
+            let read = self.environ(pid);
+            if matches!(read, Err(ReadError::Unreadable(_))) {
+                uid = Some(self.uid(pid));
+            }
+            environ = Some(read);
+            second = Some(self.info(pid));
+        }
+        ProcessReads {
+            first,
+            environ,
+            uid,
+            second,
+            pinned: false,
+        }
     }
     /// Pins whatever process holds `pid` now. The caller proves it is the one it means by
     /// reading its identity after pinning.
@@ -120,31 +136,6 @@ pub trait ProcessTable {
     /// Delivers `signal` to the pinned process; `Gone` once it has ended, whoever holds its
     /// pid now.
     fn send(&self, pin: &Self::Pin, signal: Signal) -> Result<(), ReadError>;
-}
-
-/// [`ProcessTable::read_process`] by pid, one read after the other: not pinned.
-pub fn read_unpinned<T: ProcessTable + ?Sized>(
-    table: &T,
-    pid: u32,
-    wanted: &dyn Fn(&ProcessInfo) -> bool,
-) -> ProcessReads {
-    let first = table.info(pid);
-    let (mut environ, mut uid, mut second) = (None, None, None);
-    if matches!(&first, Ok(info) if wanted(info)) {
-        let read = table.environ(pid);
-        if matches!(read, Err(ReadError::Unreadable(_))) {
-            uid = Some(table.uid(pid));
-        }
-        environ = Some(read);
-        second = Some(table.info(pid));
-    }
-    ProcessReads {
-        first,
-        environ,
-        uid,
-        second,
-        pinned: false,
-    }
 }
 
 /// What [`ProcessTable::read_process`] read of one process.

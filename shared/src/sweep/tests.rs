@@ -443,6 +443,42 @@ fn through_a_pinned_handle_a_process_that_may_be_the_runs_and_is_reaped_while_re
 }
 
 #[test]
+fn a_process_reaped_before_its_environment_was_read_unsettles_only_without_a_pinned_handle() {
+    for (pinned, scans) in [(false, 3), (true, 2)] {
+        let case = Case::new().with_worker();
+        if pinned {
+            case.table.pin_reads();
+        }
+        // Marked, even: reaped between its first identity and its environment, it was never
+        // misread, as one reaped before its first read. Unpinned, the pid may name another.
+        case.table.insert(300, case.marked(DURING).child_of(1));
+        case.table
+            .on(FakeTrigger::FirstRead(300), vec![FakeEvent::Exit(300)]);
+        let (swept, _) = case.run();
+        assert_eq!(swept.outcome, CleanupOutcome::Clean);
+        assert_eq!(swept.scans, scans, "pinned: {pinned}");
+        assert!(case.table.sent().is_empty());
+    }
+}
+
+#[test]
+fn through_a_pinned_handle_a_successor_under_the_pid_is_read_as_itself_by_the_next_scan() {
+    let case = Case::new().with_worker();
+    case.table.pin_reads();
+    case.table
+        .insert(300, FakeProcess::new(DURING, UID).child_of(1));
+    // Reaped after its first read, its pid at once another's, marked: the handle reads
+    // nothing of the successor; the next scan lists and signals it.
+    case.table.on(
+        FakeTrigger::FirstRead(300),
+        vec![FakeEvent::Spawn(300, case.marked(DURING + 1).child_of(1))],
+    );
+    let (swept, _) = case.run();
+    assert_eq!(swept.outcome, CleanupOutcome::Clean);
+    assert_eq!(swept.signalled, vec![term(300, DURING + 1)]);
+}
+
+#[test]
 fn a_pinned_handle_never_answers_for_the_process_that_took_the_pid_over() {
     let case = Case::new().with_worker();
     case.table.pin_reads();
