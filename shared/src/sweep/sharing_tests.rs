@@ -83,6 +83,40 @@ fn a_snapshot_with_a_later_start_leaves_the_older_processes_to_the_scan_that_nee
 }
 
 #[test]
+fn a_process_the_consumer_reads_itself_is_read_through_one_handle() {
+    let task = TaskId::new();
+    let marker = Marker::for_task(task);
+    for pinned in [false, true] {
+        let table = FakeTable::new(OWN_PID, UID);
+        if pinned {
+            table.pin_reads();
+        }
+        // Older than the taker's start (5500), so the consumer (5000) reads it itself.
+        table.insert(200, FakeProcess::new(5200, UID));
+        let snapshot =
+            Snapshot::take(&table, "scope", Some(5500), monotonic_ns().unwrap()).unwrap();
+        // Reaped after the consumer read its environment, and its pid is a marked process's.
+        table.on(
+            FakeTrigger::EnvironRead(200),
+            vec![FakeEvent::Spawn(200, FakeProcess::marked(5300, UID, task))],
+        );
+        let found = judge(&snapshot, &table, &marker, Some(5000));
+        assert!(found.targets.is_empty(), "what was read was 200's first process");
+        assert_eq!(
+            found.settled, pinned,
+            "unpinned, the second read names another process; pinned, the first one ended"
+        );
+    }
+    // Ended before the consumer could read it at all: nothing of it was misread.
+    let table = FakeTable::new(OWN_PID, UID);
+    table.insert(200, FakeProcess::marked(5200, UID, task));
+    let snapshot = Snapshot::take(&table, "scope", Some(5500), monotonic_ns().unwrap()).unwrap();
+    table.remove(200);
+    let found = judge(&snapshot, &table, &marker, Some(5000));
+    assert!(found.targets.is_empty() && found.settled);
+}
+
+#[test]
 fn a_snapshot_serves_only_scans_asked_for_before_it_began_in_its_scope_and_user() {
     let table = FakeTable::new(OWN_PID, UID);
     table.insert(200, FakeProcess::new(6000, UID));

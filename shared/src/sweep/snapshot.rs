@@ -13,7 +13,7 @@ use super::scan::{Parents, Readings};
 use super::table::{Link, Marker, ProcessInfo, ProcessTable, ReadError};
 use crate::ids::TaskId;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io;
 
 /// The most marker entries kept for one process. A real environment holds one; more is a
@@ -265,7 +265,7 @@ impl Snapshot {
                 .enumerate()
                 .map(|(at, p)| (p.pid, at))
                 .collect(),
-            read_here: HashSet::new(),
+            read_here: HashMap::new(),
         }
     }
 }
@@ -278,7 +278,8 @@ pub(super) struct SnapshotReadings<'s, T> {
     snapshot: &'s Snapshot,
     table: &'s T,
     by_pid: HashMap<u32, usize>,
-    read_here: HashSet<u32>,
+    /// What was read here, now, of a process the snapshot listed but did not read whole.
+    read_here: HashMap<u32, ReadHere>,
 }
 
 impl<T> SnapshotReadings<'_, T> {
@@ -300,6 +301,15 @@ impl<T> SnapshotReadings<'_, T> {
             .and_then(read)
             .map_or(Err(ReadError::Gone), Read::to_result)
     }
+}
+
+/// What a consumer read itself, through [`ProcessTable::read_process`], of a process the
+/// snapshot listed without reading its environment.
+struct ReadHere {
+    second: Result<ProcessInfo, ReadError>,
+    /// Read only when the environment was refused.
+    uid: Option<Result<u32, ReadError>>,
+    pinned: bool,
 }
 
 /// The links a snapshot read fresh for one process.
@@ -351,21 +361,49 @@ impl<T: ProcessTable> Readings for SnapshotReadings<'_, T> {
             Some(Environ::TooMany | Environ::Gone) => Err(ReadError::Gone),
             // Older than the snapshot's `since`, not than this scan's: read it here.
             None => {
-                self.read_here.insert(pid);
-                self.table.environ(pid).map(|bytes| marker.is_in(&bytes))
+                let listed = observed.first.to_result().ok().map(|info| info.identity);
+                let mut reads = self
+                    .table
+                    .read_process(pid, &|now| Some(now.identity) == listed);
+                let (marked, here) = if matches!(&reads.first, Ok(now) if Some(now.identity) == listed)
+                {
+                    let marked = reads
+                        .environ
+                        .take()
+                        .unwrap_or(Err(ReadError::Gone))
+                        .map(|bytes| marker.is_in(&bytes));
+                    let here = ReadHere {
+                        second: reads.second.take().unwrap_or(Err(ReadError::Gone)),
+                        uid: reads.uid.take(),
+                        pinned: reads.pinned,
+                    };
+                    (marked, here)
+                } else {
+                    // The listed process ended before its environment could be read here:
+                    // nothing of it was misread (whoever holds its pid now is listed by the
+                    // next scan).
+                    let here = ReadHere {
+                        second: Err(ReadError::Gone),
+                        uid: None,
+                        pinned: true,
+                    };
+                    (Err(ReadError::Gone), here)
+                };
+                self.read_here.insert(pid, here);
+                marked
             }
         }
     }
 
     fn second(&mut self, pid: u32) -> Result<ProcessInfo, ReadError> {
-        if self.read_here.contains(&pid) {
-            return self.table.info(pid);
+        if let Some(here) = self.read_here.get_mut(&pid) {
+            return std::mem::replace(&mut here.second, Err(ReadError::Gone));
         }
         self.recorded(pid, |p| p.second.as_ref())
     }
 
     fn after_end(&mut self, pid: u32, judge: impl FnOnce(&mut dyn Parents) -> bool) -> bool {
-        if self.read_here.contains(&pid) {
+        if self.read_here.contains_key(&pid) {
             return judge(&mut super::scan::Links::fresh(self.table));
         }
         let chain = self.observed(pid).map_or(&[][..], |p| &p.chain[..]);
@@ -373,12 +411,15 @@ impl<T: ProcessTable> Readings for SnapshotReadings<'_, T> {
     }
 
     fn pinned(&mut self, pid: u32) -> bool {
-        !self.read_here.contains(&pid) && self.observed(pid).is_some_and(|p| p.pinned)
+        match self.read_here.get(&pid) {
+            Some(here) => here.pinned,
+            None => self.observed(pid).is_some_and(|p| p.pinned),
+        }
     }
 
     fn uid(&mut self, pid: u32) -> Result<u32, ReadError> {
-        if self.read_here.contains(&pid) {
-            return self.table.uid(pid);
+        if let Some(here) = self.read_here.get_mut(&pid) {
+            return here.uid.take().unwrap_or_else(|| self.table.uid(pid));
         }
         self.recorded(pid, |p| p.uid.as_ref())
     }
