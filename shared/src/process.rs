@@ -102,25 +102,14 @@ pub fn read_stat(pid: u32) -> io::Result<ProcStat> {
 
 fn read_stat_at(proc_root: &Path, pid: u32) -> io::Result<ProcStat> {
     let path = proc_root.join(pid.to_string()).join("stat");
-    let mut line = [0u8; STAT_LINE];
-    let text = match read_record(&path, &mut line) {
-        Ok(t) => t,
-        // A pid directory that vanished between listing and reading answers ESRCH on some
-        // kernels rather than ENOENT; both mean "gone".
-        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
-            return Err(io::Error::new(io::ErrorKind::NotFound, e))
-        }
-        Err(e) => return Err(e),
+    // A pid directory that vanished between listing and reading answers ESRCH on some
+    // kernels rather than ENOENT; both mean "gone".
+    let gone = |e: io::Error| match e.raw_os_error() {
+        Some(libc::ESRCH) => io::Error::new(io::ErrorKind::NotFound, e),
+        _ => e,
     };
-    std::str::from_utf8(text)
-        .ok()
-        .and_then(parse_stat)
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{}: unexpected format", path.display()),
-            )
-        })
+    let mut file = std::fs::File::open(&path).map_err(gone)?;
+    read_stat_from(&mut file).map_err(|e| gone(with_path(e, &path)))
 }
 
 /// The `stat` line of an open `/proc/<pid>/stat` (or a thread's).

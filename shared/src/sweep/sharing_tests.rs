@@ -101,7 +101,10 @@ fn a_process_the_consumer_reads_itself_is_read_through_one_handle() {
             vec![FakeEvent::Spawn(200, FakeProcess::marked(5300, UID, task))],
         );
         let found = judge(&snapshot, &table, &marker, Some(5000));
-        assert!(found.targets.is_empty(), "what was read was 200's first process");
+        assert!(
+            found.targets.is_empty(),
+            "what was read was 200's first process"
+        );
         assert_eq!(
             found.settled, pinned,
             "unpinned, the second read names another process; pinned, the first one ended"

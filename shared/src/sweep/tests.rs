@@ -462,40 +462,25 @@ fn a_process_reaped_before_its_environment_was_read_unsettles_only_without_a_pin
 }
 
 #[test]
-fn through_a_pinned_handle_a_successor_under_the_pid_is_read_as_itself_by_the_next_scan() {
-    let case = Case::new().with_worker();
-    case.table.pin_reads();
-    case.table
-        .insert(300, FakeProcess::new(DURING, UID).child_of(1));
-    // Reaped after its first read, its pid at once another's, marked: the handle reads
-    // nothing of the successor; the next scan lists and signals it.
-    case.table.on(
-        FakeTrigger::FirstRead(300),
-        vec![FakeEvent::Spawn(300, case.marked(DURING + 1).child_of(1))],
-    );
-    let (swept, _) = case.run();
-    assert_eq!(swept.outcome, CleanupOutcome::Clean);
-    assert_eq!(swept.signalled, vec![term(300, DURING + 1)]);
-}
-
-#[test]
 fn a_pinned_handle_never_answers_for_the_process_that_took_the_pid_over() {
-    let case = Case::new().with_worker();
-    case.table.pin_reads();
-    case.table
-        .insert(60, FakeProcess::new(WORKER_START, UID).child_of(1));
-    case.table
-        .insert(200, FakeProcess::new(DURING, UID).child_of(60));
-    // Read unmarked, then reaped, and its pid taken by a marked process before the second
-    // read: the handle answers `Gone`, not the successor's identity; the successor is read
-    // (and signalled) as itself by the next scan.
-    case.table.on(
-        FakeTrigger::EnvironRead(200),
-        vec![FakeEvent::Spawn(200, case.marked(DURING + 1).child_of(1))],
-    );
-    let (swept, _) = case.run();
-    assert_eq!(swept.outcome, CleanupOutcome::Clean);
-    assert_eq!(swept.signalled, vec![term(200, DURING + 1)]);
+    // Reaped after its first read (or after its environment was read, unmarked), its pid at
+    // once a marked process's: the handle answers `Gone`, never the successor's reads; the
+    // successor is read (and signalled) as itself by the next scan.
+    for trigger in [FakeTrigger::FirstRead(200), FakeTrigger::EnvironRead(200)] {
+        let case = Case::new().with_worker();
+        case.table.pin_reads();
+        case.table
+            .insert(60, FakeProcess::new(WORKER_START, UID).child_of(1));
+        case.table
+            .insert(200, FakeProcess::new(DURING, UID).child_of(60));
+        case.table.on(
+            trigger,
+            vec![FakeEvent::Spawn(200, case.marked(DURING + 1).child_of(1))],
+        );
+        let (swept, _) = case.run();
+        assert_eq!(swept.outcome, CleanupOutcome::Clean, "{trigger:?}");
+        assert_eq!(swept.signalled, vec![term(200, DURING + 1)], "{trigger:?}");
+    }
 }
 
 #[test]
@@ -526,11 +511,9 @@ fn a_pid_that_changes_identity_while_read_unsettles_the_scan() {
     assert_eq!(swept.signalled, vec![term(200, DURING + 1)]);
 }
 
-#[test]
-fn a_table_that_never_settles_is_not_clean() {
-    let mut case = Case::new();
-    case.sweep.config.bound = Duration::from_secs(1);
-    // Every scan, an unmarked process appears and exits while it is read.
+/// For 100 scans, just before each listing an unmarked process 600 appears (started during
+/// the run), and it exits (is reaped) at `exits`.
+fn each_scan_lists_a_process_that_exits_at(case: &Case, exits: FakeTrigger) {
     for n in 1..=100 {
         case.table.on(
             FakeTrigger::Listing(n),
@@ -539,9 +522,16 @@ fn a_table_that_never_settles_is_not_clean() {
                 FakeProcess::new(DURING + u64::from(n), UID),
             )],
         );
-        case.table
-            .on(FakeTrigger::EnvironRead(600), vec![FakeEvent::Exit(600)]);
+        case.table.on(exits, vec![FakeEvent::Exit(600)]);
     }
+}
+
+#[test]
+fn a_table_that_never_settles_is_not_clean() {
+    let mut case = Case::new();
+    case.sweep.config.bound = Duration::from_secs(1);
+    // Every scan, an unmarked process appears and exits while it is read.
+    each_scan_lists_a_process_that_exits_at(&case, FakeTrigger::EnvironRead(600));
     let (swept, _) = case.run();
     assert!(
         matches!(&swept.outcome, CleanupOutcome::EnumerationFailed { message } if message.contains("settle")),
@@ -556,17 +546,7 @@ fn through_pinned_handles_a_table_of_unmarked_processes_ending_as_they_are_read_
     case.table.pin_reads();
     // Every scan, an unmarked process appears and is reaped while it is read: each was read
     // whole through its handle, so none of them unsettles a scan.
-    for n in 1..=100 {
-        case.table.on(
-            FakeTrigger::Listing(n),
-            vec![FakeEvent::Spawn(
-                600,
-                FakeProcess::new(DURING + u64::from(n), UID),
-            )],
-        );
-        case.table
-            .on(FakeTrigger::EnvironRead(600), vec![FakeEvent::Exit(600)]);
-    }
+    each_scan_lists_a_process_that_exits_at(&case, FakeTrigger::EnvironRead(600));
     let (swept, _) = case.run();
     assert_eq!(swept.outcome, CleanupOutcome::Clean);
     assert_eq!(swept.scans, 2);
@@ -577,17 +557,7 @@ fn processes_gone_before_they_are_read_do_not_unsettle_the_scan() {
     let case = Case::new();
     // Every scan lists a short-lived process that has exited by the time its turn comes.
     case.table.insert(200, FakeProcess::new(BEFORE, UID));
-    for n in 1..=100 {
-        case.table.on(
-            FakeTrigger::Listing(n),
-            vec![FakeEvent::Spawn(
-                600,
-                FakeProcess::new(DURING + u64::from(n), UID),
-            )],
-        );
-        case.table
-            .on(FakeTrigger::EnvironRead(200), vec![FakeEvent::Exit(600)]);
-    }
+    each_scan_lists_a_process_that_exits_at(&case, FakeTrigger::EnvironRead(200));
     let (swept, _) = case.run();
     assert_eq!(swept.outcome, CleanupOutcome::Clean);
     assert_eq!(swept.scans, 2);
