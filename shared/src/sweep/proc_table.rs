@@ -5,7 +5,6 @@ use crate::process;
 use nix::sys::signal::Signal;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
 
 /// `/proc` as seen by this process.
 #[derive(Debug, Clone)]
@@ -29,10 +28,6 @@ impl ProcTable {
     }
 }
 
-fn proc_file(pid: u32, name: &str) -> PathBuf {
-    PathBuf::from("/proc").join(pid.to_string()).join(name)
-}
-
 /// The real uid: the first number of the `Uid:` line of `/proc/<pid>/status`.
 pub(super) fn parse_uid(status: &str) -> Option<u32> {
     status
@@ -42,30 +37,12 @@ pub(super) fn parse_uid(status: &str) -> Option<u32> {
         .and_then(|real| real.parse().ok())
 }
 
-fn read_status(path: &std::path::Path) -> Result<String, ReadError> {
-    let bytes = process::read_whole(path, 4096).map_err(ReadError::from_io)?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
-}
-
 /// The first buffer for an environment: most fit, and a larger one takes a few more reads.
 const ENVIRON_FIRST: usize = 16 * 1024;
 
-/// The environment as a live thread of a zombie leader reads it; `None` when the leader is not
-/// a zombie or no other thread lives.
-fn live_thread_environ(pid: u32) -> Option<Vec<u8>> {
-    let leader = process::read_stat(pid).ok()?;
-    if !leader.is_zombie() {
-        return None;
-    }
-    let thread = process::live_thread(pid)?;
-    let path = proc_file(pid, "task")
-        .join(thread.pid.to_string())
-        .join("environ");
-    process::read_whole(&path, ENVIRON_FIRST).ok()
-}
-
-/// The `stat` line as [`ProcessTable::info`] answers it: a zombie leader whose other threads run is read through a live
-/// thread for its state, flags and memory; its identity stays the leader's.
+/// The `stat` line as [`ProcessTable::info`] answers it: a zombie leader whose other threads
+/// run is read through a live thread for its state, flags and memory; its identity stays the
+/// leader's.
 fn info_from(stat: process::ProcStat) -> ProcessInfo {
     let live = if stat.is_zombie() {
         process::live_thread(stat.pid).unwrap_or(stat)
@@ -89,7 +66,7 @@ struct Pinned(std::fs::File);
 
 impl Pinned {
     fn open(pid: u32) -> Result<Pinned, ReadError> {
-        std::fs::File::open(proc_file(pid, ""))
+        std::fs::File::open(format!("/proc/{pid}"))
             .map(Pinned)
             .map_err(ReadError::from_io)
     }
@@ -111,6 +88,7 @@ impl Pinned {
         Ok(info_from(stat))
     }
 
+    /// The real uid ([`ProcessTable::uid`]).
     fn uid(&self) -> Result<u32, ReadError> {
         let mut file = self.file("status")?;
         let bytes = process::read_whole_from(&mut file, 4096).map_err(ReadError::from_io)?;
@@ -123,16 +101,17 @@ impl Pinned {
     }
 
     /// The environment, or a live thread's where the leader has exited (both under this
-    /// directory).
+    /// directory): a leader that exited has no memory of its own (its environment answers
+    /// `ESRCH` already when opened, or reads empty), while the threads that still run share
+    /// the process's memory and its environment.
     fn environ(&self, pid: u32) -> Result<Vec<u8>, ReadError> {
-        // A leader that exited answers `ESRCH` already when its environment is opened.
         let read = self.file("environ").and_then(|mut file| {
             process::read_whole_from(&mut file, ENVIRON_FIRST).map_err(ReadError::from_io)
         });
         match read {
             Ok(bytes) if !bytes.is_empty() => Ok(bytes),
             read => {
-                // As `live_thread_environ`: only a leader that is a zombie has threads to ask.
+                // Only a leader that is a zombie has threads to ask.
                 let thread = self
                     .file("stat")
                     .ok()
@@ -208,13 +187,7 @@ impl ProcessTable for ProcTable {
     }
 
     fn uid(&self, pid: u32) -> Result<u32, ReadError> {
-        let status = read_status(&proc_file(pid, "status"))?;
-        parse_uid(&status).ok_or_else(|| {
-            ReadError::Unreadable(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("/proc/{pid}/status: no Uid line"),
-            ))
-        })
+        Pinned::open(pid)?.uid()
     }
 
     fn link(&self, pid: u32) -> Result<Link, ReadError> {
@@ -227,16 +200,7 @@ impl ProcessTable for ProcTable {
     }
 
     fn environ(&self, pid: u32) -> Result<Vec<u8>, ReadError> {
-        match process::read_whole(&proc_file(pid, "environ"), ENVIRON_FIRST) {
-            Ok(bytes) if !bytes.is_empty() => Ok(bytes),
-            // A leader that exited has no memory of its own (its environment answers `ESRCH`,
-            // or reads empty), while the threads that still run share the process's memory
-            // and its environment.
-            read => match live_thread_environ(pid) {
-                Some(bytes) => Ok(bytes),
-                None => read.map_err(ReadError::from_io),
-            },
-        }
+        Pinned::open(pid)?.environ(pid)
     }
 
     fn pin(&self, pid: u32) -> Result<OwnedFd, ReadError> {

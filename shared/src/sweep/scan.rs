@@ -3,7 +3,10 @@
 //! by its ancestry (the lineage net); readability of its environment decides between
 //! signalling it and suspecting it.
 
-use super::table::{Link, Marker, ProcessInfo, ProcessReads, ProcessTable, ReadError};
+use super::table::{
+    ended_while_read, environ_wanted, Link, Marker, ProcessInfo, ProcessReads, ProcessTable,
+    ReadError,
+};
 use crate::rundir::ProcessIdentity;
 use nix::sys::signal::Signal;
 use std::collections::{HashMap, HashSet};
@@ -204,11 +207,9 @@ impl<T: ProcessTable> Readings for Live<'_, T> {
     }
     fn first(&mut self, pid: u32) -> Result<ProcessInfo, ReadError> {
         let since = self.since;
-        let mut reads = self.table.read_process(pid, &|info| {
-            since.is_none_or(|since| info.identity.start_ticks >= since)
-                && !info.zombie
-                && !info.kernel_thread
-        });
+        let mut reads = self
+            .table
+            .read_process(pid, &|info| environ_wanted(since, info));
         let first = std::mem::replace(&mut reads.first, Err(ReadError::Gone));
         self.current = Some((pid, reads));
         first
@@ -369,11 +370,8 @@ pub(super) fn scan<T: ProcessTable, R: Readings>(
             // The links it was read with may be as old as the scan: the verdict stands
             // only as fresh reads have it.
             ref ended
-                if match ended {
-                    Ok(second) => second.identity == first.identity,
-                    Err(ReadError::Gone) => readings.pinned(pid),
-                    Err(ReadError::Unreadable(_)) => false,
-                } && is_anothers(&environ, lineage)
+                if ended_while_read(&first, ended, readings.pinned(pid))
+                    && is_anothers(&environ, lineage)
                     && rules.lineage.is_none_or(|root| {
                         readings.after_end(pid, |links| {
                             ancestry(links, root, &first) == Ancestry::Unrelated

@@ -10,7 +10,9 @@
 //! a worker whose workload started earlier reads the few in between itself.
 
 use super::scan::{Parents, Readings};
-use super::table::{Link, Marker, ProcessInfo, ProcessTable, ReadError};
+use super::table::{
+    ended_while_read, environ_wanted, Link, Marker, ProcessInfo, ProcessTable, ReadError,
+};
 use crate::ids::TaskId;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -194,11 +196,7 @@ impl Snapshot {
             if pid <= 1 {
                 continue;
             }
-            let young =
-                |info: &ProcessInfo| since.is_none_or(|since| info.identity.start_ticks >= since);
-            let reads = table.read_process(pid, &|info| {
-                young(info) && !info.zombie && !info.kernel_thread
-            });
+            let reads = table.read_process(pid, &|info| environ_wanted(since, info));
             let mut observed = Observed {
                 pid,
                 first: Read::from_result(reads.first),
@@ -209,14 +207,7 @@ impl Snapshot {
                 pinned: reads.pinned,
             };
             if let (Read::Ok(info), Some(second)) = (&observed.first, reads.second) {
-                // It ended while it was read: a zombie under its own identity, or, read
-                // through a pinned handle, gone.
-                let ended = match &second {
-                    Ok(s) => s.identity == info.identity && s.zombie,
-                    Err(ReadError::Gone) => reads.pinned,
-                    Err(ReadError::Unreadable(_)) => false,
-                };
-                if ended {
+                if ended_while_read(info, &second, reads.pinned) {
                     observed.chain = chain(table, info);
                 }
                 observed.second = Some(Read::from_result(second));

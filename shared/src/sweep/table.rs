@@ -152,6 +152,29 @@ pub struct ProcessReads {
     pub pinned: bool,
 }
 
+/// Whether a scan that looks at processes started at or after `since` reads this one's
+/// environment: a kernel thread and a zombie have none.
+pub fn environ_wanted(since: Option<u64>, info: &ProcessInfo) -> bool {
+    since.is_none_or(|since| info.identity.start_ticks >= since)
+        && !info.zombie
+        && !info.kernel_thread
+}
+
+/// Whether the process `first` names ended while it was read, with what was read its own: the
+/// second read finds it a zombie under its own identity (a zombie keeps its pid), or, read
+/// through a pinned handle, finds it gone.
+pub fn ended_while_read(
+    first: &ProcessInfo,
+    second: &Result<ProcessInfo, ReadError>,
+    pinned: bool,
+) -> bool {
+    match second {
+        Ok(second) => second.identity == first.identity && second.zombie,
+        Err(ReadError::Gone) => pinned,
+        Err(ReadError::Unreadable(_)) => false,
+    }
+}
+
 /// The run marker: the exact environment entry `HOMEBASED_TASK_ID=<task>`.
 #[derive(Debug, Clone)]
 pub struct Marker {
