@@ -422,6 +422,17 @@ fn copy_logs(mut from: File, mut to: File, mut skip: u64) -> Result<JoinHandle<(
         .map_err(|e| format!("cannot start copying the container's logs: {e}"))
 }
 
+/// How long after a SIGKILL exit Docker is asked again whether it was an OOM kill, and how
+/// often: its OOM event and its exit event arrive apart, under load the OOM one last.
+const OOM_MARK_LATE: Duration = Duration::from_secs(1);
+const OOM_ASK_AGAIN: Duration = Duration::from_millis(50);
+
+/// A container that ended by SIGKILL (Docker's 137) without Docker's OOM mark: the kernel's OOM
+/// killer sends SIGKILL, and the mark may still be on its way.
+fn oom_may_be_marked_late(state: &inspect::ContainerState) -> bool {
+    !state.running && state.exit_code == Some(128 + 9) && state.oom_killed == Some(false)
+}
+
 /// Untracked followers must not run: kill them and collect them before reporting.
 fn kill_and_collect(pids: &[u32], group: Option<ProcessGroup>) {
     if let Some(group) = group {
@@ -467,7 +478,7 @@ impl Container {
             // `docker logs` is gone, so the pipe has ended: the copy is whole.
             let _ = copier.join();
         }
-        let state = match inspect::state(&self.docker, &self.id) {
+        let mut state = match inspect::state(&self.docker, &self.id) {
             Seen::Present(state) => Some(state),
             Seen::Absent => None,
             Seen::Unknown(e) => {
@@ -475,6 +486,16 @@ impl Container {
                 None
             }
         };
+        // Docker learns of an OOM kill from an event of its own, which can reach it after the
+        // exit: a container killed by SIGKILL and not (yet) marked is asked again, briefly.
+        let asked_until = Instant::now() + OOM_MARK_LATE;
+        while state.as_ref().is_some_and(oom_may_be_marked_late) && Instant::now() < asked_until {
+            std::thread::sleep(OOM_ASK_AGAIN);
+            match inspect::state(&self.docker, &self.id) {
+                Seen::Present(again) => state = Some(again),
+                Seen::Absent | Seen::Unknown(_) => break,
+            }
+        }
         let reason = self.reason(end, state.as_ref());
         Ended {
             reason,
@@ -627,5 +648,42 @@ impl Container {
         let mut text = String::new();
         let _ = self.wait_output.read_to_string(&mut text);
         text.lines().last()?.trim().parse().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(exit_code: i32, oom_killed: Option<bool>) -> inspect::ContainerState {
+        inspect::ContainerState {
+            running: false,
+            status: "exited".into(),
+            exit_code: Some(exit_code),
+            oom_killed,
+        }
+    }
+
+    #[test]
+    fn only_a_sigkill_exit_without_the_oom_mark_is_asked_again() {
+        assert!(oom_may_be_marked_late(&ended(137, Some(false))));
+        assert!(
+            !oom_may_be_marked_late(&ended(137, Some(true))),
+            "marked already"
+        );
+        assert!(
+            !oom_may_be_marked_late(&ended(137, None)),
+            "a Docker without the field"
+        );
+        assert!(!oom_may_be_marked_late(&ended(1, Some(false))));
+        assert!(
+            !oom_may_be_marked_late(&ended(143, Some(false))),
+            "SIGTERM is no OOM kill"
+        );
+        let running = inspect::ContainerState {
+            running: true,
+            ..ended(137, Some(false))
+        };
+        assert!(!oom_may_be_marked_late(&running));
     }
 }
