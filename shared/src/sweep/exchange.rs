@@ -2,9 +2,10 @@
 //! one-second jobs), every worker sweeps the same process table at the same instant; each scan
 //! reads every process born during the run, so the burst costs the machine 56 readings of the
 //! table where one would answer them all. Here a worker that needs a scan first looks for a
-//! published [`Snapshot`] that began after it asked; failing that, it takes the exchange's lock
-//! and, unless a worker before it in the lock just published one, takes and publishes one
-//! itself. A worker waiting on the lock while another reads the table then gets that reading.
+//! published [`Snapshot`] that began after it asked; failing that, it waits for the exchange's
+//! lock and, unless a snapshot published meanwhile serves it, takes and publishes one itself.
+//! While it waits, every publish wakes it ([`Doorbell`]): a worker that asked while another
+//! read the table is served by the next reading, whoever takes it.
 //!
 //! Nothing here changes what a scan decides: a snapshot holds reads, not verdicts, and each
 //! worker applies its own rules to them, confirms every verdict of ancestry with fresh reads,
@@ -14,12 +15,14 @@
 use super::snapshot::{monotonic_ns, Snapshot};
 use super::table::ProcessTable;
 use nix::fcntl::{Flock, FlockArg};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read as _, Write as _};
+use std::os::fd::AsFd as _;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
-use std::path::PathBuf;
-use std::sync::mpsc;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// The largest snapshot a reader takes in: far above any real table (a few hundred bytes a
 /// process), and a bound on what a file planted there can cost.
@@ -73,8 +76,13 @@ impl Exchange {
     }
 
     /// A snapshot that began after `asked_ns` and read what a scan looking at processes
-    /// started at or after `since` reads. An error (the lock not had within `patience`, the
-    /// table not listed) means: scan on your own.
+    /// started at or after `since` reads. An error (neither such a snapshot nor the lock had
+    /// within `patience`, the table not listed) means: scan on your own.
+    ///
+    /// A worker waiting here looks at every snapshot published while it waits, not only at
+    /// the one it finds when it gets the lock: in a burst the lock goes to whoever asks at the
+    /// right instant, not to whoever waited longest, and a worker that needed the lock to see
+    /// a reading that already served it waited through a dozen readings at the tail.
     pub(super) fn snapshot_after<T: ProcessTable>(
         &self,
         table: &T,
@@ -83,33 +91,118 @@ impl Exchange {
         patience: Duration,
     ) -> Result<Had, Unshared> {
         let serves = |s: &Snapshot| s.serves(&self.scope, table.own_uid(), since, asked_ns);
-        if let Some(snapshot) = self.latest().filter(serves) {
-            return Ok(Had {
-                snapshot,
-                taken: false,
-            });
+        let served = |snapshot| Had {
+            snapshot,
+            taken: false,
+        };
+        if let Some(snapshot) = self.latest_after(asked_ns).filter(serves) {
+            return Ok(served(snapshot));
         }
-        let _held = self.lock(patience).map_err(Unshared::Exchange)?;
-        // The worker before this one in the lock may just have published the reading asked for.
-        if let Some(snapshot) = self.latest().filter(serves) {
-            return Ok(Had {
-                snapshot,
-                taken: false,
-            });
+        let held = match self.lock_or_published(asked_ns, patience, serves) {
+            Ok(Waited::Locked(held)) => held,
+            Ok(Waited::Published(snapshot)) => return Ok(served(snapshot)),
+            Err(e) => return Err(Unshared::Exchange(e)),
+        };
+        // A reading published between this worker's last look and the lock serves it.
+        if let Some(snapshot) = self.latest_after(asked_ns).filter(serves) {
+            self.release(held);
+            return Ok(served(snapshot));
         }
         let began_ns = monotonic_ns().map_err(Unshared::Exchange)?;
-        let snapshot =
-            Snapshot::take(table, &self.scope, since, began_ns).map_err(Unshared::Listing)?;
+        let taken = Snapshot::take(table, &self.scope, since, began_ns);
         // Not published, it still serves this worker's scan.
-        let _ = self.publish(&snapshot);
+        if let Ok(snapshot) = &taken {
+            let _ = self.publish(snapshot);
+        }
+        self.release(held);
         Ok(Had {
-            snapshot,
+            snapshot: taken.map_err(Unshared::Listing)?,
             taken: true,
         })
     }
 
-    /// The published snapshot, if any can be read whole.
-    fn latest(&self) -> Option<Snapshot> {
+    /// The exchange's lock, or a published snapshot that `serves`, whichever comes first
+    /// within `patience`: a worker stopped while it holds the lock must not hold every other
+    /// sweep up. The wait is woken by each publish and each release ([`Doorbell`]).
+    fn lock_or_published(
+        &self,
+        asked_ns: u64,
+        patience: Duration,
+        serves: impl Fn(&Snapshot) -> bool,
+    ) -> io::Result<Waited> {
+        let deadline = Instant::now() + patience;
+        let mut file = self.lock_file()?;
+        // Made on the first wait, before one more look: a publish or a release after that
+        // look rings it. `Some(None)`: none could be made (no inotify instance left to this
+        // user), and the wait polls.
+        let mut doorbell: Option<Option<Doorbell>> = None;
+        let mut look = false;
+        loop {
+            if look {
+                if let Some(snapshot) = self.latest_after(asked_ns).filter(&serves) {
+                    return Ok(Waited::Published(snapshot));
+                }
+            }
+            file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(held) => return Ok(Waited::Locked(held)),
+                Err((file, nix::errno::Errno::EWOULDBLOCK)) => file,
+                Err((_, e)) => return Err(e.into()),
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("the sweep exchange's lock was held for over {patience:?}"),
+                ));
+            }
+            look = match &doorbell {
+                None => {
+                    doorbell = Some(Doorbell::at(&self.dir).ok());
+                    true
+                }
+                Some(Some(bell)) => bell.wait(left.min(UNRUNG))?,
+                Some(None) => {
+                    std::thread::sleep(left.min(POLL));
+                    true
+                }
+            };
+        }
+    }
+
+    fn lock_file(&self) -> io::Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(self.dir.join("lock"))
+    }
+
+    /// Lets the lock go and rings the waiters' doorbell: a release is no file event of its
+    /// own, so the lock file's times are touched after it.
+    fn release(&self, held: Flock<File>) {
+        let file = match held.unlock() {
+            Ok(file) => file,
+            // Closing the file lets the lock go too.
+            Err((held, _)) => return drop(held),
+        };
+        let now = nix::sys::time::TimeSpec::UTIME_NOW;
+        let _ = nix::sys::stat::futimens(&file, &now, &now);
+    }
+
+    /// The boot and pid namespace this exchange's snapshots belong to.
+    #[cfg(test)]
+    pub(super) fn scope(&self) -> &str {
+        &self.scope
+    }
+
+    /// The published snapshot, if it began after `asked_ns` and can be read whole. Its first
+    /// line says when it began: a waiter woken by every publish of a burst parses only the
+    /// one that can serve it (the line is only a filter: what serves is decided on the
+    /// snapshot itself).
+    fn latest_after(&self, asked_ns: u64) -> Option<Snapshot> {
         let mut file = OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK)
@@ -121,11 +214,16 @@ impl Exchange {
         }
         let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).ok()?);
         (&mut file).take(LARGEST).read_to_end(&mut bytes).ok()?;
-        serde_json::from_slice(&bytes).ok()
+        let (began, json) = bytes.split_at(bytes.iter().position(|b| *b == b'\n')?);
+        let began: u64 = std::str::from_utf8(began).ok()?.parse().ok()?;
+        if began <= asked_ns {
+            return None;
+        }
+        serde_json::from_slice(json).ok()
     }
 
     /// Replaces the published snapshot whole: a reader sees the old one or the new one.
-    fn publish(&self, snapshot: &Snapshot) -> io::Result<()> {
+    pub(super) fn publish(&self, snapshot: &Snapshot) -> io::Result<()> {
         let staged = self.dir.join("latest.new");
         let mut file = OpenOptions::new()
             .write(true)
@@ -134,41 +232,62 @@ impl Exchange {
             .mode(0o600)
             .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
             .open(&staged)?;
-        file.write_all(&serde_json::to_vec(snapshot).map_err(io::Error::other)?)?;
+        let mut bytes = format!("{}\n", snapshot.began_ns).into_bytes();
+        serde_json::to_writer(&mut bytes, snapshot).map_err(io::Error::other)?;
+        file.write_all(&bytes)?;
         std::fs::rename(staged, self.dir.join("latest"))
     }
+}
 
-    /// The exchange's lock, waited for at most `patience`: a worker stopped while it holds
-    /// the lock must not hold every other sweep up. A wait given up on is left to a thread
-    /// that lets the lock go the moment it gets it.
-    fn lock(&self, patience: Duration) -> io::Result<Flock<File>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-            .open(self.dir.join("lock"))?;
-        let file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(held) => return Ok(held),
-            Err((file, nix::errno::Errno::EWOULDBLOCK)) => file,
-            Err((_, e)) => return Err(e.into()),
-        };
-        let (granted, grant) = mpsc::channel();
-        std::thread::Builder::new()
-            .name("sweep-lock".into())
-            .spawn(move || {
-                let held = Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| e);
-                // Nobody waits any more: dropping the lock here lets it go.
-                let _ = granted.send(held);
-            })?;
-        match grant.recv_timeout(patience) {
-            Ok(held) => held.map_err(io::Error::from),
-            Err(_) => Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("the sweep exchange's lock was held for over {patience:?}"),
-            )),
+/// What a wait at the exchange came to.
+enum Waited {
+    Locked(Flock<File>),
+    Published(Snapshot),
+}
+
+/// The longest a waiter sleeps without a ring: a holder that ended without releasing (killed)
+/// rings nothing, and the kernel lets its lock go.
+const UNRUNG: Duration = Duration::from_millis(20);
+
+/// How often a waiter without a doorbell looks.
+const POLL: Duration = Duration::from_millis(2);
+
+/// Wakes a waiter when a snapshot is published (`latest` renamed into place) or the lock is
+/// let go (the lock file's times touched by [`Exchange::release`]).
+struct Doorbell {
+    inotify: Inotify,
+}
+
+impl Doorbell {
+    fn at(dir: &Path) -> io::Result<Doorbell> {
+        let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK)?;
+        inotify.add_watch(dir, AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_ATTRIB)?;
+        Ok(Doorbell { inotify })
+    }
+
+    /// Waits up to `timeout` for a ring; whether a snapshot may have been published since
+    /// the last wait (a timeout counts as one: the waiter looks again).
+    fn wait(&self, timeout: Duration) -> io::Result<bool> {
+        let millis = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+        let mut fds = [PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(millis)) {
+            Ok(0) => return Ok(true),
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => return Ok(true),
+            Err(e) => return Err(e.into()),
+        }
+        let mut published = false;
+        loop {
+            match self.inotify.read_events() {
+                Ok(events) => {
+                    published |= events.iter().any(|event| {
+                        event.mask.contains(AddWatchFlags::IN_MOVED_TO)
+                            || event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW)
+                    });
+                }
+                Err(nix::errno::Errno::EAGAIN) => return Ok(published),
+                Err(e) => return Err(e.into()),
+            }
         }
     }
 }

@@ -262,3 +262,36 @@ fn an_exchange_is_refused_in_a_folder_that_is_a_link() {
     std::os::unix::fs::symlink(&real, &link).unwrap();
     assert!(Exchange::at(link).is_err());
 }
+
+#[test]
+fn a_waiting_scan_is_served_by_a_reading_published_while_another_worker_holds_the_lock() {
+    let (dir, exchange) = exchange();
+    let table = FakeTable::new(OWN_PID, UID);
+    table.insert(200, FakeProcess::new(6000, UID));
+    let lock = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.path().join("sweep/lock"))
+        .unwrap();
+    let _held = Flock::lock(lock, FlockArg::LockExclusive).unwrap();
+    let asked = monotonic_ns().unwrap();
+    std::thread::scope(|threads| {
+        let waiter = threads
+            .spawn(|| exchange.snapshot_after(&table, Some(5000), asked, Duration::from_secs(5)));
+        // Another worker reads the table and publishes, and is slow to let the lock go.
+        std::thread::sleep(Duration::from_millis(50));
+        let published = Snapshot::take(
+            &table,
+            exchange.scope(),
+            Some(5000),
+            monotonic_ns().unwrap(),
+        )
+        .unwrap();
+        exchange.publish(&published).unwrap();
+        let had = waiter.join().unwrap().unwrap();
+        assert!(!had.taken, "the waiter read the table itself");
+        assert_eq!(had.snapshot, published);
+    });
+}

@@ -24,7 +24,7 @@ use std::io;
 const MOST_MARKERS: usize = 8;
 
 /// The snapshot's version: a reader of another version scans on its own.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
