@@ -137,14 +137,7 @@ fn spawn_worker(
     standby: Option<standby::Standby>,
     clock: &Clock,
 ) -> io::Result<spawn::Detached> {
-    let lock = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-        .open(dir.runner_lock())?;
+    let lock = homebased_shared::rundir::open_lock_file(&dir.runner_lock())?;
     flock(&lock, libc::LOCK_EX | libc::LOCK_NB)?;
     let log = homebased_shared::rundir::open_append(&dir.worker_log(), 0o666)?;
     // Both ways of starting the worker get these, then the last stamp of the daemon's side of

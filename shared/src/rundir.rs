@@ -524,6 +524,19 @@ pub struct AdoptionRequest {
     pub requested_at: Millis,
 }
 
+/// Opens (creating it, 0600) a file that is only ever locked (`flock`), never written: a
+/// worker's `runner.lock`, the sweep exchange's `lock`. Never through a link.
+pub fn open_lock_file(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(path)
+}
+
 /// Write, fsync, rename over the target, fsync the folder: a reader sees the old file or the
 /// whole new one, and the new one survives a crash once this returns.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {

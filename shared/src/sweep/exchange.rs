@@ -170,14 +170,7 @@ impl Exchange {
     }
 
     fn lock_file(&self) -> io::Result<File> {
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-            .open(self.dir.join("lock"))
+        crate::rundir::open_lock_file(&self.dir.join("lock"))
     }
 
     /// Lets the lock go and rings the waiters' doorbell: a release is no file event of its

@@ -18,6 +18,12 @@ fn exchange() -> (tempfile::TempDir, Exchange) {
     (dir, exchange)
 }
 
+/// The exchange's lock, held as another worker holds it while it reads the table.
+fn hold_the_lock(home: &std::path::Path) -> Flock<File> {
+    let lock = crate::rundir::open_lock_file(&home.join("sweep/lock")).unwrap();
+    Flock::lock(lock, FlockArg::LockExclusive).unwrap()
+}
+
 fn rules<'a>(marker: &'a Marker, since: Option<u64>) -> Rules<'a> {
     Rules {
         marker,
@@ -210,14 +216,7 @@ fn a_damaged_or_planted_snapshot_is_read_again_from_the_table() {
 #[test]
 fn a_held_exchange_leaves_the_sweep_to_go_on_alone_and_say_so() {
     let (dir, exchange) = exchange();
-    let lock = File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(dir.path().join("sweep/lock"))
-        .unwrap();
-    let _held = Flock::lock(lock, FlockArg::LockExclusive).unwrap();
+    let _held = hold_the_lock(dir.path());
     let task = TaskId::new();
     let table = FakeTable::new(OWN_PID, UID);
     table.insert(200, FakeProcess::marked(6000, UID, task));
@@ -268,14 +267,7 @@ fn a_waiting_scan_is_served_by_a_reading_published_while_another_worker_holds_th
     let (dir, exchange) = exchange();
     let table = FakeTable::new(OWN_PID, UID);
     table.insert(200, FakeProcess::new(6000, UID));
-    let lock = File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(dir.path().join("sweep/lock"))
-        .unwrap();
-    let _held = Flock::lock(lock, FlockArg::LockExclusive).unwrap();
+    let _held = hold_the_lock(dir.path());
     let asked = monotonic_ns().unwrap();
     std::thread::scope(|threads| {
         let waiter = threads
