@@ -382,16 +382,21 @@ fn another_runs_process_that_ends_while_it_is_read_leaves_the_scan_settled() {
     assert_eq!(swept.scans, 2, "read whole before it ended: not the run's");
 }
 
-#[test]
-fn a_process_that_may_be_the_runs_and_ends_while_it_is_read_unsettles_the_scan() {
-    for (what, process) in [
+/// Unmarked processes that a scan cannot call another run's: one under the worker, and one
+/// whose parent link is gone (it is being re-parented).
+fn may_be_the_runs() -> [(&'static str, FakeProcess); 2] {
+    [
         (
             "the run's by its ancestry",
             FakeProcess::new(DURING, UID).child_of(OWN_PID),
         ),
-        // Its parent link is gone: it is being re-parented.
         ("moving", FakeProcess::new(DURING, UID).child_of(70)),
-    ] {
+    ]
+}
+
+#[test]
+fn a_process_that_may_be_the_runs_and_ends_while_it_is_read_unsettles_the_scan() {
+    for (what, process) in may_be_the_runs() {
         let (swept, _) = ending_while_read(process.clone(), Some(process.zombie()));
         assert_eq!(
             swept.scans, 3,
@@ -414,13 +419,7 @@ fn another_runs_process_reaped_while_it_is_read_through_a_pinned_handle_leaves_t
 
 #[test]
 fn through_a_pinned_handle_a_process_that_may_be_the_runs_and_is_reaped_while_read_unsettles() {
-    for (what, process) in [
-        (
-            "the run's by its ancestry",
-            FakeProcess::new(DURING, UID).child_of(OWN_PID),
-        ),
-        ("moving", FakeProcess::new(DURING, UID).child_of(70)),
-    ] {
+    for (what, process) in may_be_the_runs() {
         let (swept, _) = ending_while_read_by(process, None, true);
         assert_eq!(
             swept.scans, 3,
