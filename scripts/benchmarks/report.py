@@ -203,6 +203,13 @@ samples. "Holders" keep a lane busy at no CPU cost: `read _ < FIFO`, blocked in 
   `sh` loops, no daemon, each running the same job back to back (3 to 10 rounds), begun
   together as the lanes are, with the same gap from one job's E to the next one's S: what
   starting the same processes in the same burst costs this machine without any queue.
+  Around the drain (the holders' release to the last run's end) the machine's busy CPU time
+  (`/proc/stat`: user, nice, system, irq, softirq, steal) and the daemon's own and reaped
+  CPU are read and divided by the runs that ended (the holders and the queued jobs); the last
+  row multiplies that by the lanes and divides it by the CPUs: the time one round of the
+  lanes' runs occupies every CPU of this machine, which no order of the work can shorten.
+  BENCH_MIG_CARDS fewer cards make a smaller round, to see how the hand-over follows lanes
+  per CPU (run under `taskset -c 0` for one CPU).
 - **schedule** (issue 27): `homebased/examples/schedule_sim.rs --json`, no daemon: the real
   `decide` on a virtual clock over two seeded weeks on 8 lanes (steady: 1-GPU jobs of 5
   minutes to 2 hours at level medium plus one 8-GPU job an hour; research: 1/2/4-GPU jobs of

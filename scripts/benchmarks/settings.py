@@ -36,6 +36,8 @@ Settings (environment):
                          starts a job on each in every round too (before/after a change)
   BENCH_LANE_QUEUE       1 s jobs queued over BENCH_LANES lanes, hand-over workload [2000 / 200]
   BENCH_MIG_QUEUE        1 s jobs queued over the mig56 workload's 56 MIG lanes   [2000 / 200]
+  BENCH_MIG_CARDS        cards of 7 MIG slices in mig56 (fewer: a smaller burst, to see
+                         how the hand-over scales with lanes per CPU)            [8 / 8]
   BENCH_MIG_RUNS         timed `resource list --json` calls and settles in mig56  [20 / 5]
   BENCH_MIG_SECONDS      mig56's sampler window, no reads (at most 55)           [45 / 10]
   BENCH_MIXED_QUEUE      1 s jobs of 1, 2 and 4 GPUs in mixed8's trace on 8 lanes [600 / 60]
@@ -124,7 +126,8 @@ INTEGRITY_STARTS = max(setting("BENCH_INTEGRITY_STARTS", 7, 3), 1)
 STARTPATH = max(setting("BENCH_STARTPATH", 50, 20), 2)
 LANE_QUEUE = max(setting("BENCH_LANE_QUEUE", 2000, 200), LANES * 2)
 HISTORY_SAMPLE = max(setting("BENCH_HISTORY_SAMPLE", 30, 10), 2)
-MIG_QUEUE = max(setting("BENCH_MIG_QUEUE", 2000, 200), 56 * 2)
+MIG_CARDS = min(max(setting("BENCH_MIG_CARDS", 8, 8), 1), 8)
+MIG_QUEUE = max(setting("BENCH_MIG_QUEUE", 2000, 200), MIG_CARDS * 7 * 2)
 MIG_RUNS = max(setting("BENCH_MIG_RUNS", 20, 5), 1)
 # The sampler samples for a minute after the last read of resources; the window must end
 # inside that minute, or it would measure a sleeping sampler.

@@ -13,10 +13,9 @@ from pathlib import Path
 
 from ..daemon import CLK_TCK, Home, cpu_ticks, log, read_ns, wait_for
 from ..results import Row, dist_row
-from ..settings import MIG_QUEUE, MIG_RUNS, MIG_SECONDS
+from ..settings import MIG_CARDS, MIG_QUEUE, MIG_RUNS, MIG_SECONDS
 from .runs import cleanup_row, lane_gaps
 
-MIG_CARDS = 8
 MIG_SLICES = 7
 
 FAKE_MIG = """#!/bin/sh
@@ -106,6 +105,17 @@ def reaped_ticks(pid: int) -> int:
     return int(f[13]) + int(f[14])
 
 
+def machine_busy_ticks() -> int:
+    """Every CPU's busy time so far (`/proc/stat`: user, nice, system, irq, softirq and
+    steal), in ticks: what all processes of the machine used, ours and the kernel's."""
+    with open("/proc/stat") as stat:
+        fields = stat.readline().split()
+    if fields[0] != "cpu":
+        raise RuntimeError("/proc/stat does not begin with the all-CPU line")
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[1:9])
+    return user + nice + system + irq + softirq + steal
+
+
 def shell_lanes_floor(lanes: int, rounds: int) -> list[float]:
     """The machine's floor for a hand-over: `lanes` plain `sh` loops, no queue, each running
     `rounds` of the benchmark's one-second job back to back (the same script, so the same
@@ -189,6 +199,7 @@ def mig56_workload(bins: Path, rows: list[Row], notes: dict) -> None:
 
         # The holders go, the queue drains 56 jobs at a time. The FIFO is opened again while
         # waiting, in case a holder reached its `read` late.
+        m0, d0, r0 = machine_busy_ticks(), cpu_ticks(pid), reaped_ticks(pid)
         wait_for(h.release_hold, 10, 0.01, "the holders to wait on their FIFO")
 
         def drained() -> bool:
@@ -197,6 +208,7 @@ def mig56_workload(bins: Path, rows: list[Row], notes: dict) -> None:
 
         wait_for(drained, 60 + MIG_QUEUE * 1.5 / lanes, 0.05, "the last jobs")
         h.wait_idle(timeout=60)
+        m1, d1, r1 = machine_busy_ticks(), cpu_ticks(pid), reaped_ticks(pid)
         by_lane, gaps = lane_gaps(h, jobs)
         setup = f"{lanes} MIG lanes ({MIG_CARDS} cards of {MIG_SLICES} slices)"
         queued = f"{MIG_QUEUE:,} queued"
@@ -258,6 +270,47 @@ def mig56_workload(bins: Path, rows: list[Row], notes: dict) -> None:
             )
         )
         rows.append(cleanup_row("mig56_handover_cleanup", h))
+        # What a run costs the machine, and so how long the CPUs are busy with one round of
+        # the lanes' runs: the lanes of this workload start together and run equal jobs, so
+        # their hand-overs come close together, and no order of the work makes a round
+        # shorter than its CPU time spread over every CPU. Every holder ends and every
+        # queued job runs.
+        ended = MIG_QUEUE + lanes
+
+        def per_run(ticks: int) -> float:
+            return ticks / CLK_TCK * 1000 / ended
+
+        cpus = os.cpu_count() or 1
+        rows.append(
+            Row(
+                "mig56_handover_cpu",
+                f"machine CPU per run while the {queued} drain (all processes, `/proc/stat` "
+                f"busy time / {ended:,} runs)",
+                "ms",
+                p50=per_run(m1 - m0),
+            )
+        )
+        rows.append(
+            Row("mig56_handover_cpu_daemon", "↳ of which the daemon's own", "ms",
+                p50=per_run(d1 - d0))
+        )
+        rows.append(
+            Row(
+                "mig56_handover_cpu_children",
+                "↳ of which its reaped children: the workers and, through them, the workloads",
+                "ms",
+                p50=per_run(r1 - r0),
+            )
+        )
+        rows.append(
+            Row(
+                "mig56_burst_floor",
+                f"↳ one round of {lanes} runs spread over this machine's {cpus} CPUs "
+                "(lanes x CPU per run / CPUs)",
+                "ms",
+                p50=lanes * per_run(m1 - m0) / cpus,
+            )
+        )
         notes["mig56_ran"] = sum(len(v) for v in by_lane.values())
     finally:
         h.close()
