@@ -15,6 +15,7 @@
 //! - [`preemption`]: the victim-mode table and the choice of victims, enough for all of a
 //!   job's lanes or none.
 //! - [`waiting`]: why each job that did not start waits, from the same pass.
+//! - [`reach`]: how far down the queue a pass must read.
 
 mod filling;
 mod order;
@@ -22,6 +23,7 @@ mod preemption;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod props;
+mod reach;
 mod reservation;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
@@ -30,6 +32,7 @@ mod waiting;
 
 pub use order::{natural_cmp, resource_order};
 pub use preemption::stop_cause_now;
+pub use reach::Reach;
 
 use homebased_shared::ids::{AttentionId, JobId, ResourceId, TaskId};
 use homebased_shared::queue::{JobStatus, PhaseKind, PreemptMode, Priority, StopCause};

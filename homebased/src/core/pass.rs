@@ -117,9 +117,9 @@ impl Core {
     }
 
     /// The queue as the scheduler sees it. Queued jobs are read in serving order only as far
-    /// as a decision can reach: once no lane is free, the first blocked job is known, and the
-    /// jobs left are no higher than every executing run, nothing further down can start,
-    /// preempt or head the queue.
+    /// as a decision can reach ([`scheduler::Reach`]): once every free lane is taken by a job
+    /// read before, the first blocked job is known, and the jobs left are no higher than
+    /// every executing run, nothing further down can start, preempt or head the queue.
     pub(super) fn snapshot(&self) -> ApiResult<Snapshot> {
         let db = self.store.db();
         let holding = runs::list_holding(db)?;
@@ -167,25 +167,12 @@ impl Core {
             }
         }
         slots.retain(|s| s.run.is_some() || !retired.contains(&s.id));
-        let free = slots.iter().filter(|s| s.run.is_none()).count();
-        let lowest_executing = slots
-            .iter()
-            .filter_map(|s| s.run.as_ref())
-            .filter(|r| matches!(r.phase, SlotPhase::Executing { .. }))
-            .map(|r| r.priority)
-            .min();
+        let mut reach = scheduler::Reach::over(&slots);
         let mut waiting = Vec::new();
-        let mut head_found = false;
         jobs::visit_waiting(db, |job| {
             let blocked_by_own_run = holding.iter().any(|run| run.job == job.id)
                 || holds.iter().any(|hold| hold.job == job.id);
-            let may_preempt = lowest_executing.is_some_and(|low| job.priority > low);
-            if free == 0 && head_found && !may_preempt {
-                return false;
-            }
-            // A job waiting for a dependency cannot head the queue: it takes no part.
-            head_found |= !blocked_by_own_run && job.dependency.is_none();
-            waiting.push(WaitingJob {
+            let job = WaitingJob {
                 id: job.id,
                 priority: job.priority,
                 position: job.position,
@@ -194,7 +181,11 @@ impl Core {
                 time_limit: job.time_limit,
                 blocked_by_own_run,
                 dependency: job.dependency,
-            });
+            };
+            if !reach.reads(&job) {
+                return false;
+            }
+            waiting.push(job);
             true
         })?;
         Ok(Snapshot {

@@ -259,4 +259,52 @@ proptest! {
             .count();
         prop_assert!(needed <= supplied, "stops that cannot serve every job they are for");
     }
+
+    /// The queue read only as far as [`Reach`] lets it gives the same pass as the whole
+    /// queue: the same launches, stops and blocked head, and every lane it counts on is one
+    /// the whole queue's pass counts on for the same job. So is the reservation, unless its
+    /// holder is past the reach: then every free lane went to a job before the holder, and
+    /// no job behind the holder could start anyway, so the reservation holds nothing back
+    /// in this pass (it is made again by the first pass that has a lane left for it).
+    #[test]
+    fn a_pass_over_the_queue_as_far_as_its_reach_decides_as_over_the_whole_queue(
+        lane_specs in prop::collection::vec(lane_spec(), 1..9),
+        job_specs in prop::collection::vec(job_spec(), 0..12),
+        reservations in any::<bool>(),
+    ) {
+        let resources = lanes_of(&lane_specs);
+        let mut jobs = jobs_of(&job_specs, &resources);
+        jobs.sort_by(order::serving_order);
+        let whole = Snapshot {
+            now: NOW,
+            resources: resources.clone(),
+            jobs: jobs.clone(),
+            storage_unavailable_since: None,
+            reservations,
+            cleanup_bound: BOUND,
+        };
+        let mut reach = Reach::over(&resources);
+        let read: Vec<WaitingJob> = jobs.iter().take_while(|j| reach.reads(j)).cloned().collect();
+        let reached = Snapshot { jobs: read, ..whole.clone() };
+        let all = decide(&whole);
+        let some = decide(&reached);
+        prop_assert_eq!(&some.launches, &all.launches);
+        prop_assert_eq!(&some.stops, &all.stops);
+        match &all.reservation {
+            Some(r) if !reached.jobs.iter().any(|j| j.id == r.job) => {
+                prop_assert_eq!(&some.reservation, &None);
+                let held_free = resources.iter().any(|lane| {
+                    lane.is_free()
+                        && r.resources.contains(&lane.id)
+                        && !all.launches.iter().any(|l| l.resources.contains(&lane.id))
+                });
+                prop_assert!(!held_free, "a reservation past the reach held a free lane back");
+            }
+            _ => prop_assert_eq!(&some.reservation, &all.reservation),
+        }
+        prop_assert_eq!(&some.first_blocked, &all.first_blocked);
+        for claim in &some.claims {
+            prop_assert!(all.claims.contains(claim), "a lane counted on only when read in part");
+        }
+    }
 }

@@ -1526,3 +1526,56 @@ fn a_job_that_stays_short_leaves_the_spare_lanes_to_the_next() {
     );
     assert_eq!(d.stops, [stop(&gpu0, StopCause::Yield, &first)]);
 }
+
+/// How many of `jobs` (in serving order) a pass over `resources` reads.
+fn read_by_reach(resources: &[ResourceSlot], jobs: &[WaitingJob]) -> usize {
+    let mut reach = Reach::over(resources);
+    jobs.iter().take_while(|job| reach.reads(job)).count()
+}
+
+#[test]
+fn the_queue_is_read_until_the_free_lanes_are_taken_and_the_head_is_found() {
+    let resources = [
+        lane("gpu0", Some(0)),
+        lane("gpu1", Some(1)),
+        busy("gpu2", Some(2), executing(Medium, Wait, 5)),
+    ];
+    let jobs: Vec<WaitingJob> = (1..=6).map(|p| job(Medium, p)).collect();
+    // Two take the free lanes, the third is the blocked head; the rest can only wait.
+    assert_eq!(read_by_reach(&resources, &jobs), 3);
+    // With nothing free, the head alone.
+    let full = [busy("gpu0", Some(0), executing(Medium, Wait, 5))];
+    assert_eq!(read_by_reach(&full, &jobs), 1);
+    // A job held back by its own run or a dependency takes no lane and is not the head.
+    let mut held_back = jobs.clone();
+    held_back[0].blocked_by_own_run = true;
+    assert_eq!(read_by_reach(&resources, &held_back), 4);
+}
+
+#[test]
+fn a_job_that_may_not_take_any_free_lane_has_the_whole_queue_read() {
+    let resources = [lane("gpu0", Some(0)), lane("gpu1", Some(1))];
+    let mut jobs: Vec<WaitingJob> = (1..=6).map(|p| job(Medium, p)).collect();
+    // Pinned: which free lane the others get depends on it.
+    jobs[0].target = Target::Pinned(resources[1].id);
+    assert_eq!(read_by_reach(&resources, &jobs), 6);
+    // Several lanes: with a reservation, the jobs behind it may backfill by time limit.
+    let mut wide: Vec<WaitingJob> = (1..=6).map(|p| job(Medium, p)).collect();
+    wide[1].gpus = 2;
+    assert_eq!(read_by_reach(&resources, &wide), 6);
+    // Once the free lanes are taken, such a job is only the head.
+    let mut late: Vec<WaitingJob> = (1..=6).map(|p| job(Medium, p)).collect();
+    late[2].gpus = 2;
+    assert_eq!(read_by_reach(&resources, &late), 3);
+}
+
+#[test]
+fn jobs_above_an_executing_run_are_read_past_the_head_since_they_may_stop_it() {
+    let resources = [
+        busy("gpu0", Some(0), executing(Low, Restart, 5)),
+        busy("gpu1", Some(1), executing(Medium, Restart, 5)),
+    ];
+    let jobs = [job(High, 1), job(Medium, 1), job(Medium, 2), job(Low, 1)];
+    // Every job above the lowest executing level (low) is read, the first low one is not.
+    assert_eq!(read_by_reach(&resources, &jobs), 3);
+}
