@@ -135,6 +135,18 @@ fn job_spec() -> impl Strategy<Value = JobSpec> {
     )
 }
 
+/// A pass's snapshot of `resources` and `jobs`, now, with the cleanup bound.
+fn snapshot_of(resources: &[ResourceSlot], jobs: &[WaitingJob], reservations: bool) -> Snapshot {
+    Snapshot {
+        now: NOW,
+        resources: resources.to_vec(),
+        jobs: jobs.to_vec(),
+        storage_unavailable_since: None,
+        reservations,
+        cleanup_bound: BOUND,
+    }
+}
+
 fn end_of(limit: Duration) -> Millis {
     NOW + i64::try_from(limit.as_millis() + BOUND.as_millis()).unwrap()
 }
@@ -150,15 +162,7 @@ proptest! {
     ) {
         let resources = lanes_of(&lane_specs);
         let jobs = jobs_of(&job_specs, &resources);
-        let snapshot = Snapshot {
-            now: NOW,
-            resources: resources.clone(),
-            jobs: jobs.clone(),
-            storage_unavailable_since: None,
-            reservations,
-            cleanup_bound: BOUND,
-        };
-        let d = decide(&snapshot);
+        let d = decide(&snapshot_of(&resources, &jobs, reservations));
         let lane = |id: ResourceId| resources.iter().find(|r| r.id == id).unwrap();
         let job = |id: JobId| jobs.iter().find(|j| j.id == id).unwrap();
         prop_assert!(reservations || d.reservation.is_none());
@@ -275,23 +279,14 @@ proptest! {
         let resources = lanes_of(&lane_specs);
         let mut jobs = jobs_of(&job_specs, &resources);
         jobs.sort_by(order::serving_order);
-        let whole = Snapshot {
-            now: NOW,
-            resources: resources.clone(),
-            jobs: jobs.clone(),
-            storage_unavailable_since: None,
-            reservations,
-            cleanup_bound: BOUND,
-        };
         let mut reach = Reach::over(&resources);
         let read: Vec<WaitingJob> = jobs.iter().take_while(|j| reach.reads(j)).cloned().collect();
-        let reached = Snapshot { jobs: read, ..whole.clone() };
-        let all = decide(&whole);
-        let some = decide(&reached);
+        let all = decide(&snapshot_of(&resources, &jobs, reservations));
+        let some = decide(&snapshot_of(&resources, &read, reservations));
         prop_assert_eq!(&some.launches, &all.launches);
         prop_assert_eq!(&some.stops, &all.stops);
         match &all.reservation {
-            Some(r) if !reached.jobs.iter().any(|j| j.id == r.job) => {
+            Some(r) if !read.iter().any(|j| j.id == r.job) => {
                 prop_assert_eq!(&some.reservation, &None);
                 let held_free = resources.iter().any(|lane| {
                     lane.is_free()

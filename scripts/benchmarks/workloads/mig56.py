@@ -199,7 +199,7 @@ def mig56_workload(bins: Path, rows: list[Row], notes: dict) -> None:
 
         # The holders go, the queue drains 56 jobs at a time. The FIFO is opened again while
         # waiting, in case a holder reached its `read` late.
-        m0, d0, r0 = machine_busy_ticks(), cpu_ticks(pid), reaped_ticks(pid)
+        drain0 = machine_busy_ticks(), cpu_ticks(pid), reaped_ticks(pid)
         wait_for(h.release_hold, 10, 0.01, "the holders to wait on their FIFO")
 
         def drained() -> bool:
@@ -208,9 +208,10 @@ def mig56_workload(bins: Path, rows: list[Row], notes: dict) -> None:
 
         wait_for(drained, 60 + MIG_QUEUE * 1.5 / lanes, 0.05, "the last jobs")
         h.wait_idle(timeout=60)
-        m1, d1, r1 = machine_busy_ticks(), cpu_ticks(pid), reaped_ticks(pid)
+        drain1 = machine_busy_ticks(), cpu_ticks(pid), reaped_ticks(pid)
         by_lane, gaps = lane_gaps(h, jobs)
-        setup = f"{lanes} MIG lanes ({MIG_CARDS} cards of {MIG_SLICES} slices)"
+        cards = f"{MIG_CARDS} card" + ("s" if MIG_CARDS != 1 else "")
+        setup = f"{lanes} MIG lanes ({cards} of {MIG_SLICES} slices)"
         queued = f"{MIG_QUEUE:,} queued"
         rows.append(
             dist_row(
@@ -229,27 +230,21 @@ def mig56_workload(bins: Path, rows: list[Row], notes: dict) -> None:
                 settle,
             )
         )
-        rows.append(
-            Row(
+        for key, figure, ticks in [
+            (
                 "mig56_cpu",
                 f"daemon CPU per hour, sampler on, {lanes} MIG lanes held, {queued}, no reads "
                 f"(over {MIG_SECONDS} s, {n1 - n0} samples, ticks of {1000 / CLK_TCK:.0f} ms)",
-                "s/h",
-                p50=per_hour(c1 - c0),
-            )
-        )
-        rows.append(
-            Row("mig56_cpu_sampler", "↳ of which the `gpu-sampler` thread", "s/h",
-                p50=per_hour(s1 - s0))
-        )
-        rows.append(
-            Row(
+                c1 - c0,
+            ),
+            ("mig56_cpu_sampler", "↳ of which the `gpu-sampler` thread", s1 - s0),
+            (
                 "mig56_cpu_queries",
                 "↳ beside it: the reaped queries (the fake `nvidia-smi` is `sh`)",
-                "s/h",
-                p50=per_hour(r1 - r0),
-            )
-        )
+                r1 - r0,
+            ),
+        ]:
+            rows.append(Row(key, figure, "s/h", p50=per_hour(ticks)))
         rows.append(
             dist_row(
                 "mig56_handover",
@@ -277,38 +272,34 @@ def mig56_workload(bins: Path, rows: list[Row], notes: dict) -> None:
         # queued job runs.
         ended = MIG_QUEUE + lanes
 
+        busy, own, reaped = (after - before for before, after in zip(drain0, drain1))
+
         def per_run(ticks: int) -> float:
             return ticks / CLK_TCK * 1000 / ended
 
         cpus = os.cpu_count() or 1
-        rows.append(
-            Row(
+        for key, figure, ticks in [
+            (
                 "mig56_handover_cpu",
                 f"machine CPU per run while the {queued} drain (all processes, `/proc/stat` "
                 f"busy time / {ended:,} runs)",
-                "ms",
-                p50=per_run(m1 - m0),
-            )
-        )
-        rows.append(
-            Row("mig56_handover_cpu_daemon", "↳ of which the daemon's own", "ms",
-                p50=per_run(d1 - d0))
-        )
-        rows.append(
-            Row(
+                busy,
+            ),
+            ("mig56_handover_cpu_daemon", "↳ of which the daemon's own", own),
+            (
                 "mig56_handover_cpu_children",
                 "↳ of which its reaped children: the workers and, through them, the workloads",
-                "ms",
-                p50=per_run(r1 - r0),
-            )
-        )
+                reaped,
+            ),
+        ]:
+            rows.append(Row(key, figure, "ms", p50=per_run(ticks)))
         rows.append(
             Row(
                 "mig56_burst_floor",
                 f"↳ one round of {lanes} runs spread over this machine's {cpus} CPUs "
                 "(lanes x CPU per run / CPUs)",
                 "ms",
-                p50=lanes * per_run(m1 - m0) / cpus,
+                p50=lanes * per_run(busy) / cpus,
             )
         )
         notes["mig56_ran"] = sum(len(v) for v in by_lane.values())
