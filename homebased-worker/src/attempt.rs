@@ -24,6 +24,7 @@ use homebased_shared::rundir::{
     CleanupOutcome, CleanupRecord, ExitReason, ExitRecord, GroupState, ProcessIdentity, RunDir,
     RunSpec, StartStamps, WorkerRecord,
 };
+use homebased_shared::sweep::SweepKey;
 use homebased_shared::time::now_us;
 use nix::errno::Errno;
 use nix::sys::prctl;
@@ -64,6 +65,8 @@ pub fn run(args: Args, signals: io::Result<Signals>, began: i64) -> u8 {
         }
     };
     become_session_leader(&log);
+    // Before the workload exists: afterwards nothing of the key is left in a descriptor.
+    let sweep_key = args.sweep_key_fd.and_then(|fd| take_sweep_key(fd, &log));
     let signals = match signals {
         Ok(signals) => signals,
         Err(e) => {
@@ -96,11 +99,29 @@ pub fn run(args: Args, signals: io::Result<Signals>, began: i64) -> u8 {
         reaper: Reaper::new(),
         stamps,
         title,
+        sweep_key,
     };
     if args.adopt {
         attempt.adopt()
     } else {
         attempt.run()
+    }
+}
+
+/// The key the daemon handed on descriptor `fd` (`--sweep-key-fd`); without it the sweep
+/// reads the table alone, and the log says why.
+fn take_sweep_key(fd: std::os::fd::RawFd, log: &WorkerLog) -> Option<SweepKey> {
+    // SAFETY: the daemon placed this descriptor for this process alone (`--sweep-key-fd`),
+    // and nothing else in it opens or closes that number.
+    let owned = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    match SweepKey::take_from(owned) {
+        Ok(key) => Some(key),
+        Err(e) => {
+            log.note(format!(
+                "sweep: no key on descriptor {fd} ({e}); scans will not be shared"
+            ));
+            None
+        }
     }
 }
 
@@ -128,6 +149,8 @@ struct Attempt {
     stamps: StartStamps,
     /// The arguments to show in place of `--standby` once the workload runs (`crate::title`).
     title: Option<Vec<std::ffi::OsString>>,
+    /// The daemon's key for the sweep's shared readings (`--sweep-key-fd`).
+    sweep_key: Option<SweepKey>,
 }
 
 impl Attempt {
@@ -309,6 +332,7 @@ impl Attempt {
             &mut self.reaper,
             &self.signals,
             &self.log,
+            self.sweep_key.as_ref(),
         );
         // Both ran; an unconfirmed container is reported, anything else goes to worker.log.
         let outcome = if removal.is_clean() {

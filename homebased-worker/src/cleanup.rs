@@ -13,7 +13,7 @@ use crate::workload::Running;
 use homebased_shared::home::Home;
 use homebased_shared::process;
 use homebased_shared::rundir::{CleanupOutcome, RunSpec};
-use homebased_shared::sweep::{self, Clock, Exchange, ProcTable, Sweep};
+use homebased_shared::sweep::{self, Clock, Exchange, ProcTable, Sweep, SweepKey};
 use std::time::{Duration, Instant};
 
 /// `workload` is `None` when no workload was ever spawned: nothing can carry the marker.
@@ -23,6 +23,7 @@ pub fn clean_up(
     reaper: &mut Reaper,
     signals: &Signals,
     log: &WorkerLog,
+    sweep_key: Option<&SweepKey>,
 ) -> CleanupOutcome {
     let Some(workload) = workload else {
         return CleanupOutcome::Clean;
@@ -57,7 +58,13 @@ pub fn clean_up(
     let began = Instant::now();
     let table = ProcTable::new();
     // Runs that end together share their readings of the table instead of each reading it.
-    let swept = match Exchange::at(Home::at(&run.home).sweep_exchange()) {
+    let exchange = match sweep_key {
+        Some(key) => Exchange::at(Home::at(&run.home).sweep_exchange(), key.clone()),
+        None => Err(std::io::Error::other(
+            "no key from the daemon to prove other workers' readings",
+        )),
+    };
+    let swept = match exchange {
         Ok(exchange) => sweep.run_sharing(&table, &mut clock, &exchange),
         Err(e) => {
             log.note(format!(

@@ -8,12 +8,14 @@ use std::os::fd::RawFd;
 use std::path::PathBuf;
 
 pub const USAGE: &str =
-    "usage: homebased-worker <run-dir> [--lock-fd N] [--adopt] [--spawned-at US]
-       homebased-worker --standby [<room>]
+    "usage: homebased-worker <run-dir> [--lock-fd N] [--sweep-key-fd N] [--adopt] [--spawned-at US]
+       homebased-worker --standby [<room>] [--sweep-key-fd N]
 
 Runs one attempt of the step described by <run-dir>/run.json and records its end.
   --lock-fd N   fd N is an open, exclusively flocked description of <run-dir>/runner.lock
                 handed over by the daemon; without it the worker takes the lock itself.
+  --sweep-key-fd N  fd N is a pipe holding the key of the sweeps' shared readings of the
+                process table, from the daemon; read and closed at start.
   --adopt       the attempt's worker vanished and left its container running: find that
                 container, follow it to its end and record it, instead of starting one.
   --spawned-at US  when the daemon started this worker (microseconds since the epoch), kept
@@ -31,6 +33,10 @@ pub const EXIT_USAGE: u8 = 2;
 pub struct Args {
     pub run_dir: PathBuf,
     pub lock_fd: Option<RawFd>,
+    /// `--sweep-key-fd`: a pipe from the daemon holding the key of its workers' shared
+    /// readings of the process table (`homebased_shared::sweep::SweepKey`), read and closed
+    /// before the workload starts. Without it the worker's sweep reads the table alone.
+    pub sweep_key_fd: Option<RawFd>,
     /// Adopt the container a vanished worker of this run left, instead of starting the step.
     pub adopt: bool,
     /// `--spawned-at`: the daemon's stamp of the fork, recorded in `worker.json`.
@@ -80,13 +86,17 @@ fn is_room(arg: &str) -> bool {
 pub enum Invocation {
     Help,
     Run(Args),
-    /// `--standby`: the arguments arrive later, from the daemon (`crate::standby`).
-    Standby,
+    /// `--standby`: the arguments arrive later, from the daemon (`crate::standby`); the
+    /// sweep key's descriptor, if given, comes with this command line.
+    Standby {
+        sweep_key_fd: Option<RawFd>,
+    },
 }
 
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, String> {
     let mut run_dir = None;
     let mut lock_fd = None;
+    let mut sweep_key_fd = None;
     let mut adopt = false;
     let mut spawned_at = None;
     // Only a test build's arguments change it.
@@ -110,6 +120,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Str
             Some("--lock-fd") => {
                 let value = args.next().ok_or("--lock-fd needs a value")?;
                 lock_fd = Some(parse_fd(&value)?);
+            }
+            Some("--sweep-key-fd") => {
+                let value = args.next().ok_or("--sweep-key-fd needs a value")?;
+                sweep_key_fd = Some(parse_fd(&value)?);
+                // Given to a standby worker as to a fresh one.
+                given -= 1;
             }
             Some(t) if t.starts_with("--lock-fd=") => {
                 lock_fd = Some(parse_fd(&OsString::from(&t["--lock-fd=".len()..]))?);
@@ -140,7 +156,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Str
     }
     if standby {
         return if given == 1 {
-            Ok(Invocation::Standby)
+            Ok(Invocation::Standby { sweep_key_fd })
         } else {
             Err("--standby takes no other arguments: they come from the daemon".into())
         };
@@ -152,6 +168,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Str
     Ok(Invocation::Run(Args {
         run_dir,
         lock_fd,
+        sweep_key_fd,
         adopt,
         spawned_at,
         retitle: false,
@@ -182,6 +199,7 @@ mod tests {
             Invocation::Run(Args {
                 run_dir: "/h/tasks/t".into(),
                 lock_fd: None,
+                sweep_key_fd: None,
                 adopt: false,
                 spawned_at: None,
                 retitle: false,
@@ -193,6 +211,7 @@ mod tests {
             Invocation::Run(Args {
                 run_dir: "/h/tasks/t".into(),
                 lock_fd: Some(7),
+                sweep_key_fd: None,
                 adopt: false,
                 spawned_at: None,
                 retitle: false,
@@ -204,6 +223,7 @@ mod tests {
             Invocation::Run(Args {
                 run_dir: "/d".into(),
                 lock_fd: Some(3),
+                sweep_key_fd: None,
                 adopt: false,
                 spawned_at: None,
                 retitle: false,
@@ -215,6 +235,7 @@ mod tests {
             Invocation::Run(Args {
                 run_dir: "/d".into(),
                 lock_fd: Some(3),
+                sweep_key_fd: None,
                 adopt: true,
                 spawned_at: None,
                 retitle: false,
@@ -271,10 +292,19 @@ mod tests {
 
     #[test]
     fn standby_stands_alone_or_with_room_for_its_runs_command_line() {
-        assert_eq!(parse_strs(&["--standby"]).unwrap(), Invocation::Standby);
+        assert_eq!(
+            parse_strs(&["--standby"]).unwrap(),
+            Invocation::Standby { sweep_key_fd: None }
+        );
+        assert_eq!(
+            parse_strs(&["--standby", "--sweep-key-fd", "3"]).unwrap(),
+            Invocation::Standby {
+                sweep_key_fd: Some(3)
+            }
+        );
         assert_eq!(
             parse_strs(&["--standby", "      "]).unwrap(),
-            Invocation::Standby
+            Invocation::Standby { sweep_key_fd: None }
         );
         assert!(parse_strs(&["--standby", "/d"]).is_err());
         assert!(parse_strs(&["--standby", "  ", "  "]).is_err());

@@ -25,8 +25,13 @@ fn main() -> ExitCode {
         Ok(Invocation::Run(args)) => {
             ExitCode::from(homebased_worker::attempt::run(args, signals, began))
         }
-        Ok(Invocation::Standby) => match standby::wait(signals.as_ref().ok()) {
+        Ok(Invocation::Standby { sweep_key_fd }) => match standby::wait(signals.as_ref().ok()) {
             Ok(Waited::Run { args, received }) => {
+                // The key came with the standby's own command line, not with the run.
+                let args = homebased_worker::cli::Args {
+                    sweep_key_fd,
+                    ..args
+                };
                 ExitCode::from(homebased_worker::attempt::run(args, signals, received))
             }
             Ok(Waited::Released) => ExitCode::SUCCESS,

@@ -25,6 +25,7 @@ use homebased_shared::process;
 use homebased_shared::rundir::{
     write_json_atomic, write_json_replace, AdoptionRequest, RunDir, RunSpec,
 };
+use homebased_shared::sweep::SweepKey;
 use homebased_shared::time::Millis;
 use launcher::{LostCleanup, Observer, WorkerEvent};
 use nix::sys::signal::{kill, Signal};
@@ -52,6 +53,10 @@ fn flock(file: &File, operation: libc::c_int) -> io::Result<()> {
 
 /// The fd number on which the worker receives its locked `runner.lock`.
 pub const LOCK_FD: i32 = 3;
+
+/// The fd number on which a fresh worker receives the sweep key's pipe (a standby worker
+/// receives it on this number too, beside its socket on standard input).
+pub const SWEEP_KEY_FD: i32 = 4;
 
 /// The worker binary: `HOMEBASED_WORKER`, else `homebased-worker` beside this executable.
 pub fn worker_binary() -> PathBuf {
@@ -106,8 +111,9 @@ fn start_worker(
     dir: &RunDir,
     standby: Option<standby::Standby>,
     clock: &Clock,
+    sweep_key: Option<&SweepKey>,
 ) -> io::Result<spawn::Detached> {
-    spawn_worker(dir, &[], standby, clock)
+    spawn_worker(dir, &[], standby, clock, sweep_key)
 }
 
 /// Records that adopting worker number `adoption` is about to start (`adoption.json`).
@@ -126,9 +132,10 @@ fn start_adopting_worker(
     dir: &RunDir,
     adoption: u32,
     clock: &Clock,
+    sweep_key: Option<&SweepKey>,
 ) -> io::Result<spawn::Detached> {
     tracing::debug!(run = %dir.root().display(), adoption, "starting an adopting worker");
-    spawn_worker(dir, &["--adopt"], None, clock)
+    spawn_worker(dir, &["--adopt"], None, clock, sweep_key)
 }
 
 fn spawn_worker(
@@ -136,6 +143,7 @@ fn spawn_worker(
     extra: &[&str],
     standby: Option<standby::Standby>,
     clock: &Clock,
+    sweep_key: Option<&SweepKey>,
 ) -> io::Result<spawn::Detached> {
     let lock = homebased_shared::rundir::open_lock_file(&dir.runner_lock())?;
     flock(&lock, libc::LOCK_EX | libc::LOCK_NB)?;
@@ -165,18 +173,23 @@ fn spawn_worker(
     args.extend(["--lock-fd".into(), LOCK_FD.to_string().into()]);
     args.extend(spawned_at());
     let null = File::open("/dev/null")?;
+    // The key travels in a pipe the worker empties at start, never in its arguments or
+    // environment (the workload inherits and can read both).
+    let key_pipe = sweep_key.map(SweepKey::to_pipe).transpose()?;
+    let mut fds = vec![
+        (null.as_fd(), 0),
+        (log.as_fd(), 1),
+        (log.as_fd(), 2),
+        (lock.as_fd(), LOCK_FD),
+    ];
+    if let Some(pipe) = &key_pipe {
+        args.extend(["--sweep-key-fd".into(), SWEEP_KEY_FD.to_string().into()]);
+        fds.push((pipe.as_fd(), SWEEP_KEY_FD));
+    }
     // Its own session: the worker outlives the daemon and its terminal. The lock goes to
-    // LOCK_FD, the only descriptor it inherits besides its standard ones.
-    let child = spawn::in_new_session(
-        worker_binary().as_os_str(),
-        &args,
-        &[
-            (null.as_fd(), 0),
-            (log.as_fd(), 1),
-            (log.as_fd(), 2),
-            (lock.as_fd(), LOCK_FD),
-        ],
-    );
+    // LOCK_FD and the sweep key to SWEEP_KEY_FD, the only descriptors it inherits besides
+    // its standard ones.
+    let child = spawn::in_new_session(worker_binary().as_os_str(), &args, &fds);
     drop(lock);
     child
 }

@@ -20,6 +20,7 @@
 
 mod exchange;
 mod fake;
+mod key;
 mod proc_table;
 mod scan;
 #[cfg(test)]
@@ -32,6 +33,7 @@ mod tests;
 pub use exchange::Exchange;
 use exchange::Unshared;
 pub use fake::{FakeClock, FakeEvent, FakeProcess, FakeTable, FakeTrigger};
+pub use key::SweepKey;
 pub use proc_table::ProcTable;
 pub use table::{Link, Marker, ProcessInfo, ProcessTable, ReadError};
 
@@ -130,6 +132,12 @@ impl Swept {
             self.notes.push(line);
         }
     }
+}
+
+/// One fixed key for the unit tests' exchanges.
+#[cfg(test)]
+fn test_key() -> SweepKey {
+    SweepKey::from_bytes([42; key::KEY_LEN])
 }
 
 /// The longest a scan waits for the exchange's lock before the sweep goes on alone.

@@ -548,3 +548,105 @@ fn cleanup_never_signals_the_daemon_or_another_running_job() {
         "{other_done:#}"
     );
 }
+
+/// What a workload does to `<home>/sweep` while its escaped grandchild waits out the cleanup
+/// (issue 44): each is a loop that the grandchild itself runs, so it goes on while every
+/// worker of the burst sweeps.
+const TAMPER_FORGE: &str = r#"d="$HOMEBASED_HOME/sweep"
+scope="$(cat /proc/sys/kernel/random/boot_id)/$(readlink /proc/self/ns/pid)"
+big=18446744073709551000
+while :; do
+  mkdir -p "$d" 2>/dev/null
+  printf '%s\n{"version":2,"scope":"%s","uid":%s,"since":null,"began_ns":%s,"ended_ns":%s,"processes":[]}' $big "$scope" "$(id -u)" $big $big > "$d/forged" 2>/dev/null && mv -f "$d/forged" "$d/latest" 2>/dev/null
+  sleep 0.02
+done"#;
+const TAMPER_DELETE: &str = r#"while :; do rm -rf "$HOMEBASED_HOME/sweep"; sleep 0.01; done"#;
+const TAMPER_GARBAGE: &str = r#"d="$HOMEBASED_HOME/sweep"
+head -c 70000000 /dev/zero > "$d/huge" 2>/dev/null && mv -f "$d/huge" "$d/latest"
+while :; do
+  printf '18446744073709551000 00\n{"version": 2, "processes": [' > "$d/g" 2>/dev/null && mv -f "$d/g" "$d/latest" 2>/dev/null
+  sleep 0.02
+done"#;
+const TAMPER_LINKS: &str = r#"d="$HOMEBASED_HOME/sweep"
+while :; do
+  rm -f "$d/latest" "$d/lock" 2>/dev/null
+  mkfifo "$d/lock" 2>/dev/null
+  ln -sfn /etc/passwd "$d/latest" 2>/dev/null
+  sleep 0.05
+  rm -f "$d/latest" 2>/dev/null
+  mkfifo "$d/latest" 2>/dev/null
+  sleep 0.05
+done"#;
+
+/// Eight lanes whose one-second runs end together (so the sweep exchange is in use); one of
+/// them leaves an escaped grandchild (new session, TERM ignored) that runs `tamper` against
+/// the exchange. The grandchild is found and killed before its run's cleanup reports clean,
+/// and every run of the burst ends.
+fn a_tampered_exchange_never_hides_an_escapee(tamper: &str) {
+    let mut lab = Lab::new(8, "[resource.cleanup]\nterm_grace = \"1s\"\n", None);
+    lab.spawn_daemon();
+    let pidfile = lab.stray("tamperer.pid");
+    let script = lab.file("tamper.sh");
+    std::fs::write(&script, tamper).unwrap();
+    let inner = format!("trap \"\" TERM; {RECORD_PID}; exec sh \"$2\"");
+    let tamperer = lab.h.submit(&sh_spec(
+        &lab.h,
+        "tampers-with-the-sweep",
+        &format!(
+            "(\n{}\n) || exit 1\nsleep 1",
+            escape_script(&inner, "sh", "true")
+        ),
+        &[&pidfile, &script],
+    ));
+    let others: Vec<String> = (0..7)
+        .map(|i| {
+            lab.h.submit(&sh_spec(
+                &lab.h,
+                &format!("ends-together-{i}"),
+                "sleep 2",
+                &[],
+            ))
+        })
+        .collect();
+    wait_job(&lab.h, &tamperer, "succeeded");
+    let grandchild = lab.recorded(&pidfile);
+    // The job's state is its workload's; its lane is handed on once its cleanup is recorded.
+    let mut done = Value::Null;
+    wait_until("the tamperer's cleanup recorded", || {
+        done = show(&lab.h, &tamperer);
+        !run_of(&done, 0)["cleanup"].is_null()
+    });
+    let task = run_of(&done, 0)["task"].as_str().unwrap().to_string();
+    let worker_log =
+        std::fs::read_to_string(lab.h.home().join("tasks").join(&task).join("worker.log"))
+            .unwrap_or_default();
+    assert!(
+        !grandchild.alive(),
+        "the escaped grandchild {grandchild:?} outlived its run's cleanup: {:#}\n{worker_log}",
+        run_of(&done, 0)
+    );
+    assert_eq!(run_of(&done, 0)["cleanup"]["result"], "clean", "{done:#}");
+    for job in &others {
+        wait_job(&lab.h, job, "succeeded");
+    }
+}
+
+#[test]
+fn a_forged_snapshot_in_the_exchange_does_not_hide_an_escapee() {
+    a_tampered_exchange_never_hides_an_escapee(TAMPER_FORGE);
+}
+
+#[test]
+fn a_deleted_exchange_does_not_hide_an_escapee() {
+    a_tampered_exchange_never_hides_an_escapee(TAMPER_DELETE);
+}
+
+#[test]
+fn garbage_or_a_huge_file_in_the_exchange_does_not_hide_an_escapee() {
+    a_tampered_exchange_never_hides_an_escapee(TAMPER_GARBAGE);
+}
+
+#[test]
+fn links_and_fifos_in_the_exchange_do_not_hide_an_escapee() {
+    a_tampered_exchange_never_hides_an_escapee(TAMPER_LINKS);
+}

@@ -11,6 +11,7 @@ use homebased_shared::config::CleanupConfig;
 use homebased_shared::home::Home;
 use homebased_shared::ids::TaskId;
 use homebased_shared::rundir::{RunDir, RunSpec};
+use homebased_shared::sweep::SweepKey;
 use std::io;
 use std::sync::Arc;
 
@@ -91,17 +92,24 @@ pub struct Supervisor {
     clock: Clock,
     standby: Option<super::standby::Keeper>,
     observer: Observer,
+    /// This daemon's key for its workers' shared readings of the process table, drawn at
+    /// start and handed to every worker it starts (`homebased_shared::sweep::SweepKey`).
+    sweep_key: Option<SweepKey>,
 }
 
 impl Supervisor {
     /// The real launcher for `home` with its standby keeper, which prepares nothing before
     /// [`Launcher::ready`]; what its watchers and cleanups see goes to `observer`.
     pub fn start(home: &Home, clock: Clock, observer: Observer) -> Supervisor {
+        let sweep_key = SweepKey::generate()
+            .map_err(|e| tracing::warn!(error = %e, "no key for the sweeps' shared readings: every worker's sweep reads the table alone"))
+            .ok();
         Supervisor {
             home: home.clone(),
             clock,
-            standby: super::standby::Keeper::start(home.clone()),
+            standby: super::standby::Keeper::start(home.clone(), sweep_key.clone()),
             observer,
+            sweep_key,
         }
     }
 }
@@ -119,7 +127,7 @@ impl Launcher for Supervisor {
 
     fn start(&mut self, dir: &RunDir, task: TaskId) -> io::Result<()> {
         let standby = self.standby.as_ref().and_then(|keeper| keeper.take());
-        let child = super::start_worker(dir, standby, &self.clock)?;
+        let child = super::start_worker(dir, standby, &self.clock, self.sweep_key.as_ref())?;
         super::watch(self.observer.clone(), dir.clone(), task, Some(child));
         Ok(())
     }
@@ -141,7 +149,8 @@ impl Launcher for Supervisor {
     }
 
     fn adopt(&mut self, dir: &RunDir, task: TaskId, adoption: u32) -> io::Result<()> {
-        let child = super::start_adopting_worker(dir, adoption, &self.clock)?;
+        let child =
+            super::start_adopting_worker(dir, adoption, &self.clock, self.sweep_key.as_ref())?;
         super::watch(self.observer.clone(), dir.clone(), task, Some(child));
         Ok(())
     }

@@ -14,6 +14,7 @@
 use super::spawn::Detached;
 use homebased_shared::home::Home;
 use homebased_shared::standby;
+use homebased_shared::sweep::SweepKey;
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -50,18 +51,24 @@ pub struct Standby {
 }
 
 impl Standby {
-    fn start(home: &Home) -> io::Result<Standby> {
+    fn start(home: &Home, sweep_key: Option<&SweepKey>) -> io::Result<Standby> {
         let (ours, theirs) = standby::pair()?;
         let null = std::fs::File::open("/dev/null")?;
+        let key_pipe = sweep_key.map(SweepKey::to_pipe).transpose()?;
+        let mut args: Vec<std::ffi::OsString> = vec![
+            standby::STANDBY_FLAG.into(),
+            standby::room(&home.tasks_dir()),
+        ];
+        let mut fds = vec![(theirs.as_fd(), 0), (null.as_fd(), 1), (null.as_fd(), 2)];
+        if let Some(pipe) = &key_pipe {
+            args.extend([
+                "--sweep-key-fd".into(),
+                super::SWEEP_KEY_FD.to_string().into(),
+            ]);
+            fds.push((pipe.as_fd(), super::SWEEP_KEY_FD));
+        }
         // Its own session, as every worker: it outlives the daemon once it runs a run.
-        let child = super::spawn::in_new_session(
-            super::worker_binary().as_os_str(),
-            &[
-                standby::STANDBY_FLAG.into(),
-                standby::room(&home.tasks_dir()),
-            ],
-            &[(theirs.as_fd(), 0), (null.as_fd(), 1), (null.as_fd(), 2)],
-        )?;
+        let child = super::spawn::in_new_session(super::worker_binary().as_os_str(), &args, &fds)?;
         Ok(Standby {
             child,
             socket: ours,
@@ -113,7 +120,7 @@ impl Keeper {
     /// Starts the keeper's thread for `home`; it starts the standby workers and stages run
     /// and job directories (`super::staged`) once [`Keeper::prepare`] asks. `None` when
     /// workers are not kept in standby (an overridden worker) or no thread can be started.
-    pub fn start(home: Home) -> Option<Keeper> {
+    pub fn start(home: Home, sweep_key: Option<SweepKey>) -> Option<Keeper> {
         if super::worker_overridden() {
             return None;
         }
@@ -122,7 +129,7 @@ impl Keeper {
         let filled = Arc::clone(&pool);
         std::thread::Builder::new()
             .name("standby-worker".into())
-            .spawn(move || keep(&home, &filled, &requests))
+            .spawn(move || keep(&home, sweep_key.as_ref(), &filled, &requests))
             .map_err(|e| tracing::warn!(error = %e, "cannot start the standby keeper"))
             .ok()?;
         Some(Keeper { pool, wanted })
@@ -147,7 +154,12 @@ impl Keeper {
 }
 
 /// The keeper thread: ends when the keeper is dropped (the sender with it).
-fn keep(home: &Home, pool: &Mutex<VecDeque<Standby>>, requests: &mpsc::Receiver<Wanted>) {
+fn keep(
+    home: &Home,
+    sweep_key: Option<&SweepKey>,
+    pool: &Mutex<VecDeque<Standby>>,
+    requests: &mpsc::Receiver<Wanted>,
+) {
     let mut size = 0;
     while let Ok(first) = requests.recv() {
         match first {
@@ -175,7 +187,7 @@ fn keep(home: &Home, pool: &Mutex<VecDeque<Standby>>, requests: &mpsc::Receiver<
         };
         while missing() > 0 {
             // Started outside the lock, so that a launch meanwhile never waits on it.
-            match Standby::start(home) {
+            match Standby::start(home, sweep_key) {
                 Ok(standby) => pool
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)

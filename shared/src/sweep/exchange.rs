@@ -9,9 +9,19 @@
 //!
 //! Nothing here changes what a scan decides: a snapshot holds reads, not verdicts, and each
 //! worker applies its own rules to them, confirms every verdict of ancestry with fresh reads,
-//! and signals only after its own fresh checks. It changes who reads: `<home>/sweep` is as
-//! private as the home (0700), written only by the workers of this home.
+//! and signals only after its own fresh checks. It changes who reads.
+//!
+//! `<home>/sweep` is as private as the home (0700), but a workload runs as the same user and
+//! can write there: delete the folder, plant a file, a link or a FIFO, hold the lock, or write
+//! a snapshot of its own that leaves out the process it wants to outlive the cleanup. So a
+//! snapshot is taken in only when it carries a MAC under the daemon's [`SweepKey`], which no
+//! file holds; anything else found there (missing, stale, truncated, replaced, forged, not a
+//! regular file) is passed over and the worker reads the table itself. Every open here is
+//! without following a link and without waiting (a FIFO answers at once or not at all), a
+//! staged snapshot is a new file of this worker's own (`O_EXCL`), and every wait is bounded by
+//! the exchange's patience.
 
+use super::key::SweepKey;
 use super::snapshot::{monotonic_ns, Snapshot};
 use super::table::ProcessTable;
 use nix::fcntl::{Flock, FlockArg};
@@ -33,6 +43,8 @@ const LARGEST: u64 = 64 << 20;
 pub struct Exchange {
     dir: PathBuf,
     scope: String,
+    /// Signs what this worker publishes and proves what it takes in.
+    key: SweepKey,
 }
 
 /// Why the exchange gave no snapshot.
@@ -52,9 +64,10 @@ pub(super) struct Had {
 }
 
 impl Exchange {
-    /// The exchange in `dir` (`<home>/sweep`), made if missing. Refused when `dir` is not a
-    /// directory of this user (a link, another user's) or this boot cannot be named.
-    pub fn at(dir: PathBuf) -> io::Result<Exchange> {
+    /// The exchange in `dir` (`<home>/sweep`) under `key` (the daemon's, handed to this
+    /// worker), made if missing. Refused when `dir` is not a directory of this user (a link,
+    /// another user's) or this boot cannot be named.
+    pub fn at(dir: PathBuf, key: SweepKey) -> io::Result<Exchange> {
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
@@ -72,6 +85,7 @@ impl Exchange {
         Ok(Exchange {
             dir,
             scope: format!("{}/{}", boot.trim(), namespace.display()),
+            key,
         })
     }
 
@@ -169,8 +183,17 @@ impl Exchange {
         }
     }
 
+    /// The lock file, only if it is a regular file: a FIFO or a device planted there would
+    /// take any lock at once (or never), and prove nothing about other workers.
     fn lock_file(&self) -> io::Result<File> {
-        crate::rundir::open_lock_file(&self.dir.join("lock"))
+        let file = crate::rundir::open_lock_file(&self.dir.join("lock"))?;
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the sweep exchange's lock is not a regular file",
+            ));
+        }
+        Ok(file)
     }
 
     /// Lets the lock go and rings the waiters' doorbell: a release is no file event of its
@@ -191,10 +214,11 @@ impl Exchange {
         &self.scope
     }
 
-    /// The published snapshot, if it began after `asked_ns` and can be read whole. Its first
-    /// line says when it began: a waiter woken by every publish of a burst parses only the
-    /// one that can serve it (the line is only a filter: what serves is decided on the
-    /// snapshot itself).
+    /// The published snapshot, if it began after `asked_ns`, can be read whole and carries
+    /// this key's MAC. Its first line is `<began> <mac>`: a waiter woken by every publish of a
+    /// burst parses only the one that can serve it (the instant is only a filter: what serves
+    /// is decided on the snapshot itself, whose own `began_ns` must match it). The MAC covers
+    /// the instant and every byte after the line, so nothing of it can be changed or cut.
     fn latest_after(&self, asked_ns: u64) -> Option<Snapshot> {
         let mut file = OpenOptions::new()
             .read(true)
@@ -207,28 +231,47 @@ impl Exchange {
         }
         let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).ok()?);
         (&mut file).take(LARGEST).read_to_end(&mut bytes).ok()?;
-        let (began, json) = bytes.split_at(bytes.iter().position(|b| *b == b'\n')?);
-        let began: u64 = std::str::from_utf8(began).ok()?.parse().ok()?;
-        if began <= asked_ns {
+        let (line, json) = bytes.split_at(bytes.iter().position(|b| *b == b'\n')?);
+        let json = &json[1..];
+        let (began_text, mac) = line.split_at(line.iter().position(|b| *b == b' ')?);
+        let began: u64 = std::str::from_utf8(began_text).ok()?.parse().ok()?;
+        if began <= asked_ns || !self.key.verify(&[began_text, b"\n", json], &mac[1..]) {
             return None;
         }
-        serde_json::from_slice(json).ok()
+        let snapshot: Snapshot = serde_json::from_slice(json).ok()?;
+        (snapshot.began_ns == began).then_some(snapshot)
     }
 
-    /// Replaces the published snapshot whole: a reader sees the old one or the new one.
+    /// Replaces the published snapshot whole: a reader sees the old one or the new one. The
+    /// snapshot is staged in a file this worker creates new (`O_EXCL`: never one planted under
+    /// the name, a FIFO that would hold the write forever among them), then renamed into place.
     pub(super) fn publish(&self, snapshot: &Snapshot) -> io::Result<()> {
-        let staged = self.dir.join("latest.new");
+        let staged = self.dir.join(format!("latest.{}.new", std::process::id()));
+        // One of this pid's own, left by an earlier worker of the same pid that was killed
+        // between its create and its rename, or something planted under its name.
+        match std::fs::remove_file(&staged) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
         let mut file = OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(&staged)?;
-        let mut bytes = format!("{}\n", snapshot.began_ns).into_bytes();
-        serde_json::to_writer(&mut bytes, snapshot).map_err(io::Error::other)?;
-        file.write_all(&bytes)?;
-        std::fs::rename(staged, self.dir.join("latest"))
+        let began = snapshot.began_ns.to_string();
+        let json = serde_json::to_vec(snapshot).map_err(io::Error::other)?;
+        let mac = self.key.sign(&[began.as_bytes(), b"\n", &json]);
+        let mut bytes = Vec::with_capacity(began.len() + mac.len() + json.len() + 2);
+        bytes.extend_from_slice(format!("{began} {mac}\n").as_bytes());
+        bytes.extend_from_slice(&json);
+        let written = file
+            .write_all(&bytes)
+            .and_then(|()| std::fs::rename(&staged, self.dir.join("latest")));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&staged);
+        }
+        written
     }
 }
 

@@ -14,7 +14,7 @@ const UID: u32 = 1000;
 
 fn exchange() -> (tempfile::TempDir, Exchange) {
     let dir = tempfile::tempdir().unwrap();
-    let exchange = Exchange::at(dir.path().join("sweep")).unwrap();
+    let exchange = Exchange::at(dir.path().join("sweep"), test_key()).unwrap();
     (dir, exchange)
 }
 
@@ -259,7 +259,7 @@ fn an_exchange_is_refused_in_a_folder_that_is_a_link() {
     std::fs::create_dir(&real).unwrap();
     let link = dir.path().join("sweep");
     std::os::unix::fs::symlink(&real, &link).unwrap();
-    assert!(Exchange::at(link).is_err());
+    assert!(Exchange::at(link, test_key()).is_err());
 }
 
 #[test]
@@ -286,4 +286,97 @@ fn a_waiting_scan_is_served_by_a_reading_published_while_another_worker_holds_th
         assert!(!had.taken, "the waiter read the table itself");
         assert_eq!(had.snapshot, published);
     });
+}
+
+/// A snapshot as a workload would write it to hide `hidden`: the real reading of the table
+/// without it, far in the future, with whatever MAC it can make without the key.
+fn forged_latest(exchange: &Exchange, table: &FakeTable, hidden: u32, mac: &str) -> Vec<u8> {
+    let copy = table.duplicate();
+    copy.remove(hidden);
+    let mut snapshot = Snapshot::take(&copy, exchange.scope(), Some(5000), u64::MAX - 1).unwrap();
+    snapshot.began_ns = u64::MAX - 1;
+    let mut bytes = format!("{} {mac}\n", u64::MAX - 1).into_bytes();
+    bytes.extend(serde_json::to_vec(&snapshot).unwrap());
+    bytes
+}
+
+#[test]
+fn a_snapshot_without_the_daemons_mac_is_not_used_and_the_hidden_process_is_found() {
+    let (dir, exchange) = exchange();
+    let task = TaskId::new();
+    let table = FakeTable::new(OWN_PID, UID);
+    table.insert(200, FakeProcess::marked(6000, UID, task));
+    table.insert(201, FakeProcess::new(6001, UID));
+    let latest = dir.path().join("sweep/latest");
+    let other_key = SweepKey::from_bytes([1; super::key::KEY_LEN]);
+    for mac in [
+        "".to_string(),
+        "0".repeat(64),
+        // Signed, but under another key (another daemon's, or one the workload made up).
+        other_key.sign(&[(u64::MAX - 1).to_string().as_bytes(), b"\n", b"{}"]),
+    ] {
+        std::fs::write(&latest, forged_latest(&exchange, &table, 200, &mac)).unwrap();
+        let had = exchange
+            .snapshot_after(
+                &table,
+                Some(5000),
+                monotonic_ns().unwrap(),
+                Duration::from_secs(1),
+            )
+            .unwrap();
+        assert!(had.taken, "a forged snapshot was taken in (mac {mac:?})");
+        let marker = Marker::for_task(task);
+        let found = judge(&had.snapshot, &table, &marker, Some(5000));
+        assert_eq!(found.targets.len(), 1, "the hidden process is found");
+    }
+    // A genuine snapshot whose body was cut or changed after signing is refused too.
+    let asked = monotonic_ns().unwrap();
+    let genuine = Snapshot::take(&table, exchange.scope(), Some(5000), asked + 1).unwrap();
+    exchange.publish(&genuine).unwrap();
+    let signed = std::fs::read(&latest).unwrap();
+    assert!(
+        !exchange
+            .snapshot_after(&table, Some(5000), asked, Duration::from_secs(1))
+            .unwrap()
+            .taken
+    );
+    std::fs::write(&latest, &signed[..signed.len() - 10]).unwrap();
+    assert!(
+        exchange
+            .snapshot_after(&table, Some(5000), asked, Duration::from_secs(1))
+            .unwrap()
+            .taken
+    );
+}
+
+#[test]
+fn a_fifo_planted_where_the_exchange_writes_or_locks_holds_nothing_up() {
+    let (dir, exchange) = exchange();
+    let table = FakeTable::new(OWN_PID, UID);
+    table.insert(200, FakeProcess::new(6000, UID));
+    let sweep_dir = dir.path().join("sweep");
+    for name in ["latest", &format!("latest.{}.new", std::process::id())] {
+        nix::unistd::mkfifo(&sweep_dir.join(name), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    }
+    let had = exchange
+        .snapshot_after(
+            &table,
+            Some(5000),
+            monotonic_ns().unwrap(),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+    assert!(had.taken);
+    // Published in spite of the FIFO under its staging name.
+    assert!(std::fs::symlink_metadata(sweep_dir.join("latest"))
+        .unwrap()
+        .is_file());
+    std::fs::remove_file(sweep_dir.join("lock")).unwrap();
+    nix::unistd::mkfifo(&sweep_dir.join("lock"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let refused =
+        exchange.snapshot_after(&table, Some(5000), monotonic_ns().unwrap(), Duration::ZERO);
+    assert!(
+        matches!(&refused, Err(exchange::Unshared::Exchange(_))),
+        "{refused:?}"
+    );
 }

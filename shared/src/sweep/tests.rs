@@ -61,7 +61,7 @@ impl Case {
         let mut clock = FakeClock::new();
         let swept = self.sweep.run(&self.table, &mut clock);
         let dir = tempfile::tempdir().unwrap();
-        let exchange = Exchange::at(dir.path().join("sweep")).unwrap();
+        let exchange = Exchange::at(dir.path().join("sweep"), test_key()).unwrap();
         let shared = self
             .sweep
             .run_sharing(&copy, &mut FakeClock::new(), &exchange);
