@@ -288,11 +288,13 @@ fn a_waiting_scan_is_served_by_a_reading_published_while_another_worker_holds_th
     });
 }
 
-/// A snapshot as a workload would write it to hide `hidden`: the real reading of the table
-/// without it, far in the future, with whatever MAC it can make without the key.
+/// A snapshot as a workload would write it to hide `hidden` (started at 6000): the real
+/// reading of the table except that `hidden` reads as unmarked, far in the future, with
+/// whatever MAC it can make without the key.
 fn forged_latest(exchange: &Exchange, table: &FakeTable, hidden: u32, mac: &str) -> Vec<u8> {
     let copy = table.duplicate();
     copy.remove(hidden);
+    copy.insert(hidden, FakeProcess::new(6000, UID));
     let mut snapshot = Snapshot::take(&copy, exchange.scope(), Some(5000), u64::MAX - 1).unwrap();
     snapshot.began_ns = u64::MAX - 1;
     let mut bytes = format!("{} {mac}\n", u64::MAX - 1).into_bytes();
