@@ -288,6 +288,18 @@ fn a_waiting_scan_is_served_by_a_reading_published_while_another_worker_holds_th
     });
 }
 
+/// The exchange's answer to a scan of a sweeper whose workload started at 5000, asked now.
+fn asked_now(exchange: &Exchange, table: &FakeTable) -> exchange::Had {
+    exchange
+        .snapshot_after(
+            table,
+            Some(5000),
+            monotonic_ns().unwrap(),
+            Duration::from_secs(1),
+        )
+        .unwrap()
+}
+
 /// A snapshot as a workload would write it to hide `hidden` (started at 6000): the real
 /// reading of the table except that `hidden` reads as unmarked, far in the future, with
 /// whatever MAC it can make without the key.
@@ -318,14 +330,7 @@ fn a_snapshot_without_the_daemons_mac_is_not_used_and_the_hidden_process_is_foun
         other_key.sign(&[(u64::MAX - 1).to_string().as_bytes(), b"\n", b"{}"]),
     ] {
         std::fs::write(&latest, forged_latest(&exchange, &table, 200, &mac)).unwrap();
-        let had = exchange
-            .snapshot_after(
-                &table,
-                Some(5000),
-                monotonic_ns().unwrap(),
-                Duration::from_secs(1),
-            )
-            .unwrap();
+        let had = asked_now(&exchange, &table);
         assert!(had.taken, "a forged snapshot was taken in (mac {mac:?})");
         let marker = Marker::for_task(task);
         let found = judge(&had.snapshot, &table, &marker, Some(5000));
@@ -360,14 +365,7 @@ fn a_fifo_planted_where_the_exchange_writes_or_locks_holds_nothing_up() {
     for name in ["latest", &format!("latest.{}.new", std::process::id())] {
         nix::unistd::mkfifo(&sweep_dir.join(name), nix::sys::stat::Mode::S_IRWXU).unwrap();
     }
-    let had = exchange
-        .snapshot_after(
-            &table,
-            Some(5000),
-            monotonic_ns().unwrap(),
-            Duration::from_secs(1),
-        )
-        .unwrap();
+    let had = asked_now(&exchange, &table);
     assert!(had.taken);
     // Published in spite of the FIFO under its staging name.
     assert!(std::fs::symlink_metadata(sweep_dir.join("latest"))
