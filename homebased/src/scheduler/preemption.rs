@@ -122,20 +122,20 @@ pub(super) fn choose_victims(
             }
         }
         candidates.sort_by(victim_order);
-        let mut chosen = Vec::new();
-        let mut gained = 0;
-        for candidate in candidates {
-            if gained >= missing {
-                break;
-            }
-            gained += candidate.lanes.len();
-            chosen.push(candidate);
-        }
         // Short even with every victim: it stops nothing and leaves the spare lanes to the
         // jobs after it.
-        if gained < missing {
+        let Some(picked) = fewest_victims(
+            &candidates.iter().map(|c| c.lanes.len()).collect::<Vec<_>>(),
+            missing,
+        ) else {
             continue;
-        }
+        };
+        let chosen: Vec<Candidate<'_>> = candidates
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| picked.contains(i))
+            .map(|(_, c)| c)
+            .collect();
         spare.retain(|id| !from_spare.contains(id));
         counted.extend(from_spare);
         // Every lane its victims hold frees; the job takes the first it may use in resource
@@ -176,6 +176,36 @@ pub(super) fn choose_victims(
         }
     }
     (stops, claims)
+}
+
+/// The victims to stop, as indices into `lanes` (each candidate's lane count, in victim
+/// order): the fewest runs whose lanes add up to `missing`, and among sets of that size the
+/// one first in victim order (compared member by member), so a larger run that alone frees
+/// enough is stopped rather than a small one and then the larger one too. `None` when all of
+/// them together are not enough; no victims when nothing is missing.
+fn fewest_victims(lanes: &[usize], missing: usize) -> Option<Vec<usize>> {
+    // The most lanes `count` victims from `from` on can free: the largest of them.
+    let best_of = |from: usize, count: usize| -> usize {
+        let mut rest: Vec<usize> = lanes[from..].to_vec();
+        rest.sort_unstable_by(|a, b| b.cmp(a));
+        rest.iter().take(count).sum()
+    };
+    let size = (0..=lanes.len()).find(|&count| best_of(0, count) >= missing)?;
+    // Greedy in victim order: take a candidate whenever the set can still be completed
+    // to `size` victims from those after it.
+    let mut picked = Vec::with_capacity(size);
+    let mut gained = 0;
+    for (i, &n) in lanes.iter().enumerate() {
+        if gained >= missing || picked.len() == size {
+            break;
+        }
+        let left = size - picked.len() - 1;
+        if gained + n + best_of(i + 1, left) >= missing {
+            picked.push(i);
+            gained += n;
+        }
+    }
+    Some(picked)
 }
 
 /// The becoming-free lane `job` should count on: a stop decided for it first, then one
@@ -382,5 +412,54 @@ mod tests {
         assert_eq!(pick(&all, &[mine.id]), Some(cleaning.id));
         assert_eq!(pick(&all, &[mine.id, cleaning.id]), Some(for_later.id));
         assert_eq!(pick(&[&attention], &[]), None);
+    }
+
+    #[test]
+    fn the_fewest_victims_that_free_enough_first_in_victim_order() {
+        // A one-lane run first in victim order, then a two-lane one: the two-lane one alone.
+        assert_eq!(fewest_victims(&[1, 2], 2), Some(vec![1]));
+        // Among sets of one, the first in victim order.
+        assert_eq!(fewest_victims(&[1, 2, 2], 2), Some(vec![1]));
+        assert_eq!(fewest_victims(&[2, 1, 2], 2), Some(vec![0]));
+        // Two needed: the earliest pair that makes it up.
+        assert_eq!(fewest_victims(&[1, 1, 3, 1], 4), Some(vec![0, 2]));
+        assert_eq!(fewest_victims(&[1, 1, 1], 2), Some(vec![0, 1]));
+        // Nothing missing: nobody stops. Not enough in all: nothing at all.
+        assert_eq!(fewest_victims(&[1, 2], 0), Some(vec![]));
+        assert_eq!(fewest_victims(&[1, 1], 3), None);
+        assert_eq!(fewest_victims(&[], 1), None);
+    }
+
+    #[test]
+    fn a_job_of_two_lanes_stops_the_two_lane_run_rather_than_a_small_one_and_then_it() {
+        let executing = |started_at| SlotPhase::Executing { started_at };
+        // gpu0: a low run started last (first in victim order: the youngest); gpu1 and gpu2:
+        // one older low run on both.
+        let small = becoming_free("gpu0", executing(NOW - MINUTE));
+        let mut wide_a = becoming_free("gpu1", executing(NOW - 60 * MINUTE));
+        let wide_b = ResourceSlot {
+            id: ResourceId::new(),
+            name: "gpu2".into(),
+            ..wide_a.clone()
+        };
+        wide_a.device = Some(1);
+        let job = WaitingJob {
+            id: JobId::new(),
+            priority: Priority::High,
+            position: 1,
+            target: Target::Any,
+            gpus: 2,
+            time_limit: None,
+            blocked_by_own_run: false,
+            dependency: None,
+        };
+        let (stops, claims) = choose_victims(NOW, &[&small, &wide_a, &wide_b], &[&job], &[], None);
+        assert!(claims.is_empty());
+        let wide = wide_a.run.as_ref().unwrap().task;
+        assert_eq!(
+            stops.iter().map(|s| s.task).collect::<Vec<_>>(),
+            vec![wide],
+            "one stop, of the run on two lanes"
+        );
     }
 }

@@ -2,7 +2,8 @@
 //! job on the wrong number of lanes or on a busy one, never gives a lane twice, never lets
 //! a job behind a reservation onto a held lane unless it ends before the estimated start,
 //! and never stops a run for a job that still could not gather its lanes (counting the spare
-//! lanes of runs stopped for other jobs), nor more runs than the jobs that stop them need.
+//! lanes of runs stopped for other jobs), nor more runs than the jobs that stop them need;
+//! and a preemptor stops the fewest runs that free its lanes (against a brute force).
 
 use super::*;
 use homebased_shared::queue::PreemptMode::{Restart, Wait, Yield};
@@ -120,6 +121,21 @@ fn lane_spec() -> impl Strategy<Value = LaneSpec> {
         prop::option::of(1u64..30),
         prop::option::of(-10i64..120),
         prop::bool::weighted(0.3),
+    )
+}
+
+/// A lane of a busy machine: mostly executing runs below the top level, often on several
+/// lanes, so that a preemptor has victims of different sizes to choose from.
+fn busy_lane_spec() -> impl Strategy<Value = LaneSpec> {
+    (
+        prop::bool::weighted(0.1),
+        prop_oneof![4 => 4u8..6, 1 => 0u8..8],
+        0u8..2,
+        0u8..3,
+        0i64..120,
+        prop::option::of(1u64..30),
+        prop::option::of(-10i64..120),
+        prop::bool::weighted(0.5),
     )
 }
 
@@ -300,6 +316,66 @@ proptest! {
         prop_assert_eq!(&some.first_blocked, &all.first_blocked);
         for claim in &some.claims {
             prop_assert!(all.claims.contains(claim), "a lane counted on only when read in part");
+        }
+    }
+
+    /// One urgent job at a machine of random runs stops the fewest runs that free what it
+    /// lacks: no set of fewer of the runs it may stop (executing, of a lower level, a mode
+    /// that lets them go now) frees enough, tried by brute force over every subset.
+    #[test]
+    fn a_preemptor_stops_the_fewest_runs_that_free_its_lanes(
+        lane_specs in prop::collection::vec(busy_lane_spec(), 1..9),
+        job_spec in job_spec(),
+        gpus in 1u32..=5,
+    ) {
+        let resources = lanes_of(&lane_specs);
+        let mut job = jobs_of(&[job_spec], &resources).remove(0);
+        job.priority = High;
+        if job.target == Target::Any {
+            job.gpus = gpus;
+        }
+        job.blocked_by_own_run = false;
+        let d = decide(&snapshot_of(&resources, std::slice::from_ref(&job), false));
+        prop_assert!(d.stops.iter().all(|s| s.for_job == job.id));
+
+        let usable: Vec<&ResourceSlot> = resources.iter().filter(|r| job.may_use(r)).collect();
+        let ready = usable
+            .iter()
+            .filter(|r| r.run.as_ref().is_none_or(|run| run.phase.is_becoming_free()))
+            .count();
+        // Each run it may stop, with how many of its lanes the job may use.
+        let mut victims: Vec<(TaskId, usize)> = Vec::new();
+        for lane in &usable {
+            let Some(run) = &lane.run else { continue };
+            let SlotPhase::Executing { started_at } = run.phase else { continue };
+            if run.priority >= job.priority
+                || preemption::stop_cause_now(run.mode, run.restart_within, started_at, NOW).is_none()
+            {
+                continue;
+            }
+            match victims.iter_mut().find(|(task, _)| *task == run.task) {
+                Some((_, n)) => *n += 1,
+                None => victims.push((run.task, 1)),
+            }
+        }
+        let missing = job.needs().saturating_sub(ready);
+        let fewest = (0u32..1 << victims.len())
+            .filter(|set| {
+                let freed: usize = victims
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| set & (1 << i) != 0)
+                    .map(|(_, (_, n))| n)
+                    .sum();
+                freed >= missing
+            })
+            .map(u32::count_ones)
+            .min();
+        let launched = !d.launches.is_empty();
+        match fewest {
+            _ if launched || missing == 0 => prop_assert!(d.stops.is_empty()),
+            None => prop_assert!(d.stops.is_empty(), "stops that cannot free its lanes"),
+            Some(n) => prop_assert_eq!(d.stops.len(), usize::try_from(n).unwrap()),
         }
     }
 }
