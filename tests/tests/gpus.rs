@@ -10,7 +10,7 @@ use crate::common::gpus::{
 };
 use crate::common::jobs::*;
 use crate::common::{wait_until, Probe, TestHome};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 #[test]
 fn detection_records_each_cards_model_and_uuid() {
@@ -334,13 +334,17 @@ fn a_runs_gpu_memory_peak_is_recorded_from_its_samples_and_null_when_never_sampl
         .unwrap();
     assert!(row.contains(" 3.0GiB "), "{human}");
 
-    // A run during which every sample failed has no peak: null, not 0.
+    // Not sampled is not 0: a run that successful samples saw using nothing has 0, and one
+    // that lived through samples which all failed has null. Each runs across samples (one
+    // ended before any sample would show null whatever sampling did).
+    std::fs::remove_file(compute_apps(&h)).unwrap();
+    let idle = run_across_two_samples(&h, "idle", "gpu0", |gpu| gpu["processes"] == json!([]));
+    let run = &runs(&show(&h, &idle))[0];
+    assert_eq!(run["gpu_memory_peak_mib"], 0, "seen using none: {run}");
     std::fs::write(compute_apps_fail(&h), "").unwrap();
-    wait_sampled(&h, "gpu0", "the failing sample", |gpu| {
-        gpu["processes"].is_null()
+    let unsampled = run_across_two_samples(&h, "unsampled", "gpu0", |gpu| {
+        gpu["processes"].is_null() && gpu["sample_error"].is_string()
     });
-    let unsampled = h.submit(&h.spec("unsampled").command(&["true"]));
-    wait_job(&h, &unsampled, "succeeded");
     let run = &runs(&show(&h, &unsampled))[0];
     assert!(run["gpu_memory_peak_mib"].is_null(), "{run}");
 }
@@ -349,6 +353,31 @@ fn a_runs_gpu_memory_peak_is_recorded_from_its_samples_and_null_when_never_sampl
 fn millis(text: &Value) -> i64 {
     homebased_shared::time::serde_rfc3339::deserialize(text.clone())
         .unwrap_or_else(|e| panic!("{text} is not an RFC 3339 time: {e}"))
+}
+
+/// Runs a job `name` on lane `lane` until two samples asked after its run started have been
+/// shown, each as `sampled` says; returns the job once it has succeeded. The second sample
+/// read the lanes after the first was asked, so the run was among them.
+fn run_across_two_samples(
+    h: &TestHome,
+    name: &str,
+    lane: &str,
+    sampled: impl Fn(&Value) -> bool,
+) -> String {
+    let gate = h.tmp().join(format!("{name}.gate"));
+    let job = h.submit(&sh_spec(h, name, &wait_for_gate(1), &[&gate]));
+    assert_eq!(wait_phase(h, &job, "executing")["name"], lane);
+    let mut after = millis(&runs(&show(h, &job))[0]["started_at"]);
+    for nth in ["first", "second"] {
+        let gpu = wait_sampled(h, lane, &format!("the {nth} sample during {name}"), |gpu| {
+            !gpu["sampled_at"].is_null() && millis(&gpu["sampled_at"]) > after
+        });
+        assert!(sampled(&gpu), "the {nth} sample during {name}: {gpu}");
+        after = millis(&gpu["sampled_at"]);
+    }
+    open_gate(&gate);
+    wait_job(h, &job, "succeeded");
+    job
 }
 
 #[test]
