@@ -10,7 +10,7 @@ use crate::common::gpus::{
 };
 use crate::common::jobs::*;
 use crate::common::{wait_until, Probe, TestHome};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 #[test]
 fn detection_records_each_cards_model_and_uuid() {
@@ -334,15 +334,97 @@ fn a_runs_gpu_memory_peak_is_recorded_from_its_samples_and_null_when_never_sampl
         .unwrap();
     assert!(row.contains(" 3.0GiB "), "{human}");
 
-    // A run during which every sample failed has no peak: null, not 0.
+    // Not sampled is not 0: a run that successful samples saw using nothing has 0, and one
+    // that lived through samples which all failed has null. Each runs across samples (one
+    // ended before any sample would show null whatever sampling did).
+    std::fs::remove_file(compute_apps(&h)).unwrap();
+    let idle = run_across_two_samples(&h, "idle", "gpu0", |gpu| gpu["processes"] == json!([]));
+    let run = &runs(&show(&h, &idle))[0];
+    assert_eq!(run["gpu_memory_peak_mib"], 0, "seen using none: {run}");
     std::fs::write(compute_apps_fail(&h), "").unwrap();
-    wait_sampled(&h, "gpu0", "the failing sample", |gpu| {
-        gpu["processes"].is_null()
+    let unsampled = run_across_two_samples(&h, "unsampled", "gpu0", |gpu| {
+        gpu["processes"].is_null() && gpu["sample_error"].is_string()
     });
-    let unsampled = h.submit(&h.spec("unsampled").command(&["true"]));
-    wait_job(&h, &unsampled, "succeeded");
     let run = &runs(&show(&h, &unsampled))[0];
     assert!(run["gpu_memory_peak_mib"].is_null(), "{run}");
+}
+
+/// An RFC 3339 time of `resource list` or `job show`, in epoch milliseconds.
+fn millis(text: &Value) -> i64 {
+    homebased_shared::time::serde_rfc3339::deserialize(text.clone())
+        .unwrap_or_else(|e| panic!("{text} is not an RFC 3339 time: {e}"))
+}
+
+/// Runs a job `name` on lane `lane` until two samples asked after its run started have been
+/// shown, each as `sampled` says; returns the job once it has succeeded. The second sample
+/// read the lanes after the first was asked, so the run was among them.
+fn run_across_two_samples(
+    h: &TestHome,
+    name: &str,
+    lane: &str,
+    sampled: impl Fn(&Value) -> bool,
+) -> String {
+    let gate = h.tmp().join(format!("{name}.gate"));
+    let job = h.submit(&sh_spec(h, name, &wait_for_gate(1), &[&gate]));
+    assert_eq!(wait_phase(h, &job, "executing")["name"], lane);
+    let mut after = millis(&runs(&show(h, &job))[0]["started_at"]);
+    for nth in ["first", "second"] {
+        let gpu = wait_sampled(h, lane, &format!("the {nth} sample during {name}"), |gpu| {
+            !gpu["sampled_at"].is_null() && millis(&gpu["sampled_at"]) > after
+        });
+        assert!(sampled(&gpu), "the {nth} sample during {name}: {gpu}");
+        after = millis(&gpu["sampled_at"]);
+    }
+    open_gate(&gate);
+    wait_job(h, &job, "succeeded");
+    job
+}
+
+#[test]
+fn an_answer_of_2000_processes_is_sampled_well_within_the_bound() {
+    let mut h = TestHome::new(Probe::Gpus(0));
+    set_cards(&h, &[0]);
+    h.start_daemon();
+    wait_sampled(&h, "gpu0", "a first sample", |gpu| {
+        gpu["processes"].is_array()
+    });
+
+    // 2,000 processes of 64 MiB, each with a pid above Linux's largest (2^22), so none is
+    // a process of this machine: an answer well over a pipe's 64 KiB.
+    let mut answer = String::new();
+    for n in 0..2000 {
+        answer.push_str(&format!("{}, {}, 64\n", card_uuid(0), 5_000_000 + n));
+    }
+    assert!(answer.len() > 100 * 1024, "{}", answer.len());
+    let staging = h.tmp().join(".compute-apps.new");
+    std::fs::write(&staging, &answer).unwrap();
+    std::fs::rename(&staging, compute_apps(&h)).unwrap();
+    let written = homebased_shared::time::now_ms();
+
+    let gpu = wait_sampled(&h, "gpu0", "a sample asked after the answer grew", |gpu| {
+        !gpu["sampled_at"].is_null() && millis(&gpu["sampled_at"]) > written
+    });
+    // A sample is shown once answered and stamped when it was asked, so this measures its
+    // answer, plus a poll and a `resource list` at most. The bound (5 s) is the contract: an
+    // answer the sampler does not read while the query runs fills the pipe, blocks the query
+    // until the bound kills it, and the sample fails 5 s after it was asked. Answered within
+    // 1 s means it was read, not waited out; the margin is wide for a loaded machine.
+    let waited = homebased_shared::time::now_ms() - millis(&gpu["sampled_at"]);
+    assert!(
+        waited < 1000,
+        "the sample came {waited} ms after it was asked: {}",
+        gpu["sample_error"]
+    );
+    let processes = gpu["processes"].as_array().expect("a process list");
+    assert_eq!(processes.len(), 2000, "{}", gpu["sample_error"]);
+    assert!(processes
+        .iter()
+        .all(|p| p["used_memory_mib"] == 64 && p["queue"].is_null()));
+    assert!(
+        human_line(&h, "gpu0").ends_with(" 2000 proc 125.0GiB"),
+        "{}",
+        human_line(&h, "gpu0")
+    );
 }
 
 #[test]
