@@ -3,7 +3,7 @@
 //! queue listing) take a [`ReadSnapshot`]: a read-only connection of their own, pinned to the
 //! store as it was when the core handed it out.
 //!
-//! - `schema.sql`, `schema_v2.sql` to `schema_v16.sql` and [`MIGRATIONS`]: versioned schema
+//! - `schema.sql`, `schema_v2.sql` to `schema_v17.sql` and [`MIGRATIONS`]: versioned schema
 //!   (`PRAGMA user_version`), one file per version, applied with foreign keys off and checked
 //!   before each version commits (a version may rebuild a parent table: `schema_v14.sql`
 //!   rebuilds `jobs` and `runs` so that their stop causes accept `time_limit`).
@@ -18,6 +18,8 @@
 //! - [`dependencies`]: the jobs each job's `after` names (`schema_v12.sql`).
 //! - The lanes of each run live with [`runs`] (`schema_v15.sql`, `run_lanes`), those of each
 //!   Attention with [`attentions`] (`schema_v16.sql`, `attention_lanes`).
+//! - Every event has an id that is never given twice (`schema_v17.sql`, `AUTOINCREMENT`), the
+//!   cursor of a thread's events ([`events::for_thread`]).
 //! - [`integrity`]: the check at start, read-only, before [`Store::open`] writes anything.
 //!
 //! The store is opened with the daemon's [`Clock`]: the times a verb stamps by itself
@@ -63,6 +65,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("store/schema_v14.sql"),
     include_str!("store/schema_v15.sql"),
     include_str!("store/schema_v16.sql"),
+    include_str!("store/schema_v17.sql"),
 ];
 
 /// The schema version this build writes.
@@ -1097,6 +1100,140 @@ mod tests {
         let holds = attentions::lane_holds(db).unwrap();
         assert_eq!(holds.len(), 1, "the run's own Attention is not a lane hold");
         assert_eq!(holds[0].resources, [gpu(2).parse().unwrap()]);
+    }
+
+    /// v17: a v16 store with a thread's events (local ones, one pulled for a remote job, one
+    /// of another thread, a gap where retention took some) reads back the same events with
+    /// the same cursors (each event's id is the rowid v16 answered as its cursor), keeps every
+    /// delivery state, and gives new events larger ids, even once the newest are pruned.
+    #[test]
+    fn v17_gives_every_event_its_old_rowid_as_id_and_new_ones_larger() {
+        use homebased_shared::event::EventKind;
+        use homebased_shared::ids::{JobId, MachineId, ThreadId};
+        use homebased_shared::queue::Priority;
+        use homebased_shared::wire::RelayedEvent;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("homebased.sqlite");
+        let conn = Connection::open(&path).unwrap();
+        for (i, sql) in MIGRATIONS.iter().take(16).enumerate() {
+            conn.execute_batch(&format!("{sql}\nPRAGMA user_version = {};", i + 1))
+                .unwrap();
+        }
+        let clock = Clock::system();
+        let v16 = Db {
+            conn: &conn,
+            clock: &clock,
+        };
+        let spec = serde_json::json!({});
+        let thread = ThreadId::new();
+        let job_on = |thread: ThreadId| {
+            let new = jobs::NewJob {
+                thread,
+                ..jobs::NewJob::for_test(&spec, Priority::Medium)
+            };
+            jobs::insert(v16, &new).unwrap();
+            jobs::require(v16, new.id).unwrap()
+        };
+        let add = |job: &jobs::Job, kind| {
+            events::append(v16, MachineId::new(), job, kind, None, Default::default()).unwrap()
+        };
+        let (a, gone, other) = (job_on(thread), job_on(thread), job_on(ThreadId::new()));
+        add(&a, EventKind::JobPreempted);
+        add(&gone, EventKind::JobCancelled);
+        add(&other, EventKind::JobCancelled);
+        add(&a, EventKind::JobSucceeded);
+        assert!(events::mark_delivered(v16, a.id, 1, 9).unwrap());
+        // A remote job submitted here on the thread: its event arrives by pull.
+        let (remote, authority) = (JobId::new(), MachineId::new());
+        routes::insert(v16, remote, authority, thread, "d", 1).unwrap();
+        let pulled: RelayedEvent = serde_json::from_value(serde_json::json!({
+            "api_version": 1, "event": "JOB_SUCCEEDED", "job": remote, "seq": 1,
+            "at": "2026-12-01T10:00:00.000Z", "thread": thread, "name": "far",
+            "machine": authority, "resource": null, "task": null, "run_number": null,
+            "step": null}))
+        .unwrap();
+        assert!(events::insert_pulled(v16, authority, &pulled, 2).unwrap());
+        // Retention took a job of the thread: a gap in the rowids.
+        conn.execute("DELETE FROM events WHERE job = ?1", [gone.id.to_string()])
+            .unwrap();
+        // What v16 answered: each event of the thread with its rowid as the cursor.
+        let answered: Vec<(u64, String, u32)> = conn
+            .prepare("SELECT rowid, job, seq FROM events WHERE job IN (?1, ?2) ORDER BY rowid")
+            .unwrap()
+            .query_map([a.id.to_string(), remote.to_string()], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            answered.iter().map(|(n, _, _)| *n).collect::<Vec<_>>(),
+            vec![1, 4, 5],
+            "rowids with a gap"
+        );
+        drop(conn);
+
+        let mut store = Store::open(&path, Clock::system()).unwrap();
+        assert_eq!(user_version(store.db().conn).unwrap(), SCHEMA_VERSION);
+        let read = |store: &Store, after| -> Vec<(u64, String, u32)> {
+            events::for_thread(store.db(), thread, after, 10)
+                .unwrap()
+                .into_iter()
+                .map(|(n, e)| (n, e.answer.job.to_string(), e.answer.seq))
+                .collect()
+        };
+        assert_eq!(
+            read(&store, 0),
+            answered,
+            "the same events, the same cursors"
+        );
+        assert_eq!(
+            read(&store, answered[0].0),
+            answered[1..],
+            "after an old cursor"
+        );
+        assert!(read(&store, answered[2].0).is_empty());
+        assert_eq!(
+            events::delivery_state(store.db(), a.id, 1).unwrap(),
+            Some((true, false))
+        );
+        assert_eq!(
+            events::get(store.db(), remote, 1)
+                .unwrap()
+                .unwrap()
+                .pulled_from,
+            Some(authority)
+        );
+        assert!(events::get(store.db(), other.id, 1).unwrap().is_some());
+
+        // New events go on above every id v16 gave, and stay above once the newest go.
+        let next = |store: &mut Store| -> u64 {
+            store
+                .write(|tx| {
+                    let job = jobs::require(tx, a.id)?;
+                    events::append(
+                        tx,
+                        MachineId::new(),
+                        &job,
+                        EventKind::JobPreempted,
+                        None,
+                        Default::default(),
+                    )?;
+                    Ok(())
+                })
+                .unwrap();
+            read(store, 0).last().unwrap().0
+        };
+        let first = next(&mut store);
+        assert_eq!(first, 6, "one above the largest rowid of v16");
+        store
+            .write(|tx| {
+                tx.conn
+                    .execute("DELETE FROM events WHERE id = ?1", [first as i64])
+                    .map_err(|e| db_error("prune", e))
+            })
+            .unwrap();
+        assert_eq!(next(&mut store), 7, "a pruned id is never given again");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Events as a thread receives them: the line in the inbox with every field, a command sink
 //! that fails and is retried in order, delivery across a killed daemon, blocked notices with
-//! short configured delays (once per episode, suppressed when no longer true), and
-//! `events --follow`.
+//! short configured delays (once per episode, suppressed when no longer true),
+//! `events --follow`, and a thread's cursor across a `history prune` of the newest events.
 //!
 //! Workloads are tiny shell scripts; anything that must stay running waits on a gate file
 //! the test creates, and every loop is bounded.
@@ -9,7 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common::jobs::*;
-use crate::common::{is_uuid, wait_until, Probe, Spec, TestHome, PATIENCE};
+use crate::common::{http, is_uuid, wait_until, Probe, Spec, TestHome, PATIENCE};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 use std::io::BufRead;
@@ -611,4 +611,114 @@ fn events_follow_reads_the_store_whatever_the_sink_and_waits_out_a_daemon_restar
             .exists(),
         "no inbox file"
     );
+}
+
+/// One read of the thread's events from the daemon's store (`GET
+/// /v1/threads/{thread}/events`, no wait): the `(job, seq)` of each event answered, and the
+/// cursor to pass back.
+fn thread_read(h: &TestHome, thread: &str, after: Option<&str>) -> (Vec<(String, u64)>, String) {
+    let query = after.map_or(String::new(), |a| format!("?after={a}"));
+    let request =
+        format!("GET /v1/threads/{thread}/events{query} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let answer = http::exchange(
+        &mut http::unix(&h.socket()),
+        request.as_bytes(),
+        std::time::Duration::from_secs(30),
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let v: Value = serde_json::from_slice(&answer.body).unwrap();
+    let events = v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            assert_eq!(e["thread"], thread, "{e}");
+            (
+                e["job"].as_str().unwrap().to_string(),
+                e["seq"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    (events, v["cursor"].as_str().unwrap().to_string())
+}
+
+/// Retention deletes the newest events of the store (a thread's finished jobs; an older
+/// event of another job is kept, undelivered) and the thread goes on: a reader at the cursor
+/// it holds reads each new event once, and a reader with an older cursor reads no other
+/// event under an id it saw. Before events had an id of their own the cursor was the rowid,
+/// which the next event took again, so the reader at its cursor never saw it.
+#[test]
+fn a_thread_cursor_neither_skips_nor_repeats_after_history_prune_deletes_the_newest_events() {
+    let mut h = TestHome::without_resources();
+    let kept_spec = h.spec("kept");
+    // The sink refuses the kept job's thread only: its event stays owed, its job stays.
+    let sink = h.write_file(
+        "sink.sh",
+        &format!(
+            "#!/bin/sh\nif [ \"$HOMEBASED_THREAD\" = {} ]; then exit 1; fi\ncat > /dev/null\n",
+            kept_spec.thread()
+        ),
+    );
+    std::fs::set_permissions(&sink, std::fs::Permissions::from_mode(0o755)).unwrap();
+    h.use_config(&format!(
+        "[events]\ncommand = [{:?}]\n",
+        sink.display().to_string()
+    ));
+    h.start_daemon();
+    let cancel = |spec: &Spec| {
+        let job = h.submit(spec);
+        h.json(&["resource", "job", "cancel", &job]);
+        job
+    };
+    let kept = cancel(&kept_spec);
+
+    let spec = h.spec("first");
+    let thread = spec.thread();
+    let a = cancel(&spec);
+    let (read, at_a) = thread_read(&h, &thread, None);
+    assert_eq!(read, vec![(a.clone(), 1)]);
+    let b = cancel(&spec.clone().set("name", "second".into()));
+    let (read, at_b) = thread_read(&h, &thread, Some(&at_a));
+    assert_eq!(read, vec![(b.clone(), 1)]);
+    let mut followed = vec![(a.clone(), 1), (b.clone(), 1)];
+
+    // Both of the thread's jobs go, with the newest events of the store; the kept one stays.
+    let mut dry = Value::Null;
+    wait_until("the thread's events to be delivered", || {
+        dry = h.json(&["history", "prune", "--before", "0s", "--dry-run"]);
+        dry["jobs"] == 2 && dry["kept_undelivered"] == 1
+    });
+    let pruned = h.json(&["history", "prune", "--before", "0s"]);
+    assert_eq!(pruned["jobs"], 2, "{pruned}");
+    for gone in [&a, &b] {
+        let err = h.json_err(&["resource", "job", "show", gone], 3);
+        assert_eq!(err["code"], "job_not_found", "{gone}: {err}");
+    }
+    assert_eq!(state_of(&show(&h, &kept)), "cancelled");
+    assert_eq!(thread_read(&h, &thread, None).0, vec![]);
+    let (read, cursor) = thread_read(&h, &thread, Some(&at_b));
+    assert_eq!((read, cursor.as_str()), (vec![], at_b.as_str()));
+
+    // The thread goes on: each new event is read once at the cursor the reader holds.
+    let mut cursor = at_b;
+    for name in ["third", "fourth"] {
+        let job = cancel(&spec.clone().set("name", name.into()));
+        let (read, next) = thread_read(&h, &thread, Some(&cursor));
+        assert_eq!(
+            read,
+            vec![(job.clone(), 1)],
+            "the {name} job's event at cursor {cursor} (the pruned ones were {a} and {b})"
+        );
+        followed.extend(read);
+        cursor = next;
+        assert_eq!(thread_read(&h, &thread, Some(&cursor)).0, vec![], "once");
+    }
+    let mut seen = followed.clone();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), followed.len(), "nothing repeated: {followed:?}");
+    // A reader still at an older cursor reads only what came after it: the new events.
+    let (late, _) = thread_read(&h, &thread, Some(&at_a));
+    assert_eq!(late, followed[2..], "after the first cursor");
+    assert_eq!(thread_read(&h, &thread, None).0, followed[2..]);
 }

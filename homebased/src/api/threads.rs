@@ -24,7 +24,8 @@ pub(super) struct EventsQuery {
 }
 
 /// The cursor a reader passed back: absent, from the thread's first event. It is the text of
-/// a row id, but only ever one this daemon answered; anything else is refused, not guessed.
+/// an event's id (never given twice: `schema_v17.sql`), but only ever one this daemon
+/// answered; anything else is refused, not guessed.
 pub fn parse_cursor(after: Option<&str>) -> ApiResult<u64> {
     match after {
         None | Some("") => Ok(0),

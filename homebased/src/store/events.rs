@@ -177,13 +177,17 @@ pub fn insert_pulled(
 }
 
 /// The events of `thread` recorded after `after`, oldest first, at most `limit`, each with
-/// its row id: the cursor of `GET /v1/threads/{thread}/events`. One writer (the core) commits
-/// rows in id order, so a reader that saw an id has seen every smaller one. The thread's
-/// events are those of its local jobs and those pulled here for its remote jobs (routes); a
-/// remote job's events kept on its authority are its origin's (they are read there), and a
-/// suppressed notice was never true when its turn came. An event of a kind this build does
-/// not know (pulled from a newer authority) is left out, in the query, so that the limit
-/// counts only events this build can answer and the cursor always moves past what it read.
+/// its id: the cursor of `GET /v1/threads/{thread}/events`. The id is the table's
+/// `AUTOINCREMENT` key (`schema_v17.sql`): never given twice, even once retention deleted the
+/// newest events, so a cursor never comes to mean another event. One writer (the core)
+/// commits rows in id order, so a reader that saw an id has seen every smaller one. The
+/// thread's events are those of its local jobs and those pulled here for its remote jobs
+/// (routes); a remote job's events kept on its authority are its origin's (they are read
+/// there), and a suppressed notice was never true when its turn came. An event of a kind this
+/// build does not know (pulled from a newer authority) is left out, in the query, so that the
+/// limit counts only events this build can answer and the cursor always moves past what it
+/// read. The jobs are found along `jobs_thread` and `fleet_routes_thread`, their events after
+/// the cursor along `events_job_id`: a read costs the thread, not the store.
 pub fn for_thread(
     db: Db,
     thread: ThreadId,
@@ -193,24 +197,10 @@ pub fn for_thread(
     let after = i64::try_from(after).unwrap_or(i64::MAX);
     let mut stmt = db
         .conn
-        .prepare_cached(
-            "SELECT e.rowid, e.body FROM events e \
-             WHERE e.rowid > ?2 AND e.suppressed = 0 AND e.origin IS NULL \
-               AND e.kind IN (SELECT value FROM json_each(?4)) \
-               AND e.job IN (SELECT id FROM jobs WHERE thread = ?1 \
-                             UNION SELECT job FROM fleet_routes WHERE thread = ?1) \
-             ORDER BY e.rowid LIMIT ?3",
-        )
+        .prepare_cached(FOR_THREAD)
         .db("read thread events")?;
-    let known = serde_json::to_string(
-        &EventKind::ALL
-            .iter()
-            .map(|k| k.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .map_err(ApiError::internal)?;
     let rows = stmt
-        .query_map((thread.to_string(), after, limit, known), |r| {
+        .query_map((thread.to_string(), after, limit, known_kinds()?), |r| {
             let n = r.get::<_, i64>(0)?;
             Ok((u64::try_from(n).unwrap_or(0), body(r.get(1)?)?))
         })
@@ -218,20 +208,51 @@ pub fn for_thread(
     rows.collect::<Result<_, _>>().db("read thread events")
 }
 
+const FOR_THREAD: &str = "SELECT e.id, e.body FROM events e \
+     WHERE e.id > ?2 AND e.suppressed = 0 AND e.origin IS NULL \
+       AND e.kind IN (SELECT value FROM json_each(?4)) \
+       AND e.job IN (SELECT id FROM jobs WHERE thread = ?1 \
+                     UNION SELECT job FROM fleet_routes WHERE thread = ?1) \
+     ORDER BY e.id LIMIT ?3";
+
+/// The names of the kinds this build knows, as a JSON array for `json_each`.
+fn known_kinds() -> ApiResult<String> {
+    serde_json::to_string(
+        &EventKind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .map_err(ApiError::internal)
+}
+
 /// A stored body as its event, in its envelope: one this build cannot read (another API
-/// version, a kind it does not know) is the row's error, naming the column.
+/// version, a body that is not the event its row names) is the row's error, naming the column.
 fn body(text: String) -> rusqlite::Result<Versioned<Event>> {
     serde_json::from_str(&text).map_err(|e| super::bad_column("body", e))
 }
 
-/// Every event of a job, oldest first.
+/// Every event of a job that this build can show, oldest first (`job show`).
+///
+/// An event of a kind this build does not know is left out, as a thread's read leaves it
+/// out: a newer build wrote it (a pulled event of a newer authority, a newer daemon on this
+/// store), it is well formed for that build, and this one has nothing to show of it but can
+/// show the rest of the job; delivery still passes it on as it is (`Pending::typed`). The
+/// kind is the row's `kind` column, written from the body by every insert. A row of a kind
+/// this build knows whose body does not decode (cut, another API version, not the event its
+/// row names) stays the read's error: that is not a newer build's event but a store that is
+/// not what this build wrote, and leaving it out would hide it (the store's contract: a
+/// stored value that does not read back is reported, never guessed at).
 pub fn list_for_job(db: Db, job: JobId) -> ApiResult<Vec<Versioned<Event>>> {
     let mut stmt = db
         .conn
-        .prepare_cached("SELECT body FROM events WHERE job = ?1 ORDER BY seq")
+        .prepare_cached(
+            "SELECT body FROM events WHERE job = ?1 \
+             AND kind IN (SELECT value FROM json_each(?2)) ORDER BY seq",
+        )
         .db("list events")?;
     let rows = stmt
-        .query_map([job.to_string()], |r| body(r.get(0)?))
+        .query_map((job.to_string(), known_kinds()?), |r| body(r.get(0)?))
         .db("list events")?;
     rows.collect::<Result<_, _>>().db("list events")
 }
@@ -444,7 +465,7 @@ pub(crate) fn test_job(db: Db) -> Job {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::test_store;
+    use crate::store::{test_store, Store};
     use serde_json::json;
 
     fn add(db: Db, job: &Job, kind: EventKind) -> u32 {
@@ -480,8 +501,9 @@ mod tests {
         assert!(body["at"].as_str().unwrap().ends_with('Z'));
     }
 
-    /// A body this build cannot read is the read's error naming the column, for `job show`
-    /// and a thread's events alike: never a panic, never left out.
+    /// A body this build cannot read, on a row of a kind it knows, is the read's error naming
+    /// the column, for `job show` and a thread's events alike: never a panic, never left out
+    /// (a kind it does not know is left out: `job_show_leaves_out_a_kind_of_a_newer_build`).
     #[test]
     fn a_body_that_does_not_decode_is_an_error_naming_its_column() {
         let (_d, store) = test_store();
@@ -513,6 +535,166 @@ mod tests {
                 err.message
             );
         }
+    }
+
+    /// `job show` of a job with an event of a kind a newer build wrote: the events this build
+    /// knows, in seq order, the newer one left out (whatever its body: the row's kind decides),
+    /// and a thread's read alike; delivery still has it, as it is.
+    #[test]
+    fn job_show_leaves_out_a_kind_of_a_newer_build() {
+        let (_d, store) = test_store();
+        let c = store.db();
+        let job = test_job(c);
+        add(c, &job, EventKind::JobPreempted);
+        let newer = json!({"api_version": 1, "event": "JOB_TELEPORTED", "job": job.id,
+            "seq": 2, "at": "2026-12-01T10:00:00.000Z", "thread": job.thread, "name": "test job",
+            "machine": MachineId::new(), "resource": null, "task": null, "run_number": null,
+            "step": null, "destination": "mars"});
+        let insert = |seq: u32, kind: &str, body: &str| {
+            c.conn
+                .execute(
+                    "INSERT INTO events (job, seq, kind, body, created_at) VALUES (?1, ?2, ?3, ?4, 1)",
+                    (job.id.to_string(), seq, kind, body),
+                )
+                .unwrap();
+            c.conn
+                .execute(
+                    "UPDATE jobs SET event_seq = ?2 WHERE id = ?1",
+                    (job.id.to_string(), seq),
+                )
+                .unwrap();
+        };
+        insert(2, "JOB_TELEPORTED", &newer.to_string());
+        // Not even JSON: of a kind this build does not know, it is never decoded.
+        insert(3, "JOB_EXPLODED", "{\"api_version\":3,");
+        add(c, &job, EventKind::JobSucceeded);
+        let shown: Vec<(u32, EventKind)> = list_for_job(c, job.id)
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.answer.seq, e.answer.event))
+            .collect();
+        assert_eq!(
+            shown,
+            vec![(1, EventKind::JobPreempted), (4, EventKind::JobSucceeded)]
+        );
+        let read: Vec<u32> = for_thread(c, job.thread, 0, 10)
+            .unwrap()
+            .into_iter()
+            .map(|(_, e)| e.answer.seq)
+            .collect();
+        assert_eq!(read, vec![1, 4]);
+        let kept = get(c, job.id, 2).unwrap().unwrap();
+        assert_eq!((kept.kind, kept.typed()), (None, None));
+        assert_eq!(kept.body, newer, "delivery passes it on as it came");
+    }
+
+    /// The thread's read finds its jobs and their events by index: no table is scanned
+    /// (only the list of known kinds, which is not a table), whatever the store holds.
+    #[test]
+    fn a_threads_read_searches_indexes_and_scans_no_table() {
+        let (_d, store) = test_store();
+        let c = store.db();
+        let mut stmt = c
+            .conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {FOR_THREAD}"))
+            .unwrap();
+        let plan: Vec<String> = stmt
+            .query_map(
+                (ThreadId::new().to_string(), 0, 10, known_kinds().unwrap()),
+                |r| r.get::<_, String>(3),
+            )
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let text = plan.join("\n");
+        for line in &plan {
+            assert!(
+                !line.starts_with("SCAN") || line.starts_with("SCAN json_each"),
+                "a scan: {line}\n{text}"
+            );
+        }
+        for index in [
+            "SEARCH e USING INDEX events_job_id (job=? AND id>?)",
+            "SEARCH jobs USING INDEX jobs_thread (thread=?)",
+            "SEARCH fleet_routes USING INDEX fleet_routes_thread (thread=?)",
+        ] {
+            assert!(plan.iter().any(|l| l.contains(index)), "{index}:\n{text}");
+        }
+    }
+
+    /// Retention deletes the newest events of the store (the thread's finished jobs), and the
+    /// thread goes on: the next event's id is larger than any answered before, so a reader at
+    /// its cursor reads it, once, and a reader with an older cursor never reads another event
+    /// under an id it saw. With the implicit rowid (before `schema_v17.sql`) the next event
+    /// took the pruned ids again and the reader at its cursor never saw it.
+    #[test]
+    fn a_cursor_neither_skips_nor_repeats_after_the_newest_events_are_pruned() {
+        use homebased_shared::queue::JobStatus;
+        let (_d, mut store) = test_store();
+        let spec = json!({});
+        let thread = ThreadId::new();
+        let on_thread = |tx: Db| {
+            let new = jobs::NewJob {
+                thread,
+                ..jobs::NewJob::for_test(&spec, homebased_shared::queue::Priority::Medium)
+            };
+            jobs::insert(tx, &new)?;
+            jobs::require(tx, new.id)
+        };
+        // An older event of another job stays (its job is live); the thread's jobs end.
+        let (kept, a, b) = store
+            .write(|tx| {
+                let kept = test_job(tx);
+                add(tx, &kept, EventKind::JobPreempted);
+                let (a, b) = (on_thread(tx)?, on_thread(tx)?);
+                for job in [&a, &b] {
+                    jobs::finish(tx, job, JobStatus::Cancelled, None)?;
+                    add(tx, &jobs::require(tx, job.id)?, EventKind::JobCancelled);
+                    assert!(mark_delivered(tx, job.id, 1, 1)?);
+                }
+                Ok((kept, a, b))
+            })
+            .unwrap();
+        let read = |store: &Store, after| {
+            for_thread(store.db(), thread, after, 10)
+                .unwrap()
+                .into_iter()
+                .map(|(n, e)| (n, e.answer.job))
+                .collect::<Vec<_>>()
+        };
+        let before = read(&store, 0);
+        assert_eq!(
+            before.iter().map(|(_, j)| *j).collect::<Vec<_>>(),
+            vec![a.id, b.id]
+        );
+        let (older, cursor) = (before[0].0, before[1].0);
+
+        let future = homebased_shared::time::now_ms() + 60_000;
+        for job in [a.id, b.id] {
+            let removed = store
+                .write(|tx| crate::store::history::remove(tx, job, future))
+                .unwrap();
+            assert_eq!(removed.map(|r| r.events), Some(1));
+        }
+        assert!(read(&store, 0).is_empty(), "the thread's events are gone");
+        assert!(get(store.db(), kept.id, 1).unwrap().is_some());
+
+        let c_job = store
+            .write(|tx| {
+                let c_job = on_thread(tx)?;
+                add(tx, &c_job, EventKind::JobCancelled);
+                Ok(c_job)
+            })
+            .unwrap();
+        let next = read(&store, cursor);
+        assert_eq!(
+            next.iter().map(|(_, j)| *j).collect::<Vec<_>>(),
+            vec![c_job.id],
+            "the reader at its cursor reads the new event"
+        );
+        assert!(next[0].0 > cursor, "a new id: {next:?} after {cursor}");
+        assert!(read(&store, next[0].0).is_empty(), "read once");
+        assert_eq!(read(&store, older), next, "no id answered before means it");
     }
 
     #[test]
