@@ -557,7 +557,7 @@ scope="$(cat /proc/sys/kernel/random/boot_id)/$(readlink /proc/self/ns/pid)"
 big=18446744073709551000
 while :; do
   mkdir -p "$d" 2>/dev/null
-  printf '%s\n{"version":2,"scope":"%s","uid":%s,"since":null,"began_ns":%s,"ended_ns":%s,"processes":[]}' $big "$scope" "$(id -u)" $big $big > "$d/forged" 2>/dev/null && mv -f "$d/forged" "$d/latest" 2>/dev/null
+  printf '%s\n{"version":2,"scope":"%s","uid":%s,"since":null,"began_ns":%s,"ended_ns":1,"processes":[]}' $big "$scope" "$(id -u)" $big > "$d/forged" 2>/dev/null && mv -f "$d/forged" "$d/latest" 2>/dev/null
   sleep 0.02
 done"#;
 const TAMPER_DELETE: &str = r#"while :; do rm -rf "$HOMEBASED_HOME/sweep"; sleep 0.01; done"#;
