@@ -19,6 +19,7 @@ use crate::signals::Signals;
 use crate::stop;
 use crate::workload::container::AdoptError;
 use crate::workload::{self, StartError};
+use homebased_shared::ids::JobId;
 use homebased_shared::process;
 use homebased_shared::rundir::{
     CleanupOutcome, CleanupRecord, ExitReason, ExitRecord, GroupState, ProcessIdentity, RunDir,
@@ -26,6 +27,7 @@ use homebased_shared::rundir::{
 };
 use homebased_shared::sweep::SweepKey;
 use homebased_shared::time::now_us;
+use homebased_shared::worker_cmdline;
 use nix::errno::Errno;
 use nix::sys::prctl;
 use nix::unistd::{getsid, setsid, Pid};
@@ -49,6 +51,7 @@ pub fn run(args: Args, signals: io::Result<Signals>, began: i64) -> u8 {
         ..StartStamps::default()
     };
     let title = args.retitle.then(|| args.argv());
+    let named = (args.job, args.lanes.clone());
     let dir = RunDir::new(args.run_dir);
     let log = WorkerLog::new(dir.worker_log());
     // Until the lock is ours nothing in the run directory is ours to write: another worker
@@ -86,6 +89,9 @@ pub fn run(args: Args, signals: io::Result<Signals>, began: i64) -> u8 {
         }
     };
     stamps.run_read = now_us();
+    if let Err(message) = check_names(&run, named.0, named.1.as_deref()) {
+        return fail(&mut Records::new(dir, None, log.clone()), &log, message);
+    }
     let records = Records::new(dir.clone(), Some(&run), log.clone());
     // Only a reserve left by an earlier worker of the run is taken over here; a new one is
     // set aside once the workload runs (`Records::set_aside`).
@@ -105,6 +111,27 @@ pub fn run(args: Args, signals: io::Result<Signals>, began: i64) -> u8 {
         attempt.adopt()
     } else {
         attempt.run()
+    }
+}
+
+/// Whether `run.json` names the job and lanes the daemon put in this worker's command line
+/// (`--job`, `--lanes`): the command line is what a daemon that lost the run trusts about it
+/// (`homebased_shared::worker_cmdline`), so a worker never runs a run it misnames.
+fn check_names(run: &RunSpec, job: Option<JobId>, lanes: Option<&str>) -> Result<(), String> {
+    if let Some(job) = job.filter(|job| *job != run.job) {
+        return Err(format!(
+            "run.json names job {}, the command line job {job}",
+            run.job
+        ));
+    }
+    let names: Vec<&str> = run.lanes.iter().map(|lane| lane.name.as_str()).collect();
+    match lanes.map(worker_cmdline::split_lanes) {
+        Some(given) if given != names => Err(format!(
+            "run.json names lanes {}, the command line {}",
+            names.join(","),
+            given.join(",")
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -147,7 +174,7 @@ struct Attempt {
     log: WorkerLog,
     reaper: Reaper,
     stamps: StartStamps,
-    /// The arguments to show in place of `--standby` once the workload runs (`crate::title`).
+    /// The arguments to show in place of `--standby` before the workload starts (`crate::title`).
     title: Option<Vec<std::ffi::OsString>>,
     /// The daemon's key for the sweep's shared readings (`--sweep-key-fd`).
     sweep_key: Option<SweepKey>,
@@ -183,6 +210,15 @@ impl Attempt {
                 EXIT_OK,
             );
         }
+        // Before the workload exists: from then on the run directory is the workload's to
+        // rewrite, and this command line is what names the run's job and lanes.
+        if let Some(title) = self.title.take() {
+            if let Err(e) = crate::title::show(&title) {
+                self.log.note(format!(
+                    "cannot show the run in this worker's command line: {e}"
+                ));
+            }
+        }
         self.stamps.workload = now_us();
         let running = match workload::start(&self.run, &self.dir) {
             Ok(running) => running,
@@ -210,13 +246,6 @@ impl Attempt {
             "workload started as pid {}",
             running.child.process.pid
         ));
-        if let Some(title) = self.title.take() {
-            if let Err(e) = crate::title::show(&title) {
-                self.log.note(format!(
-                    "cannot show the run in this worker's command line: {e}"
-                ));
-            }
-        }
         let stamps = self.stamps;
         let cap = OutputCap::start(&self.dir, self.run.output_limit, &self.log);
         self.follow_to_the_end(worker, running, Some(stamps), cap)

@@ -1,17 +1,24 @@
-//! The command line: `homebased-worker <run-dir> [--lock-fd N] [--adopt] [--spawned-at US]`,
+//! The command line: `homebased-worker <run-dir> [--job J] [--lanes L] [--lock-fd N] [--adopt]
+//! [--spawned-at US]`,
 //! or `homebased-worker --standby [<room>]` for a worker the daemon starts ahead of need.
 //! A test build (`failpoints`) also takes `--clock-ahead-ms N` and `--clock-skips-pauses`
 //! ([`crate::clock`]); a release build refuses them as unknown options.
 
+use homebased_shared::ids::JobId;
+use homebased_shared::worker_cmdline;
 use std::ffi::OsString;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
 
 pub const USAGE: &str =
-    "usage: homebased-worker <run-dir> [--lock-fd N] [--sweep-key-fd N] [--adopt] [--spawned-at US]
+    "usage: homebased-worker <run-dir> [--job J] [--lanes L] [--lock-fd N] [--sweep-key-fd N] [--adopt] [--spawned-at US]
        homebased-worker --standby [<room>] [--sweep-key-fd N]
 
 Runs one attempt of the step described by <run-dir>/run.json and records its end.
+  --job J       the run's job id, and
+  --lanes L     its lanes, comma-separated, as the daemon named them: checked against
+                run.json before anything runs, and kept in this command line, where a daemon
+                that lost the run finds which lanes it holds.
   --lock-fd N   fd N is an open, exclusively flocked description of <run-dir>/runner.lock
                 handed over by the daemon; without it the worker takes the lock itself.
   --sweep-key-fd N  fd N is a pipe holding the key of the sweeps' shared readings of the
@@ -32,6 +39,10 @@ pub const EXIT_USAGE: u8 = 2;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Args {
     pub run_dir: PathBuf,
+    /// `--job`: the job `run.json` must name.
+    pub job: Option<JobId>,
+    /// `--lanes`: the lanes `run.json` must name, in its order, as one argument.
+    pub lanes: Option<String>,
     pub lock_fd: Option<RawFd>,
     /// `--sweep-key-fd`: a pipe from the daemon holding the key of its workers' shared
     /// readings of the process table (`homebased_shared::sweep::SweepKey`), read and closed
@@ -42,7 +53,7 @@ pub struct Args {
     /// `--spawned-at`: the daemon's stamp of the fork, recorded in `worker.json`.
     pub spawned_at: Option<i64>,
     /// Set by a standby worker that took this run (never by a command line): its command line
-    /// still says `--standby`, so once the workload runs it shows [`Args::argv`] instead
+    /// still says `--standby`, so before its workload starts it shows [`Args::argv`] instead
     /// (`crate::title`).
     pub retitle: bool,
     /// How this worker's clock runs ([`crate::clock`]): the system's but in a test build.
@@ -54,6 +65,12 @@ impl Args {
     /// for it, naming the run by its directory.
     pub fn argv(&self) -> Vec<OsString> {
         let mut argv = vec![self.run_dir.clone().into_os_string()];
+        if let Some(job) = self.job {
+            argv.extend([worker_cmdline::JOB_FLAG.into(), job.to_string().into()]);
+        }
+        if let Some(lanes) = &self.lanes {
+            argv.extend([worker_cmdline::LANES_FLAG.into(), lanes.into()]);
+        }
         if let Some(fd) = self.lock_fd {
             argv.extend(["--lock-fd".into(), fd.to_string().into()]);
         }
@@ -95,6 +112,8 @@ pub enum Invocation {
 
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, String> {
     let mut run_dir = None;
+    let mut job = None;
+    let mut lanes = None;
     let mut lock_fd = None;
     let mut sweep_key_fd = None;
     let mut adopt = false;
@@ -117,6 +136,23 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Str
                 given -= 1;
             }
             Some("--adopt") => adopt = true,
+            Some(worker_cmdline::JOB_FLAG) => {
+                let value = args.next().ok_or("--job needs a value")?;
+                job = Some(
+                    value
+                        .to_str()
+                        .and_then(|v| v.parse::<JobId>().ok())
+                        .ok_or_else(|| format!("--job: {value:?} is not a job id"))?,
+                );
+            }
+            Some(worker_cmdline::LANES_FLAG) => {
+                let value = args.next().ok_or("--lanes needs a value")?;
+                lanes = Some(
+                    value
+                        .into_string()
+                        .map_err(|v| format!("--lanes: {v:?} is not text"))?,
+                );
+            }
             Some("--lock-fd") => {
                 let value = args.next().ok_or("--lock-fd needs a value")?;
                 lock_fd = Some(parse_fd(&value)?);
@@ -167,6 +203,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Str
     let run_dir = run_dir.ok_or("the run directory is missing")?;
     Ok(Invocation::Run(Args {
         run_dir,
+        job,
+        lanes,
         lock_fd,
         sweep_key_fd,
         adopt,
@@ -198,6 +236,8 @@ mod tests {
             parse_strs(&["/h/tasks/t"]).unwrap(),
             Invocation::Run(Args {
                 run_dir: "/h/tasks/t".into(),
+                job: None,
+                lanes: None,
                 lock_fd: None,
                 sweep_key_fd: None,
                 adopt: false,
@@ -210,6 +250,8 @@ mod tests {
             parse_strs(&["--lock-fd", "7", "/h/tasks/t"]).unwrap(),
             Invocation::Run(Args {
                 run_dir: "/h/tasks/t".into(),
+                job: None,
+                lanes: None,
                 lock_fd: Some(7),
                 sweep_key_fd: None,
                 adopt: false,
@@ -222,6 +264,8 @@ mod tests {
             parse_strs(&["/d", "--lock-fd=3"]).unwrap(),
             Invocation::Run(Args {
                 run_dir: "/d".into(),
+                job: None,
+                lanes: None,
                 lock_fd: Some(3),
                 sweep_key_fd: None,
                 adopt: false,
@@ -234,6 +278,8 @@ mod tests {
             parse_strs(&["/d", "--lock-fd", "3", "--adopt"]).unwrap(),
             Invocation::Run(Args {
                 run_dir: "/d".into(),
+                job: None,
+                lanes: None,
                 lock_fd: Some(3),
                 sweep_key_fd: None,
                 adopt: true,
@@ -242,6 +288,27 @@ mod tests {
                 clock: Default::default(),
             })
         );
+    }
+
+    #[test]
+    fn takes_the_runs_job_and_lanes_and_shows_them_again() {
+        let job = JobId::new();
+        let Invocation::Run(args) = parse_strs(&[
+            "/h/tasks/t",
+            "--job",
+            &job.to_string(),
+            "--lanes",
+            "gpu0,gpu1",
+        ])
+        .unwrap() else {
+            panic!("not a run");
+        };
+        assert_eq!(args.job, Some(job));
+        assert_eq!(args.lanes.as_deref(), Some("gpu0,gpu1"));
+        assert_eq!(parse(args.argv()).unwrap(), Invocation::Run(args));
+        assert!(parse_strs(&["/d", "--job", "seven"]).is_err());
+        assert!(parse_strs(&["/d", "--job"]).is_err());
+        assert!(parse_strs(&["/d", "--lanes"]).is_err());
     }
 
     #[test]

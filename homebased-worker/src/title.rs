@@ -1,8 +1,10 @@
 //! The worker's command line as `ps` and `/proc/<pid>/cmdline` show it. A fresh worker's
-//! names its run (`homebased-worker <home>/tasks/<task> --lock-fd 3 ...`); a standby worker
-//! was started as `homebased-worker --standby <room>` before its run existed, so once it has
-//! taken one it writes that run's arguments over its own, and `ps` shows it as a fresh worker
-//! of the same run would be shown.
+//! names its run (`homebased-worker <home>/tasks/<task> --job <job> --lanes <lanes> --lock-fd 3
+//! ...`); a standby worker was started as `homebased-worker --standby <room>` before its run
+//! existed, so once it has taken one, and before its workload starts, it writes that run's
+//! arguments over its own, and `ps` shows it as a fresh worker of the same run would be
+//! shown. The job and lanes there are what a daemon that lost the run trusts about it
+//! (`homebased_shared::worker_cmdline`).
 //!
 //! The kernel shows the bytes between the process's `arg_start` and `arg_end` (the argument
 //! strings its exec laid out), read live; the size of that area is fixed at exec

@@ -27,7 +27,8 @@ use homebased_shared::rundir::{
 };
 use homebased_shared::sweep::SweepKey;
 use homebased_shared::time::Millis;
-use launcher::{LostCleanup, Observer, WorkerEvent};
+use homebased_shared::worker_cmdline;
+use launcher::{LostCleanup, Observer, RunNames, WorkerEvent};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::fs::{DirBuilder, File, OpenOptions};
@@ -109,11 +110,12 @@ fn create_run_dir(home: &Home, spec: &RunSpec) -> io::Result<RunDir> {
 /// one is given and takes the hand-over, else a fresh process.
 fn start_worker(
     dir: &RunDir,
+    names: &RunNames,
     standby: Option<standby::Standby>,
     clock: &Clock,
     sweep_key: Option<&SweepKey>,
 ) -> io::Result<spawn::Detached> {
-    spawn_worker(dir, &[], standby, clock, sweep_key)
+    spawn_worker(dir, names, &[], standby, clock, sweep_key)
 }
 
 /// Records that adopting worker number `adoption` is about to start (`adoption.json`).
@@ -130,16 +132,18 @@ fn request_adoption(dir: &RunDir, adoption: u32, now: Millis) -> io::Result<()> 
 /// [`start_worker`].
 fn start_adopting_worker(
     dir: &RunDir,
+    names: &RunNames,
     adoption: u32,
     clock: &Clock,
     sweep_key: Option<&SweepKey>,
 ) -> io::Result<spawn::Detached> {
     tracing::debug!(run = %dir.root().display(), adoption, "starting an adopting worker");
-    spawn_worker(dir, &["--adopt"], None, clock, sweep_key)
+    spawn_worker(dir, names, &["--adopt"], None, clock, sweep_key)
 }
 
 fn spawn_worker(
     dir: &RunDir,
+    names: &RunNames,
     extra: &[&str],
     standby: Option<standby::Standby>,
     clock: &Clock,
@@ -151,7 +155,16 @@ fn spawn_worker(
     // Both ways of starting the worker get these, then the last stamp of the daemon's side of
     // a start (`rundir::StartStamps::spawned`); a fresh worker is also told where its lock is
     // (`--lock-fd`), a standby worker names the descriptor it received itself.
-    let mut args: Vec<std::ffi::OsString> = vec![dir.root().into()];
+    // The run's job and lanes, which a daemon that lost the run reads back from the
+    // process table (`homebased_shared::worker_cmdline`).
+    let lanes = worker_cmdline::join_lanes(&names.lanes);
+    let mut args: Vec<std::ffi::OsString> = vec![
+        dir.root().into(),
+        worker_cmdline::JOB_FLAG.into(),
+        names.job.to_string().into(),
+        worker_cmdline::LANES_FLAG.into(),
+        (&lanes).into(),
+    ];
     args.extend(extra.iter().map(Into::into));
     args.extend(clock_ahead(clock).into_iter().flatten());
     let spawned_at = || {
@@ -160,7 +173,9 @@ fn spawn_worker(
             homebased_shared::time::now_us().to_string().into(),
         ]
     };
-    if let Some(standby) = standby {
+    // A standby worker's command line has room for so many lanes; a run with more starts a
+    // fresh worker, whose command line holds them all.
+    if let Some(standby) = standby.filter(|_| homebased_shared::standby::fits_room(&lanes)) {
         let handed: Vec<std::ffi::OsString> = args.iter().cloned().chain(spawned_at()).collect();
         match standby.hand_over(&handed, &lock, &log) {
             // The daemon's copies close here; the worker's keep the lock.
@@ -201,6 +216,56 @@ fn clock_ahead(clock: &Clock) -> Option<[std::ffi::OsString; 2]> {
     let ahead = clock.ahead_ms();
     (cfg!(feature = "failpoints") && ahead != 0)
         .then(|| ["--clock-ahead-ms".into(), ahead.to_string().into()])
+}
+
+/// The live workers of `home` by their command lines: every process whose `argv[0]` is
+/// `homebased-worker` and whose run directory is under this home's `tasks/` (by name, or by
+/// the canonical path of its parent where the home was named another way).
+fn live_workers(home: &Home) -> Vec<launcher::LiveWorker> {
+    let tasks = home.tasks_dir();
+    let canonical = std::fs::canonicalize(&tasks).ok();
+    let of_this_home = |run_dir: &std::path::Path| {
+        let Some(parent) = run_dir.parent() else {
+            return false;
+        };
+        parent == tasks || (canonical.is_some() && std::fs::canonicalize(parent).ok() == canonical)
+    };
+    let entries = match std::fs::read_dir("/proc") {
+        Ok(entries) => entries,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot list /proc to find live workers");
+            return Vec::new();
+        }
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = read_cmdline(pid) else {
+            continue;
+        };
+        if let Some(cmdline) = worker_cmdline::parse(&cmdline) {
+            if of_this_home(&cmdline.run_dir) {
+                found.push(launcher::LiveWorker { pid, cmdline });
+            }
+        }
+    }
+    found
+}
+
+/// A process's command line, at most 64 KiB of it: a worker's is far shorter.
+fn read_cmdline(pid: u32) -> io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    File::open(format!("/proc/{pid}/cmdline"))?
+        .take(64 << 10)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Whether a live worker holds the run's lock (without waiting). A lock the workload replaced

@@ -20,6 +20,8 @@
 //!   the [`sweep::ProcessTable`] seam (`/proc` and pidfds, or an in-memory fake).
 //! - [`wire`]: the JSON shapes the API answers with.
 //! - [`standby`]: the standby worker's hand-over (arguments and descriptors over a socket).
+//! - [`worker_cmdline`]: what a worker's command line names (its run, job and lanes): what
+//!   the daemon trusts about a live run its store lost.
 //! - [`tail`]: the end of a log, bounded in lines and bytes; a followed log read in bounded
 //!   chunks.
 //! - [`terminal`]: a log as a terminal shows it (carriage returns applied).
@@ -43,6 +45,7 @@ pub mod tail;
 pub mod terminal;
 pub mod time;
 pub mod wire;
+pub mod worker_cmdline;
 
 /// The version of the JSON API, carried by every object the CLI prints.
 pub const API_VERSION: u32 = 1;

@@ -35,14 +35,29 @@ pub const STANDBY_FLAG: &str = "--standby";
 /// writes the arguments of the run it takes so that `ps` names that run
 /// (`homebased-worker/src/title.rs`): a command line's size is fixed when the process starts.
 /// Sized for a run directory under `tasks_dir` (`<tasks_dir>/<task UUID>`) and the flags
-/// handed with it (`--lock-fd`, `--spawned-at` with any numbers, `--adopt`).
+/// handed with it (`--job`, `--lanes` up to [`LANES_ROOM`] bytes, `--lock-fd`,
+/// `--spawned-at` with any numbers, a test build's clock flags). The daemon hands a run
+/// whose lanes need more to a fresh worker ([`fits_room`]): the job and lanes in a
+/// worker's command line are what a daemon whose store lost the run trusts
+/// (`crate::worker_cmdline`), so they are never cut from it.
 pub fn room(tasks_dir: &std::path::Path) -> OsString {
-    const TASK_AND_FLAGS: usize =
-        "/00000000-0000-0000-0000-000000000000 --lock-fd 2147483647 --adopt --spawned-at -9223372036854775808 "
-            .len();
+    const TASK_AND_FLAGS: usize = concat!(
+        "/00000000-0000-0000-0000-000000000000 --job 00000000-0000-0000-0000-000000000000 ",
+        "--lanes  --lock-fd 2147483647 --adopt --spawned-at -9223372036854775808 ",
+        "--clock-ahead-ms -9223372036854775808 --clock-skips-pauses "
+    )
+    .len();
     // `--standby` and its NUL are room too, but a little slack costs nothing.
-    " ".repeat(tasks_dir.as_os_str().len() + TASK_AND_FLAGS)
+    " ".repeat(tasks_dir.as_os_str().len() + TASK_AND_FLAGS + LANES_ROOM)
         .into()
+}
+
+/// The bytes of `--lanes` a standby worker's command line has room for.
+pub const LANES_ROOM: usize = 256;
+
+/// Whether a standby worker has room to show `lanes` (its `--lanes` argument).
+pub fn fits_room(lanes: &str) -> bool {
+    lanes.len() <= LANES_ROOM
 }
 
 /// What a standby worker is given: the arguments it runs with, as a fresh worker's command
@@ -253,8 +268,14 @@ mod tests {
         let run = tasks.join("0199a3b2-7c4d-7e8f-9a0b-1c2d3e4f5a6b");
         // What follows `argv[0]` in the standby worker's command line, each with its NUL.
         let available = STANDBY_FLAG.len() + 1 + room(tasks).len() + 1;
+        let lanes = "l".repeat(LANES_ROOM);
+        assert!(fits_room(&lanes) && !fits_room(&format!("{lanes},")));
         let needed: usize = [
             run.as_os_str(),
+            "--job".as_ref(),
+            "0199a3b2-7c4d-7e8f-9a0b-1c2d3e4f5a6b".as_ref(),
+            "--lanes".as_ref(),
+            lanes.as_ref(),
             "--lock-fd".as_ref(),
             "2147483647".as_ref(),
             "--adopt".as_ref(),

@@ -476,6 +476,96 @@ fn a_live_run_the_restored_store_does_not_know_holds_its_lane_until_released() {
     open_gate(&gate);
 }
 
+/// A workload that rewrites its run directory before a restored store meets it (issue 44):
+/// its `run.json` replaced by one that names no lane, its `worker.json` and `runner.lock`
+/// deleted. The daemon finds its worker by its command line all the same: the run's own lane
+/// (and only it) is held in `unknown_live_run` Attention under the run's real job and worker
+/// pid, until a person releases it. On the code before it, nothing was held and a job pinned
+/// to that lane started beside the live run.
+#[test]
+fn a_live_run_that_rewrote_its_run_json_is_still_held_on_its_lane_after_a_restore() {
+    let mut h = TestHome::new(Probe::Gpus(2));
+    h.spawn_serve();
+    let older = h.tmp().join("older.sqlite");
+    copy_store(&h, &older);
+    let (tamper, tampered, gate) = (
+        h.tmp().join("tamper"),
+        h.tmp().join("tampered"),
+        h.tmp().join("gate"),
+    );
+    let script = r#"d="$HOMEBASED_HOME/tasks/$HOMEBASED_TASK_ID"
+wait_for() { i=0; while [ ! -e "$1" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; }
+wait_for "$1"
+printf '{"lanes":[]}' > "$d/run.json"
+rm -f "$d/runner.lock" "$d/worker.json"
+: > "$2"
+wait_for "$3""#;
+    let job = h.submit(
+        &sh_spec(
+            &h,
+            "rewrites its records",
+            script,
+            &[&tamper, &tampered, &gate],
+        )
+        .set("resource", serde_json::json!("gpu1")),
+    );
+    let running = wait_phase(&h, &job, "executing");
+    let task = running["run"]["task"].as_str().unwrap().to_string();
+    let pid = worker_pid(&h, &task);
+
+    // The daemon dies; the workload rewrites its records; the home gets an older store.
+    h.kill_serve(Signal::SIGKILL);
+    open_gate(&tamper);
+    wait_until("the workload to rewrite its records", || tampered.exists());
+    assert!(!run_dir(&h, &task).join("runner.lock").exists());
+    restore_store(&h, &older);
+    h.spawn_serve();
+
+    let lane = resource(&h, "gpu1");
+    let phase = &lane["run"]["phase"];
+    assert_eq!(phase["phase"], "attention", "{lane:#}");
+    let failure = &phase["failure"];
+    assert_eq!(failure["result"], "unknown_live_run", "{lane:#}");
+    assert_eq!(failure["task"], task.as_str(), "{lane:#}");
+    assert_eq!(failure["job"], job.as_str(), "{lane:#}");
+    assert_eq!(failure["pid"], pid, "{lane:#}");
+    assert_eq!(
+        failure["resources"],
+        serde_json::json!(["gpu1"]),
+        "{lane:#}"
+    );
+    assert!(
+        failure["message"]
+            .as_str()
+            .unwrap()
+            .contains("run.json cannot be used"),
+        "{lane:#}"
+    );
+    let attention = phase["id"].as_str().unwrap().to_string();
+    assert!(
+        resource(&h, "gpu0")["run"].is_null(),
+        "only its own lane is held"
+    );
+
+    // The other lane serves; nothing starts beside the live run on its own.
+    let beside = h.submit(&sh_spec(&h, "on the other lane", "true", &[]));
+    let pinned = h.submit(
+        &sh_spec(&h, "pinned beside it", "true", &[]).set("resource", serde_json::json!("gpu1")),
+    );
+    wait_job(&h, &beside, "succeeded");
+    h.settle();
+    assert_eq!(state_of(&show(&h, &pinned)), "queued");
+    assert!(
+        std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the forgotten run's worker still lives"
+    );
+
+    let released = h.json(&release_args(&attention, &common::new_uuid()));
+    assert_eq!(released["attention"], attention.as_str(), "{released}");
+    wait_job(&h, &pinned, "succeeded");
+    open_gate(&gate);
+}
+
 /// A forgotten run on two lanes is held on both by one Attention: nothing starts on either,
 /// `/metrics` shows both in Attention, and one release frees both.
 #[test]

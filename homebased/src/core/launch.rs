@@ -7,6 +7,7 @@ use super::Core;
 use crate::lifecycle::{CommittedStop, Observation};
 use crate::scheduler::{self, Launch, Stop};
 use crate::store::runs::{self, Reservation};
+use crate::supervisor::launcher::RunNames;
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::rundir::{LaunchStamps, RunSpec};
 use homebased_shared::spec::{JobSpec, Step};
@@ -191,7 +192,11 @@ impl Core {
             tracing::info!("storage available again: a run directory was made");
         }
         fail::fail_point!("launch.run-json-written", |_| std::process::abort());
-        self.launcher.start(&dir, r.task).map_err(|e| {
+        let names = RunNames {
+            job: r.job.id,
+            lanes: r.lanes.iter().map(|lane| lane.name.clone()).collect(),
+        };
+        self.launcher.start(&dir, r.task, &names).map_err(|e| {
             StartFailure::Other(ApiError::internal(format!(
                 "cannot start homebased-worker: {e}"
             )))

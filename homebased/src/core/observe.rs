@@ -14,8 +14,8 @@ use super::Core;
 use crate::lifecycle::{self, Commit, Context, Effect, Observation, RunEnd, RunPhase};
 use crate::store::events::{self, EventRun};
 use crate::store::runs::{self, Run};
-use crate::store::{attentions, jobs, Db};
-use crate::supervisor::launcher::LostCleanup;
+use crate::store::{attentions, jobs, resources, Db};
+use crate::supervisor::launcher::{LostCleanup, RunNames};
 use homebased_shared::error::{ApiError, ApiResult};
 use homebased_shared::event::{EventDetail, EventKind};
 use homebased_shared::ids::{AttentionId, MachineId, TaskId};
@@ -130,7 +130,7 @@ impl Core {
             match effect {
                 Effect::EnactStop => self.enact_stop(moved.run.task),
                 Effect::CleanUpLost { attempt } => self.clean_up_lost(&moved.run, *attempt),
-                Effect::Adopt { adoption } => self.adopt(moved.run.task, *adoption),
+                Effect::Adopt { adoption } => self.adopt(&moved.run, *adoption),
             }
         }
         self.mark_dirty();
@@ -162,13 +162,19 @@ impl Core {
     /// run directory. Its count is written first (`adoption.json`), so that adoptions stay
     /// bounded across workers that vanish at once and across a daemon restart. A worker that
     /// cannot be started makes the run lost, as it would have been without adoption.
-    fn adopt(&mut self, task: TaskId, adoption: u32) {
+    fn adopt(&mut self, run: &Run, adoption: u32) {
+        let task = run.task;
         let dir = self.run_dir(task);
         if let Err(e) = self.launcher.request_adoption(&dir, adoption) {
             // The adopting worker is started all the same: its records wait for space.
             tracing::warn!(%task, adoption, error = %e, "cannot write adoption.json");
         }
-        match self.launcher.adopt(&dir, task, adoption) {
+        let names = self.run_names(run);
+        match names.and_then(|names| {
+            self.launcher
+                .adopt(&dir, task, adoption, &names)
+                .map_err(|e| ApiError::internal(e.to_string()))
+        }) {
             Ok(()) => {
                 tracing::info!(%task, adoption, "adopting the container of a vanished worker")
             }
@@ -189,6 +195,20 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// The job and lane names of a stored run, for its worker's command line.
+    fn run_names(&self, run: &Run) -> ApiResult<RunNames> {
+        let mut lanes = Vec::with_capacity(run.lanes.len());
+        for lane in &run.lanes {
+            let resource = resources::get(self.store.db(), *lane)?
+                .ok_or_else(|| ApiError::internal(format!("the run's lane {lane} is gone")))?;
+            lanes.push(resource.name);
+        }
+        Ok(RunNames {
+            job: run.job,
+            lanes,
+        })
     }
 }
 

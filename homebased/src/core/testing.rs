@@ -7,7 +7,7 @@
 use super::{Core, DaemonFacts};
 use crate::clock::Clock;
 use crate::store::Store;
-use crate::supervisor::launcher::{Launcher, LostCleanup};
+use crate::supervisor::launcher::{Launcher, LiveWorker, LostCleanup, RunNames};
 use homebased_shared::config::Config;
 use homebased_shared::home::Home;
 use homebased_shared::ids::TaskId;
@@ -85,7 +85,7 @@ impl Launcher for FakeLauncher {
         Ok(dir)
     }
 
-    fn start(&mut self, _dir: &RunDir, task: TaskId) -> std::io::Result<()> {
+    fn start(&mut self, _dir: &RunDir, task: TaskId, _names: &RunNames) -> std::io::Result<()> {
         self.with(|w| {
             if std::mem::take(&mut w.fail_start) {
                 return Err(std::io::Error::other("no such worker binary"));
@@ -105,7 +105,13 @@ impl Launcher for FakeLauncher {
         write_json_atomic(&dir.adoption_json(), &request)
     }
 
-    fn adopt(&mut self, _dir: &RunDir, task: TaskId, adoption: u32) -> std::io::Result<()> {
+    fn adopt(
+        &mut self,
+        _dir: &RunDir,
+        task: TaskId,
+        adoption: u32,
+        _names: &RunNames,
+    ) -> std::io::Result<()> {
         self.with(|w| {
             if std::mem::take(&mut w.fail_adopt) {
                 return Err(std::io::Error::other("no such worker binary"));
@@ -124,6 +130,11 @@ impl Launcher for FakeLauncher {
     fn worker_alive(&self, dir: &RunDir) -> bool {
         let task = task_of(dir);
         self.with(|w| w.alive.contains(&task))
+    }
+
+    /// No process table: the live runs a test plays are found by their locks alone.
+    fn live_workers(&self) -> Vec<LiveWorker> {
+        Vec::new()
     }
 
     fn signal_stop(&mut self, dir: &RunDir) {

@@ -9,9 +9,10 @@
 use crate::clock::Clock;
 use homebased_shared::config::CleanupConfig;
 use homebased_shared::home::Home;
-use homebased_shared::ids::TaskId;
+use homebased_shared::ids::{JobId, TaskId};
 use homebased_shared::rundir::{RunDir, RunSpec};
 use homebased_shared::sweep::SweepKey;
+use homebased_shared::worker_cmdline::WorkerCmdline;
 use std::io;
 use std::sync::Arc;
 
@@ -27,14 +28,19 @@ pub trait Launcher: Send {
     fn create_run_dir(&mut self, spec: &RunSpec) -> io::Result<RunDir>;
 
     /// Starts the worker of a created run directory and watches it: when the worker is
-    /// gone, the observer is told [`WorkerEvent::WorkerGone`].
-    fn start(&mut self, dir: &RunDir, task: TaskId) -> io::Result<()>;
+    /// gone, the observer is told [`WorkerEvent::WorkerGone`]. `names` go in the worker's
+    /// command line.
+    fn start(&mut self, dir: &RunDir, task: TaskId, names: &RunNames) -> io::Result<()>;
 
     /// Watches a worker that was already running when the daemon started.
     fn reattach(&mut self, dir: &RunDir, task: TaskId);
 
     /// Whether a live worker holds the run's lock, without waiting.
     fn worker_alive(&self, dir: &RunDir) -> bool;
+
+    /// The live workers of this home, found by their command lines in the process table,
+    /// whatever their run directories say (`homebased_shared::worker_cmdline`).
+    fn live_workers(&self) -> Vec<LiveWorker>;
 
     /// Asks the worker to stop its workload now (the stop request file is already written).
     fn signal_stop(&mut self, dir: &RunDir);
@@ -45,11 +51,34 @@ pub trait Launcher: Send {
 
     /// Starts a worker that adopts the container a vanished worker left in `dir` (the
     /// `adoption`th for the run), and watches it like any worker.
-    fn adopt(&mut self, dir: &RunDir, task: TaskId, adoption: u32) -> io::Result<()>;
+    fn adopt(
+        &mut self,
+        dir: &RunDir,
+        task: TaskId,
+        adoption: u32,
+        names: &RunNames,
+    ) -> io::Result<()>;
 
     /// Cleans up after a lost worker off the core thread, writes `cleanup.json` as attempt
     /// `lost.attempt`, and tells the observer [`WorkerEvent::LostCleanupDone`].
     fn clean_up_lost(&mut self, dir: &RunDir, task: TaskId, lost: LostCleanup);
+}
+
+/// What a worker's command line names besides its run directory: the run's job and lanes,
+/// which a daemon whose store lost the run trusts over anything in the run directory
+/// (`core::unknown_runs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunNames {
+    pub job: JobId,
+    /// Lane names, in the run's order.
+    pub lanes: Vec<String>,
+}
+
+/// A live process whose command line is a worker's of this home.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveWorker {
+    pub pid: u32,
+    pub cmdline: WorkerCmdline,
 }
 
 /// What the daemon's cleanup after a lost worker needs besides the run directory.
@@ -125,9 +154,9 @@ impl Launcher for Supervisor {
         super::create_run_dir(&self.home, spec)
     }
 
-    fn start(&mut self, dir: &RunDir, task: TaskId) -> io::Result<()> {
+    fn start(&mut self, dir: &RunDir, task: TaskId, names: &RunNames) -> io::Result<()> {
         let standby = self.standby.as_ref().and_then(|keeper| keeper.take());
-        let child = super::start_worker(dir, standby, &self.clock, self.sweep_key.as_ref())?;
+        let child = super::start_worker(dir, names, standby, &self.clock, self.sweep_key.as_ref())?;
         super::watch(self.observer.clone(), dir.clone(), task, Some(child));
         Ok(())
     }
@@ -140,6 +169,10 @@ impl Launcher for Supervisor {
         super::worker_alive(dir)
     }
 
+    fn live_workers(&self) -> Vec<LiveWorker> {
+        super::live_workers(&self.home)
+    }
+
     fn signal_stop(&mut self, dir: &RunDir) {
         super::signal_worker(dir, nix::sys::signal::Signal::SIGTERM);
     }
@@ -148,9 +181,20 @@ impl Launcher for Supervisor {
         super::request_adoption(dir, adoption, self.clock.now_ms())
     }
 
-    fn adopt(&mut self, dir: &RunDir, task: TaskId, adoption: u32) -> io::Result<()> {
-        let child =
-            super::start_adopting_worker(dir, adoption, &self.clock, self.sweep_key.as_ref())?;
+    fn adopt(
+        &mut self,
+        dir: &RunDir,
+        task: TaskId,
+        adoption: u32,
+        names: &RunNames,
+    ) -> io::Result<()> {
+        let child = super::start_adopting_worker(
+            dir,
+            names,
+            adoption,
+            &self.clock,
+            self.sweep_key.as_ref(),
+        )?;
         super::watch(self.observer.clone(), dir.clone(), task, Some(child));
         Ok(())
     }

@@ -63,9 +63,11 @@ pub struct UnknownLiveRun {
     pub run_number: u32,
     pub step: u32,
     pub resume: bool,
-    /// Its worker's pid from `worker.json`; `null` when none could be read.
+    /// Its worker's pid: from the process table where its command line names the run, else
+    /// from `worker.json`; `null` when neither does.
     pub pid: Option<u32>,
-    /// The lanes its `run.json` names, by name, in its order.
+    /// The lanes its worker's command line and its `run.json` name, by name (the command
+    /// line's first); every lane held when nothing names one.
     pub resources: Vec<String>,
     /// What a person is to check before releasing the hold.
     pub message: String,

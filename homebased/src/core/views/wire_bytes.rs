@@ -4,7 +4,7 @@
 //! (keys sorted), so that a change of their Rust types that moved a byte fails here.
 
 use super::run_view;
-use crate::core::unknown_runs::{failure_record, LiveRun};
+use crate::core::unknown_runs::{failure_record, LiveRun, RunRecord};
 use crate::lifecycle::RunPhase;
 use crate::store::runs::{json_text, EndRecord, Run};
 use homebased_shared::event::{
@@ -130,12 +130,15 @@ fn reasons() -> Vec<ExitReason> {
 fn live_runs() -> Vec<(LiveRun, bool)> {
     let live = |pid| LiveRun {
         task: TASK.parse().unwrap(),
-        job: JOB.parse().unwrap(),
-        run_number: 2,
-        step: 1,
-        resume: true,
+        job: Some(JOB.parse().unwrap()),
+        record: Some(RunRecord {
+            run_number: 2,
+            step: 1,
+            resume: true,
+        }),
         resource_names: vec!["gpu0".into(), "gpu1".into()],
         pid,
+        doubts: Vec::new(),
     };
     vec![(live(Some(4242)), false), (live(None), true)]
 }
@@ -275,7 +278,13 @@ fn stored_process(reason: &ExitReason) -> String {
 
 /// What the store writes in `attentions.failure` for a live run it does not know.
 fn stored_failure(run: &LiveRun, run_known: bool) -> String {
-    let failure = AttentionFailure::UnknownLiveRun(failure_record(run, run_known));
+    let failure = AttentionFailure::UnknownLiveRun(failure_record(
+        run,
+        run.job.unwrap(),
+        run.record.unwrap(),
+        run.resource_names.clone(),
+        run_known,
+    ));
     json_text("failure", &failure).unwrap()
 }
 
