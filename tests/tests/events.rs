@@ -12,10 +12,8 @@ use crate::common::jobs::*;
 use crate::common::{http, is_uuid, wait_until, Probe, Spec, TestHome, PATIENCE};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
-use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 /// A job that waits (at most 60 s) until `gate` exists, not preemptable once started.
 fn holds_the_lane(h: &TestHome, gate: &Path) -> Spec {
@@ -537,29 +535,6 @@ fn notice_no_longer_true_at_its_turn_is_suppressed_and_keeps_its_seq() {
     );
 }
 
-/// `events --json --thread T --follow`, and its lines as they come.
-fn follow(h: &TestHome, thread: &str) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
-    let mut cmd = h.command();
-    cmd.arg("--home")
-        .arg(h.home())
-        .args(["--json", "events", "--thread", thread, "--follow"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    (child, rx)
-}
-
 /// The first event `events --follow` printed, and its line; the follower is then ended.
 fn first_followed(
     mut child: std::process::Child,
@@ -578,7 +553,7 @@ fn events_follow_shows_a_new_event_as_it_happens() {
     h.start_daemon();
     let spec = quick_spec(&h, "followed");
     let thread = spec.thread();
-    let (child, rx) = follow(&h, &thread);
+    let (child, rx) = follow_events(&h, &thread);
     let job = h.submit(&spec);
     let (event, line) = first_followed(child, &rx);
     assert_eq!(event["event"], "JOB_SUCCEEDED", "{line}");
@@ -594,7 +569,7 @@ fn events_follow_reads_the_store_whatever_the_sink_and_waits_out_a_daemon_restar
     h.start_daemon();
     let spec = quick_spec(&h, "followed without an inbox");
     let thread = spec.thread();
-    let (child, rx) = follow(&h, &thread);
+    let (child, rx) = follow_events(&h, &thread);
     h.json(&["daemon", "restart"]);
     let job = h.submit(&spec);
     let (event, line) = first_followed(child, &rx);

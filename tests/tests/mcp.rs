@@ -13,6 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
+use crate::common::jobs::{gated_spec, open_gate, wait_job, wait_phase};
 use crate::common::{homebased_bin, run_bounded, Probe, TestHome, PATIENCE};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
@@ -263,29 +264,54 @@ fn mcp_answers_malformed_json_rpc_with_errors_and_goes_on_serving() {
     assert_eq!(h.json(&["resource", "jobs"])["jobs"], json!([]));
 }
 
+/// A client that goes away while `events_wait` waits on a running job's thread: the server
+/// ends, the job runs on to its end (the wait was about to be answered by it), and its event
+/// is not spent on the session that left: a new session's `events_wait` on the thread gets it,
+/// once, and nothing else was queued.
 #[test]
-fn mcp_client_that_goes_away_in_the_middle_of_a_call_ends_the_server_and_changes_nothing() {
+fn mcp_client_that_goes_away_in_the_middle_of_a_wait_leaves_its_job_and_event_to_the_next() {
     let mut h = TestHome::new(Probe::Gpus(1));
     h.start_daemon();
     let mut raw = Raw::start(&h);
     raw.initialize();
-    let thread = common::new_uuid();
-    raw.call(2, "events_wait", json!({"thread": thread, "timeout": "5m"}));
-    // Proof the call is under way: the daemon holds the read open, so a second call on the
-    // same session is answered while the first still waits.
-    raw.call(3, "jobs", json!({}));
-    let jobs = raw.read();
-    assert_eq!(jobs["id"], 3, "{jobs}");
+    let (thread, job) = (common::new_uuid(), common::new_uuid());
+    let gate = h.tmp().join("gate");
+    let spec = gated_spec(&h, "outlives its session", "", &gate, "").set("thread", json!(thread));
+    raw.call(2, "job_submit", json!({"spec": spec.0, "job_id": job}));
+    let submitted = raw.read();
+    assert_eq!(submitted["id"], 2, "{submitted}");
+    assert_eq!(submitted["result"]["isError"], false, "{submitted}");
+    raw.call(3, "events_wait", json!({"thread": thread, "timeout": "5m"}));
+    // Proof the wait is under way: the daemon holds the read open, so a second call on the
+    // same session is answered while the first still waits, and the job is running.
+    raw.call(4, "job_show", json!({"job": job}));
+    let shown = raw.read();
+    assert_eq!(shown["id"], 4, "{shown}");
+    wait_phase(&h, &job, "executing");
     raw.hang_up();
-    assert_eq!(h.json(&["resource", "jobs"])["jobs"], json!([]));
-    // The daemon serves on, and a new session works.
+
+    // The job was not the session's to end: it runs to its end once let go.
+    open_gate(&gate);
+    wait_job(&h, &job, "succeeded");
+    assert_eq!(
+        h.json(&["resource", "jobs"])["jobs"],
+        json!([]),
+        "nothing else queued"
+    );
+
+    // Its event waits for the next session.
     let mut again = Raw::start(&h);
     again.initialize();
-    again.call(2, "resource_list", json!({}));
-    let listed = again.read();
-    assert_eq!(
-        listed["result"]["structuredContent"]["resources"][0]["name"], "gpu0",
-        "{listed}"
+    again.call(
+        2,
+        "events_wait",
+        json!({"thread": thread, "timeout": "10s"}),
     );
+    let waited = again.read();
+    assert_eq!(waited["id"], 2, "{waited}");
+    let events = &waited["result"]["structuredContent"]["events"];
+    assert_eq!(events.as_array().map(Vec::len), Some(1), "{waited}");
+    assert_eq!(events[0]["event"], "JOB_SUCCEEDED", "{waited}");
+    assert_eq!(events[0]["job"], job.as_str(), "{waited}");
     again.hang_up();
 }

@@ -8,13 +8,15 @@ use homebased_shared::queue::JobStatus;
 
 /// The SQL of a column answering the first job of `j`'s `after` (in the order given) that
 /// has not succeeded, with its state, as `"<uuid> <state>"`; `NULL` when every one has
-/// succeeded or the job names none. One probe of the primary key for a job without any.
-/// A macro, so that the job columns can `concat!` it.
+/// succeeded, the job names none, or `j` is not queued: only a queued job waits on its
+/// dependencies (SPEC section 9), so a listing of ended or running jobs probes nothing for
+/// them. One probe of the primary key for a queued job without any. A macro, so that the
+/// job columns can `concat!` it.
 macro_rules! first_unmet_sql {
     () => {
-        "(SELECT d.after || ' ' || a.state \
+        "(CASE WHEN j.state = 'queued' THEN (SELECT d.after || ' ' || a.state \
          FROM job_dependencies d JOIN jobs a ON a.id = d.after \
-         WHERE d.job = j.id AND a.state <> 'succeeded' ORDER BY d.ord LIMIT 1)"
+         WHERE d.job = j.id AND a.state <> 'succeeded' ORDER BY d.ord LIMIT 1) END)"
     };
 }
 pub(super) use first_unmet_sql;
@@ -140,6 +142,40 @@ mod tests {
             .write(|tx| jobs::finish(tx, &jobs::require(tx, a.id)?, JobStatus::Succeeded, None))
             .unwrap();
         assert_eq!(first(&store, c.id), None, "all succeeded");
+    }
+
+    /// Only a queued job waits on its dependencies: a job that ended (or runs) while one it
+    /// names has not succeeded reads as waiting on none, in its head as in the column.
+    #[test]
+    fn only_a_queued_job_has_a_first_unmet_dependency() {
+        let (_dir, mut store) = test_store();
+        let (a, b) = store
+            .write(|tx| {
+                let (a, b) = (test_job(tx), test_job(tx));
+                insert(tx, b.id, &[a.id])?;
+                Ok((a, b))
+            })
+            .unwrap();
+        let head = |store: &crate::store::Store| jobs::require(store.db(), b.id).unwrap().head;
+        assert_eq!(head(&store).dependency, Some((a.id, JobStatus::Queued)));
+        store
+            .write(|tx| jobs::finish(tx, &jobs::require(tx, b.id)?, JobStatus::Cancelled, None))
+            .unwrap();
+        assert_eq!(
+            head(&store).dependency,
+            None,
+            "a cancelled job waits on nothing"
+        );
+        let column: Option<String> = store
+            .db()
+            .conn
+            .query_row(
+                &format!("SELECT {FIRST_UNMET} FROM jobs j WHERE j.id = ?1"),
+                [b.id.to_string()],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(column, None);
     }
 
     #[test]

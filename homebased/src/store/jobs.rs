@@ -594,7 +594,7 @@ pub fn visit_waiting(db: Db, mut visit: impl FnMut(Waiting) -> bool) -> ApiResul
         .conn
         .prepare_cached(&format!(
             "SELECT j.id, j.state = 'queued', j.target, \
-             CASE WHEN j.state = 'queued' THEN {} END, j.gpus, j.target_lanes, j.time_limit_ms \
+             {}, j.gpus, j.target_lanes, j.time_limit_ms \
              FROM jobs j \
              WHERE j.priority = ?1 AND j.slot_key IS NOT NULL \
              ORDER BY j.slot_key ASC",

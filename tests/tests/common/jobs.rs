@@ -151,3 +151,30 @@ pub fn task_log(h: &TestHome, task: &str) -> String {
         .unwrap()
         .to_string()
 }
+
+/// `events --json --thread T --follow` (the daemon's store, in the order it recorded the
+/// thread's events), and its lines as they come.
+pub fn follow_events(
+    h: &TestHome,
+    thread: &str,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    let mut cmd = h.command();
+    cmd.arg("--home")
+        .arg(h.home())
+        .args(["--json", "events", "--thread", thread, "--follow"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
