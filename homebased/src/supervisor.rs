@@ -222,8 +222,12 @@ fn clock_ahead(clock: &Clock) -> Option<[std::ffi::OsString; 2]> {
 /// `homebased-worker` and whose run directory is under this home's `tasks/` (by name, or by
 /// the canonical path of its parent where the home was named another way).
 fn live_workers(home: &Home) -> Vec<launcher::LiveWorker> {
-    let tasks = home.tasks_dir();
-    let canonical = std::fs::canonicalize(&tasks).ok();
+    live_workers_in(&home.tasks_dir())
+}
+
+/// [`live_workers`] of the home whose run directories are in `tasks`.
+fn live_workers_in(tasks: &std::path::Path) -> Vec<launcher::LiveWorker> {
+    let canonical = std::fs::canonicalize(tasks).ok();
     let of_this_home = |run_dir: &std::path::Path| {
         let Some(parent) = run_dir.parent() else {
             return false;
@@ -268,14 +272,39 @@ fn read_cmdline(pid: u32) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Whether a live worker holds the run's lock (without waiting). A lock the workload replaced
-/// (a link, a FIFO) proves nothing either way: the worker's own process is asked instead.
+/// Whether a live worker holds the run's lock (without waiting). A lock the workload deleted
+/// or replaced (a link, a FIFO) proves nothing either way: the worker's own process is asked
+/// instead ([`worker_lives`]).
 fn worker_alive(dir: &RunDir) -> bool {
     match open_lock(dir) {
         Ok(file) => flock(&file, libc::LOCK_SH | libc::LOCK_NB).is_err(),
-        Err(e) if lock_replaced(&e) => worker_process_lives(dir),
+        Err(e) if lock_gone_or_replaced(&e) => worker_lives(dir),
         Err(_) => false,
     }
+}
+
+/// Whether `runner.lock` is missing, or something else stands in its place.
+fn lock_gone_or_replaced(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || lock_replaced(e)
+}
+
+/// Whether a worker of the run in `dir` still runs, asked of the process table: a process
+/// whose command line is this run's worker (`homebased_shared::worker_cmdline`, which the
+/// workload cannot rewrite), or the process `worker.json` names. Only where the lock cannot
+/// tell (the workload deleted or replaced it): `worker.json` is the workload's to rewrite,
+/// so it can add a live worker, never take one away.
+fn worker_lives(dir: &RunDir) -> bool {
+    let named = |task: TaskId| {
+        let tasks = dir.root().parent().unwrap_or(std::path::Path::new("/"));
+        live_workers_in(tasks)
+            .iter()
+            .any(|worker| worker.cmdline.task == task)
+    };
+    let task = dir
+        .root()
+        .file_name()
+        .and_then(|name| name.to_str()?.parse::<TaskId>().ok());
+    task.is_some_and(named) || worker_process_lives(dir)
 }
 
 /// Whether `runner.lock` was refused because something else stands in its place.
@@ -320,12 +349,12 @@ fn watch(observer: Observer, dir: RunDir, task: TaskId, child: Option<spawn::Det
                 let waited = open_lock(&dir).and_then(|file| flock(&file, libc::LOCK_SH));
                 match waited {
                     Ok(()) => break,
-                    // No lock file: nothing can hold it.
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => break,
-                    // The workload replaced the lock: wait on the worker's process instead.
-                    Err(e) if lock_replaced(&e) => {
-                        tracing::warn!(%task, "runner.lock was replaced; watching the worker's process");
-                        while worker_process_lives(&dir) {
+                    // The workload deleted or replaced the lock: wait on the worker's process
+                    // instead, found by its command line (a missing lock is no proof that
+                    // the worker is gone: the worker holds the deleted file's lock).
+                    Err(e) if lock_gone_or_replaced(&e) => {
+                        tracing::warn!(%task, error = %e, "runner.lock is gone or replaced; watching the worker's process");
+                        while worker_lives(&dir) {
                             std::thread::sleep(std::time::Duration::from_secs(1));
                         }
                         break;

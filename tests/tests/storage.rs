@@ -566,6 +566,59 @@ wait_for "$3""#;
     open_gate(&gate);
 }
 
+/// A workload that deletes its `runner.lock` and `worker.json` while the daemon is down: the
+/// restarted daemon (its store intact) still finds the run's worker, by its command line, and
+/// re-attaches to it; the run ends as its workload does. On the code before, a missing lock
+/// was taken for a gone worker: the live run was cleaned up as lost and its lane handed on.
+#[test]
+fn a_run_whose_workload_deleted_its_lock_is_reattached_after_a_daemon_restart() {
+    let mut h = TestHome::new(Probe::Gpus(1));
+    h.spawn_serve();
+    let (tamper, tampered, gate) = (
+        h.tmp().join("tamper"),
+        h.tmp().join("tampered"),
+        h.tmp().join("gate"),
+    );
+    let script = r#"d="$HOMEBASED_HOME/tasks/$HOMEBASED_TASK_ID"
+wait_for() { i=0; while [ ! -e "$1" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; }
+wait_for "$1"
+rm -f "$d/runner.lock" "$d/worker.json"
+: > "$2"
+wait_for "$3"
+echo finished"#;
+    let job = h.submit(&sh_spec(
+        &h,
+        "deletes its lock",
+        script,
+        &[&tamper, &tampered, &gate],
+    ));
+    let running = wait_phase(&h, &job, "executing");
+    let task = running["run"]["task"].as_str().unwrap().to_string();
+    let pid = worker_pid(&h, &task);
+
+    h.kill_serve(Signal::SIGKILL);
+    open_gate(&tamper);
+    wait_until("the workload to delete its lock", || tampered.exists());
+    h.spawn_serve();
+    h.settle();
+
+    let lane = resource(&h, "gpu0");
+    assert_eq!(lane["run"]["task"], task.as_str(), "{lane:#}");
+    assert_eq!(lane["run"]["phase"]["phase"], "executing", "{lane:#}");
+    assert!(
+        std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the run's worker still lives"
+    );
+    let next = h.submit(&sh_spec(&h, "after it", "true", &[]));
+    h.settle();
+    assert_eq!(state_of(&show(&h, &next)), "queued");
+
+    open_gate(&gate);
+    let done = wait_job(&h, &job, "succeeded");
+    assert_eq!(done["runs"][0]["cleanup"]["result"], "clean", "{done:#}");
+    wait_job(&h, &next, "succeeded");
+}
+
 /// A forgotten run on two lanes is held on both by one Attention: nothing starts on either,
 /// `/metrics` shows both in Attention, and one release frees both.
 #[test]
