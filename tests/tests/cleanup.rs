@@ -570,7 +570,7 @@ done"#;
 const TAMPER_LINKS: &str = r#"d="$HOMEBASED_HOME/sweep"
 while :; do
   rm -f "$d/latest" "$d/lock" 2>/dev/null
-  mkfifo "$d/lock" 2>/dev/null
+  mkfifo "$d/lock" "$d/latest.new" 2>/dev/null
   ln -sfn /etc/passwd "$d/latest" 2>/dev/null
   sleep 0.05
   rm -f "$d/latest" 2>/dev/null
