@@ -215,13 +215,17 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
         Command::Completions { shell } => completions::completions(shell).map(Some),
         Command::Man => completions::man().map(Some),
         Command::Config(ConfigCommand::Validate) => config_validate(config_source).map(Some),
-        Command::Daemon(DaemonCommand::Serve { web_listen }) => {
+        Command::Daemon(DaemonCommand::Serve {
+            web_listen,
+            drain_within,
+        }) => {
             let config = load_config(config_source.as_ref())?;
             crate::daemon::serve(crate::daemon::ServeOptions {
                 home,
                 config,
                 config_source,
                 web_listen,
+                drain_within,
             })?;
             Ok(None)
         }

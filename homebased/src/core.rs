@@ -31,6 +31,7 @@
 pub mod cancel;
 pub mod classify;
 pub mod dependencies;
+pub mod drain;
 pub mod fleet;
 pub mod handle;
 pub mod history;
@@ -79,6 +80,8 @@ use std::time::Instant;
 pub struct DaemonFacts {
     pub pid: u32,
     pub web: Option<String>,
+    /// Where detection found the GPUs at start (`resource list`'s `lanes_from`).
+    pub lanes_from: Option<homebased_shared::wire::LanesFrom>,
 }
 
 impl DaemonFacts {
@@ -114,6 +117,8 @@ pub struct Core {
     unenacted: HashSet<TaskId>,
     /// Holds launches back for a moment after a worker could not be started.
     launch_backoff: launch::LaunchBackoff,
+    /// Set by a drain (`core::drain`): no run starts any more, every run is stopped.
+    draining: bool,
     /// Set when a launch could not make its run directory, cleared by the next that could:
     /// the waiting reason, `daemon status` and the metrics show it (SPEC section 5).
     storage: Option<launch::StorageFault>,
@@ -229,6 +234,7 @@ impl Core {
             unobserved: HashMap::new(),
             unenacted: HashSet::new(),
             launch_backoff: Default::default(),
+            draining: false,
             storage: None,
             dirty: true,
             passes: 0,

@@ -30,6 +30,18 @@ pub struct ServeOptions {
     pub config_source: Option<ConfigSource>,
     /// `--web-listen`: an address, `off`, or `None` for the config's `[web] listen`.
     pub web_listen: Option<String>,
+    /// `--drain-within`: how long a drain on SIGUSR1 waits for the runs (`core::drain`).
+    pub drain_within: std::time::Duration,
+}
+
+/// How a daemon's serving ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// SIGTERM, SIGINT: stop at once, running work goes on without the daemon.
+    Stop,
+    /// SIGUSR1, the signal before an allocation ends: drain (`core::drain`), waiting at most
+    /// `within` for the runs to end, then stop.
+    Drain { within: std::time::Duration },
 }
 
 /// Which TCP address to serve, if any: the flag wins over the config.
@@ -87,10 +99,11 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
     // The one clock of the store, the core and everything else the daemon starts.
     let clock = Clock::system();
     let mut store = Store::open(&opts.home.database(), clock.clone())?;
-    detect::detect(&mut store)?;
+    let lanes_from = detect::detect(&mut store)?;
     let facts = DaemonFacts {
         pid: std::process::id(),
         web: web.map(|w| w.to_string()),
+        lanes_from: Some(lanes_from),
     };
     let core = Core::new(
         store,
@@ -122,7 +135,7 @@ pub fn serve(opts: ServeOptions) -> ApiResult<()> {
         .map_err(ApiError::internal)?;
     let result = runtime.block_on(async move {
         let listeners = Listeners::bind(&opts.home, web).await?;
-        run(core, listeners, signals()).await
+        run(core, listeners, signals(opts.drain_within)).await
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     // The core thread has closed the store: a clean close is sealed, so that the next start
@@ -210,18 +223,60 @@ impl Listeners {
     }
 }
 
-/// SIGTERM or SIGINT.
-async fn signals() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot watch SIGTERM");
+/// SIGTERM or SIGINT: stop; SIGUSR1: drain, waiting at most `drain_within`.
+async fn signals(drain_within: std::time::Duration) -> Ending {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (mut term, mut usr1) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::user_defined1()),
+    ) {
+        (Ok(term), Ok(usr1)) => (term, usr1),
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::error!(error = %e, "cannot watch SIGTERM and SIGUSR1");
             return std::future::pending().await;
         }
     };
     tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+        _ = term.recv() => {
+            tracing::info!("SIGTERM: shutting down");
+            Ending::Stop
+        }
+        _ = tokio::signal::ctrl_c() => {
+            tracing::info!("SIGINT: shutting down");
+            Ending::Stop
+        }
+        _ = usr1.recv() => {
+            tracing::warn!(within = ?drain_within, "SIGUSR1: draining before the allocation ends");
+            Ending::Drain { within: drain_within }
+        }
+    }
+}
+
+/// A drain (`core::drain`): no run starts, every run is asked to yield or stop; returns once
+/// none is left, or after `within`, or when the core stops answering.
+async fn drain(handle: &crate::core::CoreHandle, within: std::time::Duration) {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut left = match handle.drain().await {
+        Ok(left) => left,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot drain: shutting down");
+            return;
+        }
+    };
+    while left > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        left = match handle.runs_left().await {
+            Ok(left) => left,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot count the runs left to drain: shutting down");
+                return;
+            }
+        };
+    }
+    if left == 0 {
+        tracing::info!("drained: every run ended, the queue is kept; shutting down");
+    } else {
+        tracing::warn!(left, within = ?within, "drain: runs still going after the time given; shutting down, they end with the allocation");
     }
 }
 
@@ -233,7 +288,7 @@ async fn signals() {
 pub async fn run(
     core: Core,
     listeners: Listeners,
-    shutdown: impl std::future::Future<Output = ()>,
+    shutdown: impl std::future::Future<Output = Ending>,
 ) -> ApiResult<()> {
     let home = core.home().clone();
     let config = core.config().clone();
@@ -249,9 +304,14 @@ pub async fn run(
         ended: core_gone,
     } = core.spawn().map_err(ApiError::internal)?;
     let (stop_tx, mut stop_rx) = tokio::sync::mpsc::unbounded_channel();
+    let draining = handle.clone();
     let shutdown = async move {
         tokio::select! {
-            _ = shutdown => {}
+            ending = shutdown => {
+                if let Ending::Drain { within } = ending {
+                    drain(&draining, within).await;
+                }
+            }
             _ = stop_rx.recv() => tracing::info!("daemon stop requested"),
             _ = core_gone => tracing::error!("the core thread ended: shutting down"),
         }
@@ -412,6 +472,7 @@ mod tests {
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let daemon = tokio::spawn(run(core, listeners, async move {
                 let _ = stopped.await;
+                Ending::Stop
             }));
             let client = crate::client::Client::socket(home.socket());
             let status = client.status().await.unwrap();
@@ -434,7 +495,7 @@ mod tests {
         let handle = core.handle();
         runtime().block_on(async {
             let listeners = Listeners::bind(&home, None).await.unwrap();
-            let daemon = tokio::spawn(run(core, listeners, std::future::pending()));
+            let daemon = tokio::spawn(run(core, listeners, std::future::pending::<Ending>()));
             let client = crate::client::Client::socket(home.socket());
             client.status().await.unwrap();
             // A call that panics takes the core thread down, as a bug would.

@@ -357,6 +357,7 @@ pub fn slice_name(place: MigPlace) -> String {
     format!("gpu{}-mig{}", place.gpu, place.instance)
 }
 
+pub mod allocation;
 pub mod identity;
 
 #[cfg(test)]

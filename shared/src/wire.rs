@@ -75,7 +75,8 @@ pub use jobs::{
     Waiting, WaitingBlocker,
 };
 pub use resources::{
-    ActiveRunView, Device, GpuProcessView, GpuView, PhaseView, QueueProcessOwner, RegisterRequest,
-    ReleaseRequest, ReleaseResult, ResourceList, ResourceOrigin, ResourceView,
+    ActiveRunView, Device, GpuProcessView, GpuView, LanesFrom, LanesSource, PhaseView,
+    QueueProcessOwner, RegisterRequest, ReleaseRequest, ReleaseResult, ResourceList,
+    ResourceOrigin, ResourceView,
 };
 pub use runs::{AttentionFailure, CleanupResult, UnknownLiveRun};

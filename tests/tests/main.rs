@@ -13,6 +13,7 @@
 
 mod common;
 
+mod allocation;
 mod checkpoints;
 mod cleanup;
 mod containers;

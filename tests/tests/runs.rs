@@ -96,7 +96,8 @@ fn step_sees_exactly_its_run_variables() {
     h.set_env("HOMEBASED_TASK_ID", uuid::Uuid::new_v4().to_string());
     h.set_env("HOMEBASED_JOB_ID", "inherited-job");
     h.set_env("HOMEBASED_RESUME", "1");
-    h.set_env("CUDA_VISIBLE_DEVICES", "7");
+    // The daemon's own allocation (both cards): a run still sees only its lane's.
+    h.set_env("CUDA_VISIBLE_DEVICES", "0,1");
     h.start_daemon();
     for var in [
         "HOMEBASED_TASK_ID",
@@ -181,28 +182,37 @@ fn step_sees_exactly_its_run_variables() {
     );
 }
 
+/// A run on an unindexed lane gets no device of its own: it sees what the daemon was given
+/// (its `CUDA_VISIBLE_DEVICES`, inside an allocation), never every GPU of the machine, and
+/// nothing of the submitter's; without a value in the daemon's environment, none.
 #[test]
-fn unindexed_lane_gives_no_cuda_visible_devices() {
-    let mut h = TestHome::new(Probe::Missing);
-    h.set_env("CUDA_VISIBLE_DEVICES", "3");
-    h.start_daemon();
-    h.unset_env("CUDA_VISIBLE_DEVICES");
-    let gpu0 = lane(&h, "gpu0");
-    assert_eq!(gpu0["device"], Value::Null, "{gpu0}");
-    assert_eq!(gpu0["origin"], "fallback", "{gpu0}");
+fn unindexed_lane_gives_the_daemons_cuda_visible_devices_or_none() {
+    for daemons in [Some("3"), None] {
+        let mut h = TestHome::new(Probe::Missing);
+        if let Some(value) = daemons {
+            h.set_env("CUDA_VISIBLE_DEVICES", value);
+        }
+        h.start_daemon();
+        // The submitting CLI's own value is scrubbed.
+        h.set_env("CUDA_VISIBLE_DEVICES", "5");
+        let gpu0 = lane(&h, "gpu0");
+        assert_eq!(gpu0["device"], Value::Null, "{gpu0}");
+        assert_eq!(gpu0["origin"], "fallback", "{gpu0}");
 
-    let job = h.submit(&h.spec("env dump").command(&["/bin/sh", "-c", "env"]));
-    let done = wait_job(&h, &job, "succeeded");
-    let task = runs(&done)[0]["task"].as_str().unwrap().to_string();
-    let env = env_of(&task_log(&h, &task));
-    assert_eq!(
-        env.get("HOMEBASED_RESOURCE").map(String::as_str),
-        Some("gpu0")
-    );
-    assert!(
-        !env.contains_key("CUDA_VISIBLE_DEVICES"),
-        "an unindexed lane removes CUDA_VISIBLE_DEVICES: {env:?}"
-    );
+        let job = h.submit(&h.spec("env dump").command(&["/bin/sh", "-c", "env"]));
+        let done = wait_job(&h, &job, "succeeded");
+        let task = runs(&done)[0]["task"].as_str().unwrap().to_string();
+        let env = env_of(&task_log(&h, &task));
+        assert_eq!(
+            env.get("HOMEBASED_RESOURCE").map(String::as_str),
+            Some("gpu0")
+        );
+        assert_eq!(
+            env.get("CUDA_VISIBLE_DEVICES").map(String::as_str),
+            daemons,
+            "{env:?}"
+        );
+    }
 }
 
 #[test]

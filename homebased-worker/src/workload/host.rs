@@ -100,13 +100,21 @@ pub fn start(run: &RunSpec, dir: &RunDir, argv: &[String]) -> Result<Running, St
 /// when none was (Fleet, an older job) the worker's own with the submitter's `PATH` and
 /// `HOME`; minus every run variable (an inherited `HOMEBASED_TASK_ID` would mark the workload
 /// as another run's); then the step's `env`; then this run's variables, for a workload
-/// started at `started_at`.
+/// started at `started_at`. `inherited` is the worker's own environment, which is the
+/// daemon's: a run given no device of its own (an unindexed lane) gets the daemon's
+/// `CUDA_VISIBLE_DEVICES` where it has one, so inside an allocation (Slurm, a container) it
+/// sees the allocation's GPUs, never every GPU of the node.
 pub fn environment(
     run: &RunSpec,
     dir: &RunDir,
     started_at: homebased_shared::time::Millis,
     inherited: impl IntoIterator<Item = (OsString, OsString)>,
 ) -> Vec<(OsString, OsString)> {
+    let inherited: Vec<(OsString, OsString)> = inherited.into_iter().collect();
+    let allocation = inherited
+        .iter()
+        .find(|(name, _)| name == VISIBLE_DEVICES)
+        .map(|(_, value)| value.clone());
     let base: Vec<(OsString, OsString)> = match &run.environment {
         Some(captured) => captured.iter().map(|(k, v)| (k.into(), v.into())).collect(),
         None => {
@@ -148,8 +156,16 @@ pub fn environment(
             .into_iter()
             .map(|(k, v)| (k.into(), v.into())),
     );
+    if let Some(allocation) = allocation {
+        if !env.iter().any(|(name, _)| name == VISIBLE_DEVICES) {
+            env.push((VISIBLE_DEVICES.into(), allocation));
+        }
+    }
     env
 }
+
+/// The variable that says which GPUs a CUDA process sees.
+const VISIBLE_DEVICES: &str = "CUDA_VISIBLE_DEVICES";
 
 /// The job directory (it holds checkpoints) and the control folder the daemon writes `yield`
 /// and `stop` into.
@@ -257,8 +273,9 @@ mod tests {
         expected.insert("PATH".into(), "/usr/bin:/bin".into());
         expected.insert("HOME".into(), "/home/sub".into());
         expected.insert("LANG".into(), "C.UTF-8".into());
+        // No device of its own: the worker's (the daemon's) allocation, never every GPU.
+        expected.insert("CUDA_VISIBLE_DEVICES".into(), "7".into());
         assert_eq!(env, expected);
-        assert!(!env.contains_key("CUDA_VISIBLE_DEVICES"));
         assert!(
             !env.contains_key("CUDA_DEVICE_ORDER"),
             "no device, no order"
@@ -267,6 +284,22 @@ mod tests {
             !env.contains_key("HOMEBASED_DEADLINE"),
             "no limit, no deadline"
         );
+    }
+
+    #[test]
+    fn a_lanes_device_wins_over_the_daemons_allocation_and_without_either_there_is_none() {
+        let dir = RunDir::new("/h/tasks/t");
+        let allocation =
+            [("CUDA_VISIBLE_DEVICES", "2,3")].map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let env = as_map(environment(&run(Some(3)), &dir, STARTED_AT, allocation));
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "3");
+        let env = as_map(environment(&run(None), &dir, STARTED_AT, []));
+        assert!(!env.contains_key("CUDA_VISIBLE_DEVICES"));
+        // A captured submitter's value is the submitter's, never the run's.
+        let mut captured = run(None);
+        captured.environment = Some([("CUDA_VISIBLE_DEVICES".into(), "0".into())].into());
+        let env = as_map(environment(&captured, &dir, STARTED_AT, []));
+        assert!(!env.contains_key("CUDA_VISIBLE_DEVICES"));
     }
 
     #[test]

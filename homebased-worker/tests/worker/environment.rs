@@ -88,13 +88,28 @@ fn the_workload_gets_exactly_the_run_variables_for_a_device() {
     assert!(run.dir.control_dir().is_dir());
 }
 
+/// Without a device of its own, a run sees what the worker was given (the daemon's
+/// `CUDA_VISIBLE_DEVICES`, its allocation), and without that none; never the stale run
+/// variables beside it.
 #[test]
-fn cuda_visible_devices_is_absent_without_a_device() {
+fn cuda_visible_devices_is_the_workers_own_or_absent_without_a_device() {
     let run = env_run();
     let env = workload_env(&run, STALE);
-    assert_eq!(run_variables(&env), expected(&run, "0", None));
-    assert!(!env.contains_key("CUDA_VISIBLE_DEVICES"));
+    let mut variables = run_variables(&env);
+    assert_eq!(
+        variables.remove("CUDA_VISIBLE_DEVICES").as_deref(),
+        Some("7")
+    );
+    assert_eq!(variables, expected(&run, "0", None));
+    assert!(!env.contains_key("CUDA_DEVICE_ORDER"));
     assert!(!env.contains_key("HOMEBASED_LEFTOVER"));
+    let bare: Vec<(&str, &str)> = STALE
+        .iter()
+        .copied()
+        .filter(|(k, _)| *k != "CUDA_VISIBLE_DEVICES")
+        .collect();
+    let env = workload_env(&env_run(), &bare);
+    assert!(!env.contains_key("CUDA_VISIBLE_DEVICES"));
 }
 
 #[test]

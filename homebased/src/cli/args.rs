@@ -80,6 +80,11 @@ pub enum DaemonCommand {
         /// TCP address for the web listener, or `off`.
         #[arg(long, value_name = "ADDR|off", env = "HOMEBASED_WEB_LISTEN")]
         web_listen: Option<String>,
+        /// On SIGUSR1 (what `sbatch --signal=B:USR1@N` sends before an allocation ends):
+        /// start nothing new, ask every run to yield (or stop, to restart later), wait this
+        /// long for them, then exit with the queue kept. Such as 90s or 5m.
+        #[arg(long, value_name = "DURATION", default_value = "90s", value_parser = humantime::parse_duration)]
+        drain_within: std::time::Duration,
     },
     /// Start the daemon in the background; returns once its socket answers.
     Start,

@@ -51,6 +51,16 @@ impl CoreHandle {
         self.call(|core| core.settle()).await
     }
 
+    /// Starts draining for the end of an allocation (`core::drain`); answers the runs left.
+    pub async fn drain(&self) -> ApiResult<usize> {
+        self.call(|core| core.drain()).await
+    }
+
+    /// The runs a drain still waits for.
+    pub async fn runs_left(&self) -> ApiResult<usize> {
+        self.call(|core| core.runs_left()).await
+    }
+
     /// The counters since start and a snapshot of the gauges, rendered off the core.
     pub async fn metrics(&self) -> ApiResult<(crate::metrics::Counters, crate::metrics::Snapshot)> {
         self.call(|core| core.metrics()).await

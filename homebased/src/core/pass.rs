@@ -65,6 +65,11 @@ impl LastPass {
 impl Core {
     pub(super) fn pass(&mut self) {
         self.passes += 1;
+        // Draining for the end of an allocation: nothing starts, every run is stopped.
+        if self.draining {
+            self.drain_stops();
+            return;
+        }
         if let Err(e) = self.specs.forget_finished(self.store.db()) {
             tracing::warn!(error = %e, "cannot read which kept specs are still open");
         }

@@ -172,6 +172,10 @@ pub fn open_core(dir: &tempfile::TempDir, config: Config, launcher: FakeLauncher
     let clock = Clock::system();
     launcher.with(|w| w.clock = clock.clone());
     let store = Store::open(&home.database(), clock).expect("a new store opens");
-    let facts = DaemonFacts { pid: 1, web: None };
+    let facts = DaemonFacts {
+        pid: 1,
+        web: None,
+        lanes_from: None,
+    };
     Core::new(store, home, config, facts, |_| Box::new(launcher)).expect("a new core starts")
 }

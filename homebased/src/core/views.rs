@@ -98,6 +98,7 @@ impl Core {
         Ok(ResourceList {
             machine: self.machine,
             resources,
+            lanes_from: self.facts.lanes_from.clone(),
         })
     }
 

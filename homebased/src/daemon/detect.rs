@@ -1,9 +1,10 @@
 //! GPU detection at daemon start: run the probe (the I/O), let [`crate::detection::plan`]
 //! decide (pure), apply the plan in one transaction.
 
-use crate::detection::{self, Change, ExistingResource, Platform, ProbeOutcome};
+use crate::detection::{self, allocation, Change, ExistingResource, Platform, ProbeOutcome};
 use crate::store::{resources, runs, Store};
 use homebased_shared::error::ApiResult;
+use homebased_shared::wire::{LanesFrom, LanesSource};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -67,12 +68,26 @@ fn platform() -> Platform {
     }
 }
 
-/// Detects resources and applies the plan. Manual registrations are never changed.
-pub fn detect(store: &mut Store) -> ApiResult<()> {
-    let outcome = match platform() {
+/// Detects resources and applies the plan; answers where the lanes came from. Manual
+/// registrations are never changed. Where the daemon's environment sets
+/// `CUDA_VISIBLE_DEVICES`, only the GPUs it selects are given lanes
+/// ([`detection::allocation`]).
+pub fn detect(store: &mut Store) -> ApiResult<LanesFrom> {
+    let visible = std::env::var(allocation::VARIABLE).ok();
+    let mut outcome = match platform() {
         Platform::MacOs => ProbeOutcome::NotInstalled,
         Platform::Linux => probe(),
     };
+    let mut warnings = Vec::new();
+    // An allocation that selects no GPU makes no lane for one (a run could otherwise be
+    // handed a GPU outside it); its warning says why, in place of "listed no device".
+    let mut selected_nothing = false;
+    if let (Some(visible), ProbeOutcome::Listed(listed)) = (&visible, &outcome) {
+        let allocated = allocation::select(visible, listed);
+        warnings.extend(allocated.warning);
+        selected_nothing = allocated.gpus.is_empty() && !listed.is_empty();
+        outcome = ProbeOutcome::Listed(allocated.gpus);
+    }
     store.write(|tx| {
         let holding = runs::list_holding(tx)?;
         let existing: Vec<ExistingResource> = resources::list(tx)?
@@ -87,7 +102,13 @@ pub fn detect(store: &mut Store) -> ApiResult<()> {
             })
             .collect();
         let plan = detection::plan(platform(), &existing, &outcome);
-        if let Some(warning) = &plan.warning {
+        if let (Some(visible), ProbeOutcome::Listed(allocated)) = (&visible, &outcome) {
+            warnings.extend(outside_the_allocation(visible, &existing, allocated));
+        }
+        if !selected_nothing {
+            warnings.extend(plan.warning.clone());
+        }
+        for warning in &warnings {
             tracing::warn!("GPU detection: {warning}");
         }
         for change in plan.changes {
@@ -118,6 +139,46 @@ pub fn detect(store: &mut Store) -> ApiResult<()> {
             identify(tx, gpus)?;
         }
         Ok(())
+    })?;
+    Ok(LanesFrom {
+        source: if visible.is_some() {
+            LanesSource::CudaVisibleDevices
+        } else {
+            LanesSource::NvidiaSmi
+        },
+        cuda_visible_devices: visible,
+        warning: (!warnings.is_empty()).then(|| warnings.join("; ")),
+    })
+}
+
+/// A warning naming the detected lanes an earlier start registered whose GPU this
+/// allocation does not select: detection never removes a lane, so they stay, and a home
+/// shared between allocations would still hand them out. A home of its own per allocation
+/// (docs/ARCHITECTURE.md, "Inside an allocation") has none.
+fn outside_the_allocation(
+    visible: &str,
+    existing: &[ExistingResource],
+    allocated: &[detection::DetectedGpu],
+) -> Option<String> {
+    let outside: Vec<&str> = existing
+        .iter()
+        .filter(|r| r.origin == homebased_shared::wire::ResourceOrigin::Detected)
+        .filter(|r| match (r.device, r.mig) {
+            (Some(index), _) => !allocated.iter().any(|gpu| gpu.index == index),
+            (None, Some(place)) => !allocated.iter().any(|gpu| {
+                gpu.index == place.gpu && gpu.migs.iter().any(|m| m.instance == place.instance)
+            }),
+            (None, None) => false,
+        })
+        .map(|r| r.name.as_str())
+        .collect();
+    (!outside.is_empty()).then(|| {
+        format!(
+            "lanes {} were detected at an earlier start but their GPUs are outside {}={visible:?}; \
+             they stay registered: remove them, or give this allocation a home of its own",
+            outside.join(", "),
+            allocation::VARIABLE
+        )
     })
 }
 

@@ -170,6 +170,33 @@ impl PhaseView {
 pub struct ResourceList {
     pub machine: MachineId,
     pub resources: Vec<ResourceView>,
+    /// Where detection found this machine's GPUs at the daemon's start; absent from a peer
+    /// of an older build.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes_from: Option<LanesFrom>,
+}
+
+/// Where the daemon's detection found its GPUs (SPEC section 7): every card `nvidia-smi -L`
+/// lists, or only those the daemon's own `CUDA_VISIBLE_DEVICES` selects (inside a Slurm
+/// allocation, a container, another queue).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LanesFrom {
+    pub source: LanesSource,
+    /// The variable's value, when the daemon's environment set it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_visible_devices: Option<String>,
+    /// What detection warned about at start, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LanesSource {
+    /// `nvidia-smi -L`, every card it lists.
+    NvidiaSmi,
+    /// The cards of `nvidia-smi -L` that `CUDA_VISIBLE_DEVICES` selects.
+    CudaVisibleDevices,
 }
 
 /// The body of `POST /v1/resources`; the answer is the new lane's [`ResourceView`].
