@@ -44,6 +44,7 @@ mod queue;
 mod resources;
 mod runs;
 mod service;
+mod slurm;
 mod spec_input;
 mod standby;
 mod storage;

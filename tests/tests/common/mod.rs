@@ -27,6 +27,7 @@ pub mod http;
 pub mod jobs;
 pub mod procs;
 pub mod queue;
+pub mod slurm;
 pub mod webdriver;
 
 use serde_json::{json, Value};
