@@ -173,9 +173,7 @@ fn spawn_worker(
             homebased_shared::time::now_us().to_string().into(),
         ]
     };
-    // A standby worker's command line has room for so many lanes; a run with more starts a
-    // fresh worker, whose command line holds them all.
-    if let Some(standby) = standby.filter(|_| homebased_shared::standby::fits_room(&lanes)) {
+    if let Some(standby) = standby {
         let handed: Vec<std::ffi::OsString> = args.iter().cloned().chain(spawned_at()).collect();
         match standby.hand_over(&handed, &lock, &log) {
             // The daemon's copies close here; the worker's keep the lock.
@@ -294,17 +292,13 @@ fn lock_gone_or_replaced(e: &io::Error) -> bool {
 /// tell (the workload deleted or replaced it): `worker.json` is the workload's to rewrite,
 /// so it can add a live worker, never take one away.
 fn worker_lives(dir: &RunDir) -> bool {
-    let named = |task: TaskId| {
-        let tasks = dir.root().parent().unwrap_or(std::path::Path::new("/"));
+    let root = dir.root();
+    let named = root.parent().is_some_and(|tasks| {
         live_workers_in(tasks)
             .iter()
-            .any(|worker| worker.cmdline.task == task)
-    };
-    let task = dir
-        .root()
-        .file_name()
-        .and_then(|name| name.to_str()?.parse::<TaskId>().ok());
-    task.is_some_and(named) || worker_process_lives(dir)
+            .any(|worker| worker.cmdline.run_dir.file_name() == root.file_name())
+    });
+    named || worker_process_lives(dir)
 }
 
 /// Whether `runner.lock` was refused because something else stands in its place.

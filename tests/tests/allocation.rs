@@ -12,7 +12,6 @@ use crate::common::jobs::*;
 use crate::common::{wait_until, Probe, TestHome};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
 
 fn lane_names(h: &TestHome) -> Vec<String> {
     h.resources()
@@ -111,33 +110,9 @@ fn without_the_variable_every_listed_card_is_a_lane_and_resource_list_says_so() 
     assert_eq!(listed["lanes_from"], json!({"source": "nvidia_smi"}));
 }
 
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
-
-/// `examples/pytorch_loop.py` (plain-Python stand-ins for torch) as a yielding job of
-/// `steps` steps of `delay` s.
-fn training_loop(h: &TestHome, steps: u32, delay: &str) -> String {
-    let script = examples().join("pytorch_loop.py");
-    let mut spec = h
-        .spec("training")
-        .set("preempt", json!({"mode": "yield"}))
-        .command(&["python3", "-u", script.to_str().unwrap()]);
-    spec.0["workload"]["env"] = json!({
-        "PYTHONPATH": examples().join("standin"),
-        "EXAMPLE_STEPS": steps.to_string(),
-        "EXAMPLE_STEP_DELAY": delay,
-        "PYTHONDONTWRITEBYTECODE": "1",
-    });
-    h.submit(&spec)
-}
-
-fn final_weights(h: &TestHome, run: &Value) -> String {
-    let log = task_log(h, run["task"].as_str().unwrap());
-    log.lines()
-        .find(|l| l.starts_with("final weights "))
-        .unwrap_or_else(|| panic!("no final weights in {log:?}"))
-        .to_string()
+/// The final weights logged by a run of an example.
+fn weights_of(h: &TestHome, run: &Value) -> String {
+    final_weights(&task_log(h, run["task"].as_str().unwrap())).to_string()
 }
 
 fn stored_state(h: &TestHome, job: &str) -> (String, bool) {
@@ -158,11 +133,11 @@ fn stored_state(h: &TestHome, job: &str) -> (String, bool) {
 fn sigusr1_drains_yields_and_exits_and_the_next_daemon_resumes_to_the_same_result() {
     let mut h = TestHome::new(Probe::Gpus(2));
     h.spawn_serve();
-    let whole = training_loop(&h, 60, "0");
+    let whole = h.submit(&example_spec(&h, "training", "pytorch_loop.py", 60, "0"));
     let whole = wait_job(&h, &whole, "succeeded");
-    let expected = final_weights(&h, &runs(&whole)[0]);
+    let expected = weights_of(&h, &runs(&whole)[0]);
 
-    let looped = training_loop(&h, 60, "0.05");
+    let looped = h.submit(&example_spec(&h, "training", "pytorch_loop.py", 60, "0.05"));
     let gate = h.tmp().join("gate");
     let other = h.submit(
         &gated_spec(&h, "cannot yield", "", &gate, "").set("preempt", json!({"mode": "restart"})),
@@ -193,7 +168,7 @@ fn sigusr1_drains_yields_and_exits_and_the_next_daemon_resumes_to_the_same_resul
     assert_eq!(history.len(), 2, "{done:#}");
     assert_eq!(history[0]["stop_cause"], "yield", "{done:#}");
     assert_eq!(history[0]["process"], json!({"kind": "exit", "code": 75}));
-    assert_eq!(final_weights(&h, &history[1]), expected);
+    assert_eq!(weights_of(&h, &history[1]), expected);
     let stopped = show(&h, &other);
     assert_eq!(runs(&stopped)[0]["stop_cause"], "restart", "{stopped:#}");
     open_gate(&gate);

@@ -138,25 +138,9 @@ fn a_restart_inside_the_window_after_a_yield_resumes_from_the_checkpoint() {
 }
 
 /// The repository's `examples/` folder.
-fn examples() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
-
-/// A low-priority yield job running `examples/<script>` unbuffered with the plain-Python
-/// stand-ins for torch and transformers (`examples/standin`), `steps` steps of `delay` s.
+/// A low-priority [`example_spec`] job: an urgent one preempts it.
 fn example_job(h: &TestHome, script: &str, steps: u32, delay: &str) -> String {
-    let mut spec = h
-        .spec(script)
-        .priority("low")
-        .set("preempt", json!({"mode": "yield"}))
-        .command(&["python3", "-u", examples().join(script).to_str().unwrap()]);
-    spec.0["workload"]["env"] = json!({
-        "PYTHONPATH": examples().join("standin"),
-        "EXAMPLE_STEPS": steps.to_string(),
-        "EXAMPLE_STEP_DELAY": delay,
-        "PYTHONDONTWRITEBYTECODE": "1",
-    });
-    h.submit(&spec)
+    h.submit(&example_spec(h, script, script, steps, delay).priority("low"))
 }
 
 /// Runs the example once without interruption and once preempted by an urgent job; returns
@@ -179,12 +163,6 @@ fn run_example_twice(h: &TestHome, script: &str, steps: u32) -> (String, String,
     assert_eq!(history[0]["stop_cause"], "yield");
     let logs = |i: usize| task_log(h, history[i]["task"].as_str().unwrap());
     (whole_log, logs(0), logs(1))
-}
-
-fn final_weights(log: &str) -> &str {
-    log.lines()
-        .find(|l| l.starts_with("final weights "))
-        .unwrap_or_else(|| panic!("no final weights in {log:?}"))
 }
 
 #[test]

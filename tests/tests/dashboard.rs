@@ -13,6 +13,7 @@
 use crate::common;
 use crate::common::attention;
 use crate::common::gpus::{card_uuid, compute_apps, set_cards, set_gpu_state};
+use crate::common::http::free_port;
 use crate::common::jobs::{show, wait_job, wait_phase};
 use crate::common::webdriver;
 use crate::common::{wait_until, Probe, TestHome};
@@ -22,14 +23,6 @@ use webdriver::{screenshot_dir, wait_for, wait_within, Browser};
 
 /// How soon the page must show a change (SPEC section 11).
 const FOLLOWS_WITHIN: Duration = Duration::from_secs(2);
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A web listener on a free loopback port for `h` (with `extra` in `[web]`); its URL.
 fn listen(h: &mut TestHome, extra: &str, more: &str) -> String {

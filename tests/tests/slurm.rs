@@ -8,7 +8,7 @@ use crate::common::jobs::*;
 use crate::common::slurm::Slurm;
 use crate::common::{homebased_bin, wait_until, Probe, TestHome};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// `sbatch` of `script` for `h`'s home, with the home's fake `nvidia-smi` and `homebased` on
@@ -105,31 +105,9 @@ fn a_daemon_in_an_allocation_of_two_of_four_gpus_only_ever_hands_out_those_two()
     assert!(!h.socket_answers(), "the daemon ended with its allocation");
 }
 
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
-}
-
-fn training_loop(h: &TestHome, name: &str, steps: u32, delay: &str) -> String {
-    let script = examples().join("pytorch_loop.py");
-    let mut spec = h
-        .spec(name)
-        .set("preempt", json!({"mode": "yield"}))
-        .command(&["python3", "-u", script.to_str().unwrap()]);
-    spec.0["workload"]["env"] = json!({
-        "PYTHONPATH": examples().join("standin"),
-        "EXAMPLE_STEPS": steps.to_string(),
-        "EXAMPLE_STEP_DELAY": delay,
-        "PYTHONDONTWRITEBYTECODE": "1",
-    });
-    h.submit(&spec)
-}
-
-fn final_weights(h: &TestHome, run: &Value) -> String {
-    let log = task_log(h, run["task"].as_str().unwrap());
-    log.lines()
-        .find(|l| l.starts_with("final weights "))
-        .unwrap_or_else(|| panic!("no final weights in {log:?}"))
-        .to_string()
+/// The final weights logged by a run of an example.
+fn weights_of(h: &TestHome, run: &Value) -> String {
+    final_weights(&task_log(h, run["task"].as_str().unwrap())).to_string()
 }
 
 /// The drill of `examples/slurm/allocation.sbatch`: Slurm's USR1 before the end (sent here
@@ -150,11 +128,17 @@ fn the_usr1_drill_yields_requeues_and_resumes_a_checkpoint_loop_to_the_same_resu
         "the recipe's --gres=gpu:2"
     );
 
-    let whole = training_loop(&h, "uninterrupted", 100, "0");
+    let whole = h.submit(&example_spec(
+        &h,
+        "uninterrupted",
+        "pytorch_loop.py",
+        100,
+        "0",
+    ));
     let whole = wait_job(&h, &whole, "succeeded");
-    let expected = final_weights(&h, &runs(&whole)[0]);
+    let expected = weights_of(&h, &runs(&whole)[0]);
 
-    let looped = training_loop(&h, "drilled", 100, "0.05");
+    let looped = h.submit(&example_spec(&h, "drilled", "pytorch_loop.py", 100, "0.05"));
     wait_phase(&h, &looped, "executing");
     let first = show(&h, &looped)["active_run"]
         .as_str()
@@ -184,7 +168,7 @@ fn the_usr1_drill_yields_requeues_and_resumes_a_checkpoint_loop_to_the_same_resu
     assert_eq!(history.len(), 2, "{done:#}");
     assert_eq!(history[0]["stop_cause"], "yield", "{done:#}");
     assert_eq!(history[0]["process"], json!({"kind": "exit", "code": 75}));
-    assert_eq!(final_weights(&h, &history[1]), expected);
+    assert_eq!(weights_of(&h, &history[1]), expected);
     let output = slurm_output(&h, &allocation);
     assert!(output.contains("drained"), "{output}");
 }

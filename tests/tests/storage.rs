@@ -6,7 +6,7 @@
 
 use crate::common;
 use crate::common::jobs::*;
-use crate::common::{wait_until, Probe, TestHome};
+use crate::common::{wait_until, Probe, Spec, TestHome};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::process::Stdio;
@@ -476,6 +476,58 @@ fn a_live_run_the_restored_store_does_not_know_holds_its_lane_until_released() {
     open_gate(&gate);
 }
 
+/// A running workload that tampers with its own run directory on cue: once `tamper` exists it
+/// runs `commands` (with `$d` its run directory), creates `tampered`, and waits for `gate`.
+struct Tamperer {
+    job: String,
+    task: String,
+    worker_pid: u64,
+    tamper: std::path::PathBuf,
+    tampered: std::path::PathBuf,
+    gate: std::path::PathBuf,
+}
+
+impl Tamperer {
+    /// Submits it with `spec_extra` applied and waits until it executes.
+    fn start(h: &TestHome, commands: &str, spec_extra: impl FnOnce(Spec) -> Spec) -> Tamperer {
+        let (tamper, tampered, gate) = (
+            h.tmp().join("tamper"),
+            h.tmp().join("tampered"),
+            h.tmp().join("gate"),
+        );
+        let script = format!(
+            r#"d="$HOMEBASED_HOME/tasks/$HOMEBASED_TASK_ID"
+wait_for() {{ i=0; while [ ! -e "$1" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; }}
+wait_for "$1"
+{commands}
+: > "$2"
+wait_for "$3"
+echo finished"#
+        );
+        let spec = sh_spec(h, "tampers", &script, &[&tamper, &tampered, &gate]);
+        let job = h.submit(&spec_extra(spec));
+        let running = wait_phase(h, &job, "executing");
+        let task = running["run"]["task"].as_str().unwrap().to_string();
+        let worker_pid = worker_pid(h, &task);
+        Tamperer {
+            job,
+            task,
+            worker_pid,
+            tamper,
+            tampered,
+            gate,
+        }
+    }
+
+    /// Lets it tamper, and waits until it has.
+    fn tamper(&self) {
+        open_gate(&self.tamper);
+        wait_until("the workload to tamper with its run directory", || {
+            self.tampered.exists()
+        });
+    }
+}
+
 /// A workload that rewrites its run directory before a restored store meets it (issue 44):
 /// its `run.json` replaced by one that names no lane, its `worker.json` and `runner.lock`
 /// deleted. The daemon finds its worker by its command line all the same: the run's own lane
@@ -488,35 +540,17 @@ fn a_live_run_that_rewrote_its_run_json_is_still_held_on_its_lane_after_a_restor
     h.spawn_serve();
     let older = h.tmp().join("older.sqlite");
     copy_store(&h, &older);
-    let (tamper, tampered, gate) = (
-        h.tmp().join("tamper"),
-        h.tmp().join("tampered"),
-        h.tmp().join("gate"),
+    let run = Tamperer::start(
+        &h,
+        r#"printf '{"lanes":[]}' > "$d/run.json"
+rm -f "$d/runner.lock" "$d/worker.json""#,
+        |spec| spec.set("resource", serde_json::json!("gpu1")),
     );
-    let script = r#"d="$HOMEBASED_HOME/tasks/$HOMEBASED_TASK_ID"
-wait_for() { i=0; while [ ! -e "$1" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; }
-wait_for "$1"
-printf '{"lanes":[]}' > "$d/run.json"
-rm -f "$d/runner.lock" "$d/worker.json"
-: > "$2"
-wait_for "$3""#;
-    let job = h.submit(
-        &sh_spec(
-            &h,
-            "rewrites its records",
-            script,
-            &[&tamper, &tampered, &gate],
-        )
-        .set("resource", serde_json::json!("gpu1")),
-    );
-    let running = wait_phase(&h, &job, "executing");
-    let task = running["run"]["task"].as_str().unwrap().to_string();
-    let pid = worker_pid(&h, &task);
+    let (job, task, pid) = (run.job.clone(), run.task.clone(), run.worker_pid);
 
     // The daemon dies; the workload rewrites its records; the home gets an older store.
     h.kill_serve(Signal::SIGKILL);
-    open_gate(&tamper);
-    wait_until("the workload to rewrite its records", || tampered.exists());
+    run.tamper();
     assert!(!run_dir(&h, &task).join("runner.lock").exists());
     restore_store(&h, &older);
     h.spawn_serve();
@@ -563,7 +597,7 @@ wait_for "$3""#;
     let released = h.json(&release_args(&attention, &common::new_uuid()));
     assert_eq!(released["attention"], attention.as_str(), "{released}");
     wait_job(&h, &pinned, "succeeded");
-    open_gate(&gate);
+    open_gate(&run.gate);
 }
 
 /// A workload that deletes its `runner.lock` and `worker.json` while the daemon is down: the
@@ -574,31 +608,13 @@ wait_for "$3""#;
 fn a_run_whose_workload_deleted_its_lock_is_reattached_after_a_daemon_restart() {
     let mut h = TestHome::new(Probe::Gpus(1));
     h.spawn_serve();
-    let (tamper, tampered, gate) = (
-        h.tmp().join("tamper"),
-        h.tmp().join("tampered"),
-        h.tmp().join("gate"),
-    );
-    let script = r#"d="$HOMEBASED_HOME/tasks/$HOMEBASED_TASK_ID"
-wait_for() { i=0; while [ ! -e "$1" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; }
-wait_for "$1"
-rm -f "$d/runner.lock" "$d/worker.json"
-: > "$2"
-wait_for "$3"
-echo finished"#;
-    let job = h.submit(&sh_spec(
-        &h,
-        "deletes its lock",
-        script,
-        &[&tamper, &tampered, &gate],
-    ));
-    let running = wait_phase(&h, &job, "executing");
-    let task = running["run"]["task"].as_str().unwrap().to_string();
-    let pid = worker_pid(&h, &task);
+    let run = Tamperer::start(&h, r#"rm -f "$d/runner.lock" "$d/worker.json""#, |spec| {
+        spec
+    });
+    let (job, task, pid) = (run.job.clone(), run.task.clone(), run.worker_pid);
 
     h.kill_serve(Signal::SIGKILL);
-    open_gate(&tamper);
-    wait_until("the workload to delete its lock", || tampered.exists());
+    run.tamper();
     h.spawn_serve();
     h.settle();
 
@@ -613,7 +629,7 @@ echo finished"#;
     h.settle();
     assert_eq!(state_of(&show(&h, &next)), "queued");
 
-    open_gate(&gate);
+    open_gate(&run.gate);
     let done = wait_job(&h, &job, "succeeded");
     assert_eq!(done["runs"][0]["cleanup"]["result"], "clean", "{done:#}");
     wait_job(&h, &next, "succeeded");

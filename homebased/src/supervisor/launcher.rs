@@ -12,7 +12,7 @@ use homebased_shared::home::Home;
 use homebased_shared::ids::{JobId, TaskId};
 use homebased_shared::rundir::{RunDir, RunSpec};
 use homebased_shared::sweep::SweepKey;
-use homebased_shared::worker_cmdline::WorkerCmdline;
+use homebased_shared::worker_cmdline::{self, WorkerCmdline};
 use std::io;
 use std::sync::Arc;
 
@@ -155,7 +155,14 @@ impl Launcher for Supervisor {
     }
 
     fn start(&mut self, dir: &RunDir, task: TaskId, names: &RunNames) -> io::Result<()> {
-        let standby = self.standby.as_ref().and_then(|keeper| keeper.take());
+        // A standby worker's command line has room for so many lanes: a run with more starts
+        // a fresh worker, whose command line holds them all, and the standby stays for the next.
+        let fits = homebased_shared::standby::fits_room(&worker_cmdline::join_lanes(&names.lanes));
+        let standby = self
+            .standby
+            .as_ref()
+            .filter(|_| fits)
+            .and_then(|keeper| keeper.take());
         let child = super::start_worker(dir, names, standby, &self.clock, self.sweep_key.as_ref())?;
         super::watch(self.observer.clone(), dir.clone(), task, Some(child));
         Ok(())

@@ -4,7 +4,7 @@
 
 use super::{wait_until, Probe, Spec, TestHome};
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The states a job never leaves.
 pub const TERMINAL: [&str; 3] = ["succeeded", "failed", "cancelled"];
@@ -177,4 +177,32 @@ pub fn follow_events(
         }
     });
     (child, rx)
+}
+
+/// The repository's `examples/`.
+pub fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+/// A yield-mode job named `name` running `examples/<script>` unbuffered with the plain-Python
+/// stand-ins for torch and transformers (`examples/standin`), `steps` steps of `delay` s.
+pub fn example_spec(h: &TestHome, name: &str, script: &str, steps: u32, delay: &str) -> Spec {
+    let mut spec = h
+        .spec(name)
+        .set("preempt", serde_json::json!({"mode": "yield"}))
+        .command(&["python3", "-u", examples().join(script).to_str().unwrap()]);
+    spec.0["workload"]["env"] = serde_json::json!({
+        "PYTHONPATH": examples().join("standin"),
+        "EXAMPLE_STEPS": steps.to_string(),
+        "EXAMPLE_STEP_DELAY": delay,
+        "PYTHONDONTWRITEBYTECODE": "1",
+    });
+    spec
+}
+
+/// The `final weights ...` line an example's run logs at its end.
+pub fn final_weights(log: &str) -> &str {
+    log.lines()
+        .find(|l| l.starts_with("final weights "))
+        .unwrap_or_else(|| panic!("no final weights in {log:?}"))
 }

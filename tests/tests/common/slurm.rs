@@ -9,6 +9,7 @@
 //! The Slurm tests run one at a time (`.config/nextest.toml`, group `slurm`): one `slurmd` per
 //! node name is what Slurm expects.
 
+use super::http::free_port;
 use super::wait_until;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -19,14 +20,6 @@ const GPUS: u32 = 4;
 pub struct Slurm {
     dir: tempfile::TempDir,
     daemons: Vec<Child>,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn fake_gpu(index: u32) -> PathBuf {

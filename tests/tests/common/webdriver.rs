@@ -11,6 +11,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use super::http::free_port;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -391,14 +392,6 @@ pub fn screenshot_dir() -> PathBuf {
         .nth(3)
         .expect("the test executable lives in target/<profile>/deps")
         .join("screenshots")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn dechunk(mut data: &[u8]) -> Vec<u8> {
