@@ -423,10 +423,8 @@ fn copy_logs(mut from: File, mut to: File, mut skip: u64) -> Result<JoinHandle<(
 }
 
 /// How long after a SIGKILL exit Docker is asked again whether it was an OOM kill, and how
-/// often: its OOM event and its exit event arrive apart, under load the OOM one last (on
-/// CI's 2 busy CPUs, over a second after the exit once). Paid only by a container that
-/// ended by SIGKILL without the mark.
-const OOM_MARK_LATE: Duration = Duration::from_secs(3);
+/// often: its OOM event and its exit event arrive apart, under load the OOM one last.
+const OOM_MARK_LATE: Duration = Duration::from_secs(1);
 const OOM_ASK_AGAIN: Duration = Duration::from_millis(50);
 
 /// A container that ended by SIGKILL (Docker's 137) without Docker's OOM mark: the kernel's OOM

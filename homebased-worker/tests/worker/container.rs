@@ -458,7 +458,12 @@ fn an_oom_kill_is_recorded_as_dockers_exit_code_with_the_oom_flag() {
         &image,
         json!({
             "memory": 16u64 << 20,
-            "args": ["sh", "-c", "a=x; while :; do a=\"$a$a\"; done"],
+            // A second before it grows: Docker learns of an OOM kill through a watch that
+            // containerd sets on the container's memory cgroup once the container runs, and
+            // on a loaded machine a kill within milliseconds of the start may come before it
+            // and never be marked (the likely cause of two clean-clone CI failures, where the
+            // mark did not come within 3 s of the exit). Real workloads start up first.
+            "args": ["sh", "-c", "sleep 1; a=x; while :; do a=\"$a$a\"; done"],
         }),
     );
     c.run.run_to_end();
