@@ -1,10 +1,14 @@
 //! A real Slurm on this machine for a test: `slurmctld` and `slurmd` of Debian's
 //! `slurm-wlm`, started by the test in the foreground with a configuration of its own (its own
-//! ports, state and spool under the test's temporary directory), one node `localhost` of 2
-//! CPUs with 4 GPUs. The GPUs are device files `/dev/homebased-fake-gpu[0-3]` (Slurm only needs
-//! them to exist without cgroup device constraints), so that Slurm allocates them and sets
-//! `CUDA_VISIBLE_DEVICES` as on a GPU node; the home's fake `nvidia-smi` lists the same four
-//! cards. Authentication is `munged`, which `.ci/run` starts as it starts `dockerd`.
+//! ports, state and spool under the test's temporary directory), one node of 2 CPUs with 4
+//! GPUs. The controller and the node are named by this machine's own host name with the
+//! address 127.0.0.1 written beside it (`SlurmctldHost=name(127.0.0.1)`, `NodeAddr`), and
+//! `slurmd` is told its node (`-N`): nothing looks the host name up. On a bare CI machine
+//! whose `/etc/hosts` does not list its name, a lookup goes to a DNS server that may not
+//! answer, and the node never registered within the test's wait. The GPUs are device files
+//! `/dev/homebased-fake-gpu[0-3]` (Slurm only needs them to exist without cgroup device
+//! constraints), so that Slurm allocates them and sets `CUDA_VISIBLE_DEVICES` as on a GPU
+//! node; the home's fake `nvidia-smi` lists the same four cards. Authentication is `munged`, which `.ci/run` starts as it starts `dockerd`.
 //!
 //! The Slurm tests run one at a time (`.config/nextest.toml`, group `slurm`): one `slurmd` per
 //! node name is what Slurm expects.
@@ -48,12 +52,19 @@ impl Slurm {
         }
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
+        let host = nix::unistd::gethostname()
+            .expect("the host name")
+            .to_string_lossy()
+            .split('.')
+            .next()
+            .unwrap()
+            .to_string();
         for sub in ["state", "spool", "log"] {
             std::fs::create_dir_all(d.join(sub)).unwrap();
         }
         let conf = format!(
             "ClusterName=hbtest\n\
-             SlurmctldHost=localhost\n\
+             SlurmctldHost={host}(127.0.0.1)\n\
              AuthType=auth/munge\n\
              CredType=cred/munge\n\
              ProctrackType=proctrack/linuxproc\n\
@@ -71,8 +82,8 @@ impl Slurm {
              SlurmctldLogFile={d}/log/slurmctld.log\n\
              SlurmdLogFile={d}/log/slurmd.log\n\
              GresTypes=gpu\n\
-             NodeName=localhost CPUs=2 RealMemory=1000 Gres=gpu:{GPUS} State=UNKNOWN\n\
-             PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP\n\
+             NodeName={host} NodeAddr=127.0.0.1 NodeHostname={host} CPUs=2 RealMemory=1000 Gres=gpu:{GPUS} State=UNKNOWN\n\
+             PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP\n\
              ReturnToService=2\n\
              MpiDefault=none\n\
              SchedulerType=sched/backfill\n\
@@ -94,22 +105,39 @@ impl Slurm {
             dir,
             daemons: Vec::new(),
         };
-        for daemon in ["slurmctld", "slurmd"] {
-            let child = Command::new(daemon)
-                .args(["-D", "-f"])
-                .arg(slurm.conf())
+        for (daemon, node) in [("slurmctld", None), ("slurmd", Some(&host))] {
+            let out =
+                std::fs::File::create(slurm.dir.path().join(format!("log/{daemon}.out"))).unwrap();
+            let mut cmd = Command::new(daemon);
+            cmd.args(["-D", "-f"]).arg(slurm.conf());
+            if let Some(node) = node {
+                cmd.args(["-N", node]);
+            }
+            let child = cmd
                 .env("SLURM_CONF", slurm.conf())
                 .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stdout(out.try_clone().unwrap())
+                .stderr(out)
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start {daemon} (slurm-wlm): {e}"));
             slurm.daemons.push(child);
         }
-        wait_until("the Slurm node to be idle", || {
+        let started = std::time::Instant::now();
+        loop {
             let out = slurm.run(&["sinfo", "--noheader", "-o", "%t"]);
-            String::from_utf8_lossy(&out.stdout).trim() == "idle"
-        });
+            let state = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            if state == "idle" {
+                break;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "gave up after 30 s waiting for the Slurm node {host} to be idle: sinfo says \
+                 {state:?} ({})\n{}",
+                String::from_utf8_lossy(&out.stderr).trim(),
+                slurm.logs()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
         slurm
     }
 
@@ -157,6 +185,19 @@ impl Slurm {
     /// The slurmctld log, for a failure's message.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("log/slurmctld.log")).unwrap_or_default()
+    }
+
+    /// Every log and output of both daemons, for a failure's message.
+    fn logs(&self) -> String {
+        ["slurmctld.log", "slurmctld.out", "slurmd.log", "slurmd.out"]
+            .iter()
+            .map(|name| {
+                let text = std::fs::read_to_string(self.dir.path().join("log").join(name))
+                    .unwrap_or_else(|e| format!("({e})"));
+                format!("--- {name}\n{text}")
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 }
 
