@@ -24,6 +24,7 @@ pub mod job_log;
 pub mod metrics;
 pub mod render;
 pub mod service;
+pub mod slurm;
 
 use crate::client::Client;
 use args::{Cli, Command, ConfigCommand, DaemonCommand, JobCommand, ResourceCommand, TaskCommand};
@@ -215,6 +216,7 @@ fn run(cli: Cli) -> ApiResult<Option<Printed>> {
         Command::Completions { shell } => completions::completions(shell).map(Some),
         Command::Man => completions::man().map(Some),
         Command::Config(ConfigCommand::Validate) => config_validate(config_source).map(Some),
+        Command::Slurm(cmd) => slurm::run(cmd, &home, config_source.as_ref()),
         Command::Daemon(DaemonCommand::Serve {
             web_listen,
             drain_within,
@@ -849,8 +851,21 @@ fn submit_request(
     allow_other_thread: bool,
     machine: Option<String>,
 ) -> ApiResult<SubmitRequest> {
-    // Bytes, not a String: a spec that is not UTF-8 is `invalid_spec`, said by the spec reader.
-    // One byte past the limit is enough for it to refuse the size.
+    let raw = read_spec_arg(spec_arg)?;
+    let spec = homebased_shared::spec::read_json(&raw)?;
+    Ok(SubmitRequest {
+        job: id,
+        spec,
+        submitter: submitter()?,
+        allow_other_thread,
+        machine,
+    })
+}
+
+/// The bytes of `--spec FILE|-`, at most one byte past the spec limit. Bytes, not a String:
+/// a spec that is not UTF-8 is `invalid_spec`, said by the spec reader; one byte past the
+/// limit is enough for it to refuse the size.
+pub(crate) fn read_spec_arg(spec_arg: &str) -> ApiResult<Vec<u8>> {
     let limit = homebased_shared::spec::MAX_SPEC_BYTES as u64 + 1;
     let mut raw = Vec::new();
     if spec_arg == "-" {
@@ -864,14 +879,7 @@ fn submit_request(
                     .with_input(json!({ "spec": spec_arg }))
             })?;
     }
-    let spec = homebased_shared::spec::read_json(&raw)?;
-    Ok(SubmitRequest {
-        job: id,
-        spec,
-        submitter: submitter()?,
-        allow_other_thread,
-        machine,
-    })
+    Ok(raw)
 }
 
 /// What the submitting side contributes, captured from this process now: its `PATH`, `HOME`,

@@ -18,6 +18,8 @@
 //! - [`supervisor`]: launching and watching `homebased-worker` processes.
 //! - [`mcp`]: `homebased mcp`: the Model Context Protocol server for coding agents, on stdio.
 //! - [`metrics`]: `GET /metrics`: the counters kept since start and the pure Prometheus text.
+//! - [`slurm`]: `homebased slurm`: a job spec run on Slurm (`sbatch`), its runs under
+//!   `homebased-worker` with the same run directory contract; no daemon.
 //! - [`sampler`]: the pure reading of what runs on each GPU (`nvidia-smi` queries) and whose
 //!   it is; the sampling thread that runs the queries is in [`daemon`].
 
@@ -37,5 +39,6 @@ pub mod metrics;
 pub mod placement;
 pub mod sampler;
 pub mod scheduler;
+pub mod slurm;
 pub mod store;
 pub mod supervisor;

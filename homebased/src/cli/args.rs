@@ -49,6 +49,9 @@ pub enum Command {
     /// Finished jobs: remove old history (see also `[history] keep`).
     #[command(subcommand)]
     History(super::history::HistoryCommand),
+    /// Run a job spec on Slurm: sbatch, with the run directory contract kept.
+    #[command(subcommand)]
+    Slurm(super::slurm::SlurmCommand),
     /// Print the daemon's Prometheus metrics (the text of GET /metrics).
     Metrics,
     /// Serve the Model Context Protocol on stdio for a coding agent (its client starts it:

@@ -15,7 +15,7 @@
 
 use super::http::free_port;
 use super::wait_until;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 
 /// The fake GPUs' device files.
@@ -33,9 +33,16 @@ fn fake_gpu(index: u32) -> PathBuf {
 impl Slurm {
     /// Starts a cluster and waits until its node is idle.
     pub fn start() -> Slurm {
+        // A socket left by a munged that is gone does not count (slurmctld then never
+        // answers, and the wait below gives up without saying why): munge must make a
+        // credential.
+        let munge = Command::new("munge")
+            .arg("-n")
+            .stdout(Stdio::null())
+            .output();
         assert!(
-            Path::new("/run/munge/munge.socket.2").exists(),
-            "munged is not running (.ci/run starts it)"
+            munge.as_ref().is_ok_and(|out| out.status.success()),
+            "munged is not running (.ci/run starts it): {munge:?}"
         );
         for index in 0..GPUS {
             let path = fake_gpu(index);
