@@ -59,18 +59,26 @@ pub fn submit(home: &Home, raw: &[u8], options: &SubmitOptions) -> ApiResult<Sub
         .collect::<ApiResult<Vec<Dependency>>>()?;
 
     let files = JobFiles::of(&slurm, job);
-    if files.submission().exists() || files.spec().exists() {
-        return Err(ApiError::new(
-            ErrorCode::JobConflict,
-            format!("job {job} was already submitted to Slurm"),
-        )
-        .with_input(json!({ "job": job })));
+    // The job's directory is made exclusively: of two submits of one `--job-id`, even at
+    // once, one makes it and the other is refused.
+    if let Some(jobs) = files.dir().parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(jobs)
+            .map_err(|e| storage(jobs, &e))?;
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(files.dir())
-        .map_err(|e| storage(files.dir(), &e))?;
+    match std::fs::DirBuilder::new().mode(0o700).create(files.dir()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(ApiError::new(
+                ErrorCode::JobConflict,
+                format!("job {job} was already submitted to Slurm"),
+            )
+            .with_input(json!({ "job": job })));
+        }
+        Err(e) => return Err(storage(files.dir(), &e)),
+    }
     let written = write_job_files(
         &files,
         &valid.canonical,

@@ -427,6 +427,37 @@ fn slurm_submit_refuses_what_does_not_map_and_leaves_the_home_as_it_was() {
     );
     let e = h.json_err(&["slurm", "show", &unknown], 3);
     assert_eq!(e["code"], "job_not_found", "{e:#}");
+
+    // A second submit of one --job-id is a conflict, and the first one's files stay. (An
+    // `sbatch` that only answers a job id stands in for Slurm here.)
+    let bin = h.tmp().join("fake-slurm");
+    std::fs::create_dir_all(&bin).unwrap();
+    let sbatch = bin.join("sbatch");
+    std::fs::write(
+        &sbatch,
+        "#!/bin/sh
+echo 4242
+",
+    )
+    .unwrap();
+    std::fs::set_permissions(&sbatch, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let job = new_uuid();
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let file = h.spec_file(&h.spec("once"));
+    let submit = || {
+        let mut cmd = h.homebased();
+        cmd.args(["--json", "slurm", "submit", "--job-id", &job, "--spec"])
+            .arg(&file)
+            .env("PATH", &path);
+        run_bounded(cmd, None)
+    };
+    let out = submit();
+    assert_eq!(out.code(), 0, "{}\n{}", out.stdout, out.stderr);
+    let first = parse_one(&out.stdout);
+    assert_eq!(first["slurm_job_id"], "4242", "{first:#}");
+    let e = error_of(&submit(), 5, "slurm submit again");
+    assert_eq!(e["code"], "job_conflict", "{e:#}");
+    assert!(jobs.join(&job).join("submission.json").is_file());
 }
 
 /// `time_limit` is each run's limit, as on a homebased machine: the runner stops the run at

@@ -50,7 +50,7 @@ pub fn run(home: &Home, job: JobId, config: &Config) -> i32 {
             return 1;
         }
     };
-    match runtime.block_on(Runner::open(home, job, config)) {
+    match Runner::open(home, job, config) {
         Ok(mut runner) => runtime.block_on(runner.run()),
         Err(e) => {
             say(&e);
@@ -75,7 +75,7 @@ struct Runner {
 }
 
 impl Runner {
-    async fn open(home: &Home, job: JobId, config: &Config) -> Result<Runner, String> {
+    fn open(home: &Home, job: JobId, config: &Config) -> Result<Runner, String> {
         let slurm = slurm_home(home);
         let files = JobFiles::of(&slurm, job);
         let spec: JobSpec = read_json(&files.spec())
@@ -174,11 +174,6 @@ impl Runner {
             let limit = self.spec.time_limit;
             let deadline = tokio::time::sleep(limit.unwrap_or(Duration::from_secs(FOREVER)));
             tokio::pin!(deadline);
-            // A stop upgrades a weaker one (`yield` < `restart` < `time_limit`), never the
-            // other way round.
-            let stronger = |cause: Option<StopCause>, new: StopCause| {
-                cause.is_none_or(|old| old.upgrade(new) != old)
-            };
             loop {
                 tokio::select! {
                     _ = worker.wait() => break,
@@ -189,19 +184,19 @@ impl Runner {
                             cause = Some(asked);
                         }
                     }
+                    // A stop only upgrades a weaker one (`None` < `yield` < `restart` <
+                    // `time_limit`), as in the core.
                     _ = term.recv() => {
                         terminated = true;
-                        if stronger(cause, StopCause::Restart) {
+                        if cause < Some(StopCause::Restart) {
                             stop(&dir, worker.id(), StopCause::Restart);
                             say("Slurm's TERM: stopping the run");
                             cause = Some(StopCause::Restart);
                         }
                     }
-                    _ = &mut deadline, if limit.is_some() && cause != Some(StopCause::TimeLimit) => {
-                        if stronger(cause, StopCause::TimeLimit) {
-                            stop(&dir, worker.id(), StopCause::TimeLimit);
-                            say("the run reached its time_limit: stopping it; the job fails");
-                        }
+                    _ = &mut deadline, if limit.is_some() && cause < Some(StopCause::TimeLimit) => {
+                        stop(&dir, worker.id(), StopCause::TimeLimit);
+                        say("the run reached its time_limit: stopping it; the job fails");
                         cause = Some(StopCause::TimeLimit);
                     }
                 }
