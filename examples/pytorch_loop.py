@@ -8,13 +8,17 @@ The contract (docs/CHECKPOINTS.md):
 - a checkpoint is written beside the old one and renamed over it, never half-written;
 - between steps, if $HOMEBASED_YIELD_FILE exists: save, then exit 75;
 - at start, load whatever checkpoint exists ($HOMEBASED_RESUME=1 says an earlier attempt of
-  this step yielded, but a checkpoint is the truth, not the flag).
+  this step yielded, but a checkpoint is the truth, not the flag);
+- a TERM is a yield request too: under Slurm (`homebased slurm submit`, docs/SLURM.md), a
+  requeue or a preemption sends TERM to every process of the job before its KillWait ends,
+  and on a homebased machine a TERM is a stop whose checkpoint a restart still uses.
 Everything that decides the next batch (model, optimizer, both RNGs, the step) is saved, so
 a run that yielded and resumed ends with the same weights as one that never stopped.
 """
 
 import os
 import random
+import signal
 import sys
 import time
 
@@ -29,10 +33,17 @@ TOTAL_STEPS = int(os.environ.get("EXAMPLE_STEPS", "300"))
 # Slows the demo down so that a yield can be watched; real steps take their own time.
 STEP_DELAY = float(os.environ.get("EXAMPLE_STEP_DELAY", "0"))
 YIELDED = 75
+terminated = False
+
+
+def on_term(signum, frame):
+    # Only a flag: the step in flight finishes, then the loop saves and exits.
+    global terminated
+    terminated = True
 
 
 def yield_requested():
-    return bool(YIELD_FILE) and os.path.exists(YIELD_FILE)
+    return terminated or (bool(YIELD_FILE) and os.path.exists(YIELD_FILE))
 
 
 def save(model, optimizer, step):
@@ -52,6 +63,7 @@ def save(model, optimizer, step):
 
 
 def main():
+    signal.signal(signal.SIGTERM, on_term)
     torch.manual_seed(0)
     random.seed(0)
     model = torch.nn.Linear(4, 1)

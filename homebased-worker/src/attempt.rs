@@ -89,6 +89,7 @@ pub fn run(args: Args, signals: io::Result<Signals>, began: i64) -> u8 {
         }
     };
     stamps.run_read = now_us();
+    signals.set_term_stops(run.stop_on_term);
     if let Err(message) = check_names(&run, named.0, named.1.as_deref()) {
         return fail(&mut Records::new(dir, None, log.clone()), &log, message);
     }

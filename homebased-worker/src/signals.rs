@@ -1,6 +1,8 @@
 //! Signals, without handlers that do work: SIGTERM and SIGINT set a stop flag, and every
 //! signal the worker waits for (those two and SIGCHLD) writes a byte to a self-pipe so that a
-//! wait ends at once instead of at the next poll.
+//! wait ends at once instead of at the next poll. A run whose `run.json` says
+//! `stop_on_term: false` (the batch step of a Slurm job, where Slurm's TERM reaches every
+//! process) takes SIGTERM only as a wake-up to look for `control/stop`.
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use signal_hook::consts::{SIGCHLD, SIGINT, SIGTERM};
@@ -12,30 +14,46 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub struct Signals {
-    /// Set by SIGTERM or SIGINT: the daemon's restart and cancel paths stop a run this way.
-    stop: Arc<AtomicBool>,
+    /// Set by SIGTERM: the daemon's restart and cancel paths stop a run this way.
+    term: Arc<AtomicBool>,
+    /// Set by SIGINT.
+    interrupt: Arc<AtomicBool>,
+    /// Whether a SIGTERM is a stop request (`RunSpec::stop_on_term`); until the run is read,
+    /// it is.
+    term_stops: AtomicBool,
     /// Read end of the self-pipe: readable once a watched signal arrived since the last drain.
     wake: UnixStream,
 }
 
 impl Signals {
     pub fn install() -> io::Result<Signals> {
-        let stop = Arc::new(AtomicBool::new(false));
-        for signal in [SIGTERM, SIGINT] {
-            signal_hook::flag::register(signal, Arc::clone(&stop))?;
-        }
+        let term = Arc::new(AtomicBool::new(false));
+        let interrupt = Arc::new(AtomicBool::new(false));
+        signal_hook::flag::register(SIGTERM, Arc::clone(&term))?;
+        signal_hook::flag::register(SIGINT, Arc::clone(&interrupt))?;
         // std creates both ends close-on-exec: the workload inherits neither.
         let (wake, write) = UnixStream::pair()?;
         wake.set_nonblocking(true)?;
         for signal in [SIGTERM, SIGINT, SIGCHLD] {
             signal_hook::low_level::pipe::register(signal, write.try_clone()?)?;
         }
-        Ok(Signals { stop, wake })
+        Ok(Signals {
+            term,
+            interrupt,
+            term_stops: AtomicBool::new(true),
+            wake,
+        })
     }
 
-    /// True once SIGTERM or SIGINT arrived.
+    /// From now on a SIGTERM is a stop request (`true`, the default) or only a wake-up.
+    pub fn set_term_stops(&self, stops: bool) {
+        self.term_stops.store(stops, Ordering::SeqCst);
+    }
+
+    /// True once SIGINT arrived, or SIGTERM while it is a stop request.
     pub fn stop_signalled(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
+        self.interrupt.load(Ordering::SeqCst)
+            || (self.term_stops.load(Ordering::SeqCst) && self.term.load(Ordering::SeqCst))
     }
 
     /// Waits until `fd` is readable (or closed at the other end): true; or until SIGTERM or
@@ -74,5 +92,30 @@ impl Signals {
     fn drain(&self) {
         let mut buf = [0u8; 64];
         while matches!((&self.wake).read(&mut buf), Ok(n) if n > 0) {}
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use nix::sys::signal::{raise, Signal};
+
+    /// Slurm's TERM reaches the worker of a Slurm run as well as its workload: there it only
+    /// wakes the worker, while SIGINT still stops.
+    #[test]
+    fn a_term_is_a_stop_unless_the_run_says_otherwise() {
+        let signals = Signals::install().unwrap();
+        assert!(!signals.stop_signalled());
+        raise(Signal::SIGTERM).unwrap();
+        assert!(signals.stop_signalled());
+        signals.set_term_stops(false);
+        assert!(!signals.stop_signalled());
+        // The TERM still woke it: a sleep ends at once.
+        let began = std::time::Instant::now();
+        signals.sleep(Duration::from_secs(30));
+        assert!(began.elapsed() < Duration::from_secs(30));
+        raise(Signal::SIGINT).unwrap();
+        assert!(signals.stop_signalled());
     }
 }

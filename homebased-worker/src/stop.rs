@@ -1,8 +1,9 @@
 //! Stop requests and stopping the workload on one (SPEC section 4, "Stopping a run").
 //!
-//! A stop request is SIGTERM or SIGINT to the worker, or the durable `control/stop` file,
-//! checked on a short interval so that a lost signal still stops the run. `control/yield` is
-//! not a stop request here: the workload watches it itself and exits 75.
+//! A stop request is SIGTERM (unless `run.json` says `stop_on_term: false`) or SIGINT to the
+//! worker, or the durable `control/stop` file, checked on a short interval so that a lost
+//! signal still stops the run. `control/yield` is not a stop request here: the workload
+//! watches it itself and exits 75.
 
 use crate::group_cleanup;
 use crate::log::WorkerLog;

@@ -166,6 +166,21 @@ pub struct RunSpec {
     /// breakdown; absent in a `run.json` written before they were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stamps: Option<LaunchStamps>,
+    /// Whether SIGTERM to the worker is a stop request, as the daemon's restart and cancel
+    /// paths send it beside `control/stop`. `false` in the batch step of a Slurm job
+    /// (`homebased slurm run`), where Slurm's TERM at a requeue or a preemption reaches every
+    /// process of the job: there only `control/stop` stops the run, and the workload answers
+    /// Slurm's TERM itself (a `yield` one by saving and exiting 75).
+    #[serde(default = "term_is_a_stop", skip_serializing_if = "is_true")]
+    pub stop_on_term: bool,
+}
+
+fn term_is_a_stop() -> bool {
+    true
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 /// One lane of a run as its workload is given it.

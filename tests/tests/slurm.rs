@@ -327,6 +327,126 @@ fn a_spec_submitted_to_slurm_yields_at_slurms_notice_requeues_and_resumes_to_the
     assert!(output.contains("requeued Slurm job"), "{output}");
 }
 
+/// Slurm's requeue: `scontrol requeue` sends TERM to every process of the job. The runner
+/// asks the `yield` loop to yield, the worker leaves Slurm's TERM to the workload, the loop
+/// saves and exits 75 within Slurm's KillWait, and the requeued job resumes from the
+/// checkpoint to the weights of an uninterrupted run.
+#[test]
+fn a_spec_submitted_to_slurm_yields_when_slurm_requeues_it_and_resumes_to_the_same_result() {
+    let slurm = Slurm::start();
+    let h = TestHome::new(Probe::Gpus(4));
+    let whole = slurm_submit(
+        &h,
+        &slurm,
+        &example_spec(&h, "uninterrupted", "pytorch_loop.py", 100, "0"),
+    );
+    let looped = start_loop(&h, &slurm, "requeued");
+    let out = slurm.run(&["scontrol", "requeue", slurm_id(&looped)]);
+    assert!(out.status.success(), "{out:?}");
+    let resumed = yields_then_resumes(&h, &slurm, &looped, || {});
+    let whole = wait_shown(&h, &slurm, &whole["job"], "succeeded");
+    assert_eq!(
+        final_weights(&resumed),
+        final_weights(&run_output(&runs(&whole)[0]))
+    );
+}
+
+/// A preempting partition (`PreemptType=preempt/partition_prio`, `PreemptMode=REQUEUE`): a
+/// job of the higher tier `urgent` that needs all four GPUs preempts the loop, whose TERM
+/// makes it yield; the loop resumes once the urgent job is done.
+#[test]
+fn a_spec_submitted_to_slurm_yields_when_a_higher_partition_preempts_it_and_resumes() {
+    let slurm = Slurm::start();
+    let h = TestHome::new(Probe::Gpus(4));
+    let looped = start_loop(&h, &slurm, "preempted");
+    let urgent = {
+        let mut cmd = slurm.command("sbatch");
+        cmd.args([
+            "--parsable",
+            "--partition=urgent",
+            "--gres=gpu:4",
+            "--output=/dev/null",
+            "--wrap",
+            "sleep 1",
+        ]);
+        slurm.sbatch(cmd)
+    };
+    let resumed = yields_then_resumes(&h, &slurm, &looped, || {
+        slurm.wait_state(&urgent, None);
+    });
+    assert!(resumed.contains("final weights"), "{resumed}");
+}
+
+fn slurm_id(submitted: &Value) -> &str {
+    submitted["slurm_job_id"].as_str().unwrap()
+}
+
+/// `slurm submit` of the checkpointing loop, once its first run has started.
+fn start_loop(h: &TestHome, slurm: &Slurm, name: &str) -> Value {
+    let looped = slurm_submit(
+        h,
+        slurm,
+        &example_spec(h, name, "pytorch_loop.py", 100, "0.05"),
+    );
+    let first = wait_until_run(h, slurm, &looped["job"]);
+    wait_until("the loop to start", || {
+        run_output(&first).contains("start at step 0")
+    });
+    looped
+}
+
+/// After Slurm's TERM reached the loop: its run yielded (exit 75) and Slurm, not the runner,
+/// requeued the job. Once `before_restart` returns, the job is let start at once (Slurm holds
+/// a requeued job back for about two minutes) and its second run resumes from the checkpoint
+/// to the end; answers that run's output.
+fn yields_then_resumes(
+    h: &TestHome,
+    slurm: &Slurm,
+    submitted: &Value,
+    before_restart: impl FnOnce(),
+) -> String {
+    let (job, id) = (&submitted["job"], slurm_id(submitted));
+    let queued = wait_shown(h, slurm, job, "queued");
+    assert_eq!(queued["resume"], true, "{queued:#}");
+    let yielded = &runs(&queued)[0];
+    assert_eq!(yielded["status"], "preempted", "{queued:#}");
+    assert_eq!(yielded["stop_cause"], "yield", "{queued:#}");
+    assert_eq!(yielded["process"], json!({"kind": "exit", "code": 75}));
+    assert!(run_output(yielded).contains("yielding at step"));
+    let output = slurm_job_output(&queued);
+    assert!(
+        output.contains("Slurm's TERM: asked the run to yield"),
+        "{output}"
+    );
+    assert!(
+        !output.contains("requeued Slurm job"),
+        "Slurm requeued it, not the runner: {output}"
+    );
+
+    before_restart();
+    wait_until("Slurm to hold the requeued job", || {
+        slurm.state(id).as_deref() == Some("PENDING")
+    });
+    let out = slurm.run(&[
+        "scontrol",
+        "update",
+        &format!("jobid={id}"),
+        "StartTime=now",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let done = wait_shown(h, slurm, job, "succeeded");
+    let history = runs(&done);
+    assert_eq!(history.len(), 2, "{done:#}");
+    assert_eq!(history[1]["resume"], true, "{done:#}");
+    assert_eq!(history[1]["slurm_restart"], 1, "{done:#}");
+    let resumed = run_output(&history[1]);
+    assert!(
+        resumed.contains("HOMEBASED_RESUME=1") && !resumed.contains("start at step 0 "),
+        "the second run resumed from the checkpoint: {resumed}"
+    );
+    resumed
+}
+
 /// The job's first run, once `slurm show` lists one.
 fn wait_until_run(h: &TestHome, slurm: &Slurm, job: &Value) -> Value {
     let mut first = Value::Null;

@@ -181,6 +181,7 @@ impl Core {
             output_limit: self.config.resource.output_limit,
             time_limit,
             stamps: Some(stamps),
+            stop_on_term: true,
         };
         let dir = self.launcher.create_run_dir(&run).map_err(|e| {
             StartFailure::RunDir(format!(

@@ -1,10 +1,13 @@
 //! A job spec in Slurm's terms (docs/SLURM.md, "A spec run on Slurm"): which fields map to
-//! `sbatch` options, which are refused because Slurm has no form for them, and the lanes a
-//! run gets from the `CUDA_VISIBLE_DEVICES` Slurm sets for the job. Pure functions.
+//! `sbatch` options, which are refused because Slurm has no form for them, the lanes a run
+//! gets from the `CUDA_VISIBLE_DEVICES` Slurm sets for the job, and what Slurm's TERM makes
+//! of a run's end. Pure functions.
 
+use crate::core::classify::RunEnd;
 use homebased_shared::error::{ApiError, ErrorCode};
-use homebased_shared::rundir::RunLane;
-use homebased_shared::spec::JobSpec;
+use homebased_shared::queue::StopCause;
+use homebased_shared::rundir::{ExitReason, RunLane};
+use homebased_shared::spec::{JobSpec, YieldCodes};
 use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
@@ -166,6 +169,41 @@ pub fn sh_word(value: &str) -> String {
     format!("'{}'", value.replace('\'', r"'\''"))
 }
 
+/// How a run that Slurm's TERM reached ended, for `core::classify`. Slurm's TERM (at
+/// `scontrol requeue`, a preemption that requeues, `scancel`) reaches every process of the
+/// job, the workload's included, and Slurm ends the job after its `KillWait` whatever the
+/// runner does; the runner asked a `yield` run to yield and stopped any other. So the end is
+/// as recorded when the workload finished its step (exit 0) or, asked to yield, saved its
+/// checkpoint (one of its `yield_codes`); any other end, a death by that TERM included, is
+/// Slurm's stop of the run, which runs the step again as a stop to restart does (resuming
+/// from a checkpoint that an earlier yield left). A `time_limit` stop the runner made first
+/// keeps its cause: the job fails.
+pub fn after_slurm_term(
+    end: RunEnd,
+    cause: Option<StopCause>,
+    yield_codes: &YieldCodes,
+) -> (RunEnd, Option<StopCause>) {
+    let kept = match (&end, cause) {
+        (_, Some(StopCause::TimeLimit | StopCause::UserCancel)) | (RunEnd::Lost, _) => true,
+        // Finished work, or a workload that never started: not Slurm's doing.
+        (RunEnd::Recorded(ExitReason::Exit { code: 0 } | ExitReason::SpawnFailed { .. }), _) => {
+            true
+        }
+        (RunEnd::Recorded(ExitReason::Exit { code }), Some(StopCause::Yield)) => {
+            yield_codes.contains(*code)
+        }
+        (RunEnd::Recorded(_), _) => false,
+    };
+    if kept {
+        (end, cause)
+    } else {
+        (
+            RunEnd::Recorded(ExitReason::Cancelled),
+            Some(StopCause::Restart),
+        )
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -279,6 +317,65 @@ mod tests {
             (Some("0,x"), 2),
         ] {
             assert!(lanes_from(value, gpus).is_err(), "{value:?} for {gpus}");
+        }
+    }
+
+    #[test]
+    fn after_slurms_term_only_finished_work_and_a_checkpoint_keep_their_end() {
+        let codes = YieldCodes::default();
+        let exit = |code| RunEnd::Recorded(ExitReason::Exit { code });
+        let slurms_stop = (
+            RunEnd::Recorded(ExitReason::Cancelled),
+            Some(StopCause::Restart),
+        );
+        let kept = [
+            (exit(75), Some(StopCause::Yield)),
+            (exit(0), Some(StopCause::Yield)),
+            (exit(0), Some(StopCause::Restart)),
+            (exit(1), Some(StopCause::TimeLimit)),
+            (RunEnd::Lost, Some(StopCause::Yield)),
+            (
+                RunEnd::Recorded(ExitReason::SpawnFailed {
+                    message: "no such file".into(),
+                }),
+                Some(StopCause::Yield),
+            ),
+            (
+                RunEnd::Recorded(ExitReason::Cancelled),
+                Some(StopCause::Restart),
+            ),
+        ];
+        for (end, cause) in kept {
+            assert_eq!(
+                after_slurm_term(end.clone(), cause, &codes),
+                (end.clone(), cause),
+                "{end:?} {cause:?}"
+            );
+        }
+        let stopped = [
+            // The workload died of Slurm's TERM before it could save.
+            (
+                RunEnd::Recorded(ExitReason::Signal { signal: 15 }),
+                Some(StopCause::Yield),
+            ),
+            (exit(143), Some(StopCause::Yield)),
+            // 75 is a yield code only when a yield was asked for.
+            (exit(75), Some(StopCause::Restart)),
+            (
+                RunEnd::Recorded(ExitReason::Signal { signal: 15 }),
+                Some(StopCause::Restart),
+            ),
+            (
+                RunEnd::Recorded(ExitReason::Cancelled),
+                Some(StopCause::Yield),
+            ),
+        ];
+        for (end, cause) in stopped {
+            assert_eq!(
+                after_slurm_term(end.clone(), cause, &codes),
+                slurms_stop.clone(),
+                "{end:?} {cause:?}"
+            );
         }
     }
 

@@ -8,8 +8,12 @@
 //!   sets `SchedulerParameters=preempt_send_user_signal`) asks the running step to yield (a
 //!   `yield`-mode job) or stops it to restart (a `restart`-mode job). When the run has ended,
 //!   the runner requeues the Slurm job (`scontrol requeue`) and the next start resumes it.
-//! - `TERM` (`scancel`, `scontrol requeue`, the time limit) stops the run to restart; Slurm
-//!   has already decided whether the job comes back, so the runner only records where it was.
+//! - `TERM` (`scontrol requeue`, a preemption that requeues, `scancel`) reaches every process
+//!   of the job. The runner asks a `yield` run to yield as on `USR1` (the workload, which got
+//!   the TERM too, saves and exits 75 within Slurm's `KillWait`) and stops any other; the
+//!   worker, told `stop_on_term: false`, leaves the workload to answer. Slurm has already
+//!   decided whether the job comes back, so the runner only records where it was
+//!   (`plan::after_slurm_term`).
 //!
 //! How a run's end moves the job is the daemon's own rule, `core::classify`.
 
@@ -184,14 +188,17 @@ impl Runner {
                             cause = Some(asked);
                         }
                     }
-                    // A stop only upgrades a weaker one (`None` < `yield` < `restart` <
-                    // `time_limit`), as in the core.
+                    // Slurm is ending the job (a requeue, a preemption, scancel) and has sent
+                    // TERM to the workload too: a `yield` run gets the yield file (a workload
+                    // that watches only the file sees it there) and the rest of KillWait to
+                    // save; any other run is stopped. A run the notice already asked is left
+                    // to answer that; only the time limit upgrades a stop, as in the core.
                     _ = term.recv() => {
                         terminated = true;
-                        if cause < Some(StopCause::Restart) {
-                            stop(&dir, worker.id(), StopCause::Restart);
-                            say("Slurm's TERM: stopping the run");
-                            cause = Some(StopCause::Restart);
+                        if cause.is_none() {
+                            let asked = self.ask_to_end(&dir, worker.id());
+                            say(&format!("Slurm's TERM: asked the run to {}", asked.as_str()));
+                            cause = Some(asked);
                         }
                     }
                     _ = &mut deadline, if limit.is_some() && cause < Some(StopCause::TimeLimit) => {
@@ -204,6 +211,11 @@ impl Runner {
             let end = match dir.read_exit() {
                 Ok(Some(exit)) => RunEnd::Recorded(exit.reason),
                 _ => RunEnd::Lost,
+            };
+            let (end, cause) = if terminated {
+                super::plan::after_slurm_term(end, cause, &step.yield_codes())
+            } else {
+                (end, cause)
             };
             let outcome = classify(&end, cause, last, resumed, &step.yield_codes());
             if let Some(entry) = self.progress.runs.last_mut() {
@@ -276,6 +288,9 @@ impl Runner {
             output_limit: self.config.resource.output_limit,
             time_limit: self.spec.time_limit,
             stamps: None,
+            // Slurm TERMs every process of the job at a requeue or a preemption: the
+            // worker must not take that for this runner's stop, which `control/stop` is.
+            stop_on_term: false,
         };
         let dir = RunDir::new(self.slurm.task_dir(task));
         let private = |path: &std::path::Path| {

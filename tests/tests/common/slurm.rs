@@ -90,7 +90,10 @@ impl Slurm {
              SlurmdLogFile={d}/log/slurmd.log\n\
              GresTypes=gpu\n\
              NodeName={host} NodeAddr=127.0.0.1 NodeHostname={host} CPUs=2 RealMemory=1000 Gres=gpu:{GPUS} State=UNKNOWN\n\
-             PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP\n\
+             PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP PriorityTier=1\n\
+             PartitionName=urgent Nodes={host} MaxTime=INFINITE State=UP PriorityTier=2\n\
+             PreemptType=preempt/partition_prio\n\
+             PreemptMode=REQUEUE\n\
              ReturnToService=2\n\
              MpiDefault=none\n\
              SchedulerType=sched/backfill\n\

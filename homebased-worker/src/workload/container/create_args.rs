@@ -203,6 +203,7 @@ mod tests {
             output_limit: homebased_shared::output_cap::DEFAULT_LIMIT,
             time_limit: None,
             stamps: None,
+            stop_on_term: true,
         }
     }
 
