@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -116,23 +117,33 @@ def machine_busy_ticks() -> int:
     return user + nice + system + irq + softirq + steal
 
 
-def shell_lanes_floor(lanes: int, rounds: int) -> list[float]:
+def children_cpu_ms() -> float:
+    """The CPU (user + system) of every child this process has waited for, with theirs."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (usage.ru_utime + usage.ru_stime) * 1000
+
+
+def shell_lanes_floor(lanes: int, rounds: int) -> tuple[list[float], float]:
     """The machine's floor for a hand-over: `lanes` plain `sh` loops, no queue, each running
     `rounds` of the benchmark's one-second job back to back (the same script, so the same
     processes start), all begun together as a queue's lanes are. Every gap from one job's
-    end stamp to the next one's start stamp on the same loop, in ms."""
+    end stamp to the next one's start stamp on the same loop, in ms; and the loops' CPU per
+    job in ms (the job's own `sh`, `date`, `sleep`, `date`, and the loop's fork of it): what
+    a run's workload costs without homebased."""
     work = Path(tempfile.mkdtemp(prefix="hb-bench-floor-"))
     try:
         job = (
             'date +%s%N > "$0/s.$1.$2"; sleep 1; exec date +%s%N > "$0/e.$1.$2"'
         )
         loop = f"for i in $(seq 1 {rounds}); do sh -c '{job}' \"$0\" \"$1\" \"$i\"; done"
+        cpu0 = children_cpu_ms()
         procs = [
             subprocess.Popen(["sh", "-c", loop, str(work), str(lane)])
             for lane in range(lanes)
         ]
         for proc in procs:
             proc.wait(timeout=60 + rounds * 5)
+        per_job = (children_cpu_ms() - cpu0) / (lanes * rounds)
         gaps = []
         for lane in range(lanes):
             for i in range(1, rounds):
@@ -140,7 +151,7 @@ def shell_lanes_floor(lanes: int, rounds: int) -> list[float]:
                 start = read_ns(work / f"s.{lane}.{i + 1}")
                 if end is not None and start is not None:
                     gaps.append((start - end) / 1e6)
-        return gaps
+        return gaps, per_job
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -255,13 +266,14 @@ def mig56_workload(bins: Path, rows: list[Row], notes: dict) -> None:
                 "< 100 ms p99",
             )
         )
+        floor_gaps, workload_ms = shell_lanes_floor(lanes, max(3, min(10, MIG_QUEUE // lanes)))
         rows.append(
             dist_row(
                 "mig56_floor",
                 f"↳ beside it: {lanes} plain `sh` loops running the same job back to back, no "
                 "queue (this machine's floor for the same burst)",
                 "ms",
-                shell_lanes_floor(lanes, max(3, min(10, MIG_QUEUE // lanes))),
+                floor_gaps,
             )
         )
         rows.append(cleanup_row("mig56_handover_cleanup", h))
@@ -293,6 +305,27 @@ def mig56_workload(bins: Path, rows: list[Row], notes: dict) -> None:
             ),
         ]:
             rows.append(Row(key, figure, "ms", p50=per_run(ticks)))
+        # Issue 45's split: the workload's own CPU, from the floor's loops running the same
+        # job, taken out of the machine's and the reaped children's figures.
+        for key, figure, ms in [
+            (
+                "mig56_run_workload",
+                "↳ the workload alone: the floor's `sh` loops' CPU per job (the job's `sh`, "
+                "`date`, `sleep`, `date`, and the loop's fork of it)",
+                workload_ms,
+            ),
+            (
+                "mig56_run_homebased",
+                "↳ homebased's own per run: machine CPU per run less the workload alone",
+                per_run(busy) - workload_ms,
+            ),
+            (
+                "mig56_run_worker",
+                "↳ of which the worker's: the reaped children less the workload alone",
+                per_run(reaped) - workload_ms,
+            ),
+        ]:
+            rows.append(Row(key, figure, "ms", p50=ms))
         rows.append(
             Row(
                 "mig56_burst_floor",
