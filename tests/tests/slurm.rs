@@ -289,42 +289,8 @@ fn a_spec_submitted_to_slurm_yields_at_slurms_notice_requeues_and_resumes_to_the
 
     let out = slurm.run(&["scancel", "--batch", "--signal=USR1", slurm_id]);
     assert!(out.status.success(), "{out:?}");
-    let queued = wait_shown(&h, &slurm, job, "queued");
-    assert_eq!(queued["resume"], true, "{queued:#}");
-    assert_eq!(queued["slurm"]["state"], "PENDING", "{queued:#}");
-    let yielded = &runs(&queued)[0];
-    assert_eq!(yielded["status"], "preempted", "{queued:#}");
-    assert_eq!(yielded["stop_cause"], "yield", "{queued:#}");
-    assert_eq!(yielded["process"], json!({"kind": "exit", "code": 75}));
-    assert!(run_output(yielded).contains("yielding at step"));
-
-    // Slurm holds a requeued job back for about two minutes (its begin time).
-    let out = slurm.run(&[
-        "scontrol",
-        "update",
-        &format!("jobid={slurm_id}"),
-        "StartTime=now",
-    ]);
-    assert!(out.status.success(), "{out:?}");
-    let done = wait_shown(&h, &slurm, job, "succeeded");
-    let history = runs(&done);
-    assert_eq!(history.len(), 2, "{done:#}");
-    assert_eq!(history[1]["resume"], true, "{done:#}");
-    assert_eq!(history[1]["slurm_restart"], 1, "{done:#}");
-    assert_eq!(history[1]["status"], "succeeded", "{done:#}");
-    let resumed = run_output(&history[1]);
-    assert!(
-        resumed.contains("HOMEBASED_RESUME=1") && !resumed.contains("start at step 0 "),
-        "the second run resumed from the checkpoint: {resumed}"
-    );
-
-    let whole = wait_shown(&h, &slurm, &whole["job"], "succeeded");
-    assert_eq!(
-        final_weights(&resumed),
-        final_weights(&run_output(&runs(&whole)[0]))
-    );
-    let output = slurm_job_output(&done);
-    assert!(output.contains("requeued Slurm job"), "{output}");
+    let resumed = yields_then_resumes(&h, &slurm, &looped, Requeuer::Runner, || {});
+    assert_same_weights(&h, &slurm, &whole, &resumed);
 }
 
 /// Slurm's requeue: `scontrol requeue` sends TERM to every process of the job. The runner
@@ -343,12 +309,8 @@ fn a_spec_submitted_to_slurm_yields_when_slurm_requeues_it_and_resumes_to_the_sa
     let looped = start_loop(&h, &slurm, "requeued");
     let out = slurm.run(&["scontrol", "requeue", slurm_id(&looped)]);
     assert!(out.status.success(), "{out:?}");
-    let resumed = yields_then_resumes(&h, &slurm, &looped, || {});
-    let whole = wait_shown(&h, &slurm, &whole["job"], "succeeded");
-    assert_eq!(
-        final_weights(&resumed),
-        final_weights(&run_output(&runs(&whole)[0]))
-    );
+    let resumed = yields_then_resumes(&h, &slurm, &looped, Requeuer::Slurm, || {});
+    assert_same_weights(&h, &slurm, &whole, &resumed);
 }
 
 /// A preempting partition (`PreemptType=preempt/partition_prio`, `PreemptMode=REQUEUE`): a
@@ -358,6 +320,11 @@ fn a_spec_submitted_to_slurm_yields_when_slurm_requeues_it_and_resumes_to_the_sa
 fn a_spec_submitted_to_slurm_yields_when_a_higher_partition_preempts_it_and_resumes() {
     let slurm = Slurm::start();
     let h = TestHome::new(Probe::Gpus(4));
+    let whole = slurm_submit(
+        &h,
+        &slurm,
+        &example_spec(&h, "uninterrupted", "pytorch_loop.py", 100, "0"),
+    );
     let looped = start_loop(&h, &slurm, "preempted");
     let urgent = {
         let mut cmd = slurm.command("sbatch");
@@ -371,10 +338,10 @@ fn a_spec_submitted_to_slurm_yields_when_a_higher_partition_preempts_it_and_resu
         ]);
         slurm.sbatch(cmd)
     };
-    let resumed = yields_then_resumes(&h, &slurm, &looped, || {
+    let resumed = yields_then_resumes(&h, &slurm, &looped, Requeuer::Slurm, || {
         slurm.wait_state(&urgent, None);
     });
-    assert!(resumed.contains("final weights"), "{resumed}");
+    assert_same_weights(&h, &slurm, &whole, &resumed);
 }
 
 fn slurm_id(submitted: &Value) -> &str {
@@ -395,7 +362,16 @@ fn start_loop(h: &TestHome, slurm: &Slurm, name: &str) -> Value {
     looped
 }
 
-/// After Slurm's TERM reached the loop: its run yielded (exit 75) and Slurm, not the runner,
+/// Who requeued a job whose run yielded.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Requeuer {
+    /// The runner, after Slurm's notice (USR1).
+    Runner,
+    /// Slurm itself, whose TERM (a requeue, a preemption) reached the loop.
+    Slurm,
+}
+
+/// After Slurm's notice or TERM reached the loop: its run yielded (exit 75) and `by`
 /// requeued the job. Once `before_restart` returns, the job is let start at once (Slurm holds
 /// a requeued job back for about two minutes) and its second run resumes from the checkpoint
 /// to the end; answers that run's output.
@@ -403,6 +379,7 @@ fn yields_then_resumes(
     h: &TestHome,
     slurm: &Slurm,
     submitted: &Value,
+    by: Requeuer,
     before_restart: impl FnOnce(),
 ) -> String {
     let (job, id) = (&submitted["job"], slurm_id(submitted));
@@ -413,15 +390,16 @@ fn yields_then_resumes(
     assert_eq!(yielded["stop_cause"], "yield", "{queued:#}");
     assert_eq!(yielded["process"], json!({"kind": "exit", "code": 75}));
     assert!(run_output(yielded).contains("yielding at step"));
+    let asked = match by {
+        Requeuer::Runner => {
+            // The runner recorded the yield, then requeued the job before it exited.
+            assert_eq!(queued["slurm"]["state"], "PENDING", "{queued:#}");
+            "Slurm's notice: asked the run to yield"
+        }
+        Requeuer::Slurm => "Slurm's TERM: asked the run to yield",
+    };
     let output = slurm_job_output(&queued);
-    assert!(
-        output.contains("Slurm's TERM: asked the run to yield"),
-        "{output}"
-    );
-    assert!(
-        !output.contains("requeued Slurm job"),
-        "Slurm requeued it, not the runner: {output}"
-    );
+    assert!(output.contains(asked), "{output}");
 
     before_restart();
     wait_until("Slurm to hold the requeued job", || {
@@ -439,12 +417,28 @@ fn yields_then_resumes(
     assert_eq!(history.len(), 2, "{done:#}");
     assert_eq!(history[1]["resume"], true, "{done:#}");
     assert_eq!(history[1]["slurm_restart"], 1, "{done:#}");
+    assert_eq!(history[1]["status"], "succeeded", "{done:#}");
     let resumed = run_output(&history[1]);
     assert!(
         resumed.contains("HOMEBASED_RESUME=1") && !resumed.contains("start at step 0 "),
         "the second run resumed from the checkpoint: {resumed}"
     );
+    let output = slurm_job_output(&done);
+    assert_eq!(
+        output.contains("requeued Slurm job"),
+        by == Requeuer::Runner,
+        "who requeued the job: {output}"
+    );
     resumed
+}
+
+/// The resumed loop ended with the weights of the uninterrupted one, `whole`.
+fn assert_same_weights(h: &TestHome, slurm: &Slurm, whole: &Value, resumed: &str) {
+    let whole = wait_shown(h, slurm, &whole["job"], "succeeded");
+    assert_eq!(
+        final_weights(resumed),
+        final_weights(&run_output(&runs(&whole)[0]))
+    );
 }
 
 /// The job's first run, once `slurm show` lists one.
