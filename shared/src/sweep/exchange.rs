@@ -231,14 +231,14 @@ impl Exchange {
         }
         let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).ok()?);
         (&mut file).take(LARGEST).read_to_end(&mut bytes).ok()?;
-        let (line, json) = bytes.split_at(bytes.iter().position(|b| *b == b'\n')?);
-        let json = &json[1..];
+        let (line, body) = bytes.split_at(bytes.iter().position(|b| *b == b'\n')?);
+        let body = &body[1..];
         let (began_text, mac) = line.split_at(line.iter().position(|b| *b == b' ')?);
         let began: u64 = std::str::from_utf8(began_text).ok()?.parse().ok()?;
-        if began <= asked_ns || !self.key.verify(&[began_text, b"\n", json], &mac[1..]) {
+        if began <= asked_ns || !self.key.verify(&[began_text, b"\n", body], &mac[1..]) {
             return None;
         }
-        let snapshot: Snapshot = serde_json::from_slice(json).ok()?;
+        let snapshot = Snapshot::decode(body)?;
         (snapshot.began_ns == began).then_some(snapshot)
     }
 
@@ -260,11 +260,11 @@ impl Exchange {
             .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(&staged)?;
         let began = snapshot.began_ns.to_string();
-        let json = serde_json::to_vec(snapshot).map_err(io::Error::other)?;
-        let mac = self.key.sign(&[began.as_bytes(), b"\n", &json]);
-        let mut bytes = Vec::with_capacity(began.len() + mac.len() + json.len() + 2);
+        let body = snapshot.encode()?;
+        let mac = self.key.sign(&[began.as_bytes(), b"\n", &body]);
+        let mut bytes = Vec::with_capacity(began.len() + mac.len() + body.len() + 2);
         bytes.extend_from_slice(format!("{began} {mac}\n").as_bytes());
-        bytes.extend_from_slice(&json);
+        bytes.extend_from_slice(&body);
         let written = file
             .write_all(&bytes)
             .and_then(|()| std::fs::rename(&staged, self.dir.join("latest")));

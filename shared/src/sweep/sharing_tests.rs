@@ -310,7 +310,7 @@ fn forged_latest(exchange: &Exchange, table: &FakeTable, hidden: u32, mac: &str)
     let mut snapshot = Snapshot::take(&copy, exchange.scope(), Some(5000), u64::MAX - 1).unwrap();
     snapshot.began_ns = u64::MAX - 1;
     let mut bytes = format!("{} {mac}\n", u64::MAX - 1).into_bytes();
-    bytes.extend(serde_json::to_vec(&snapshot).unwrap());
+    bytes.extend(snapshot.encode().unwrap());
     bytes
 }
 

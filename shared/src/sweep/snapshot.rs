@@ -23,8 +23,9 @@ use std::io;
 /// scan it would decide (they scan on their own).
 const MOST_MARKERS: usize = 8;
 
-/// The snapshot's version: a reader of another version scans on its own.
-const VERSION: u32 = 2;
+/// The snapshot's version: a reader of another version scans on its own. Version 3 is the
+/// first in `postcard`'s encoding, where every field is written, in order.
+const VERSION: u32 = 3;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
@@ -49,22 +50,16 @@ struct Observed {
     first: Read<ProcessInfo>,
     /// Absent where no scan reads it: a process started before `since`, a zombie, a kernel
     /// thread.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     environ: Option<Environ>,
     /// The owner, read only when the environment could not be.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     uid: Option<Read<u32>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     second: Option<Read<ProcessInfo>>,
     /// For a process that ended while it was read: its parent links, read fresh right after,
     /// in the order a walk up them reads them (a worker judging the snapshot later would find
     /// the parents gone too, and could not tell where the process was).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     chain: Vec<(u32, Read<Link>)>,
     /// Read through one handle on the process ([`ProcessTable::read_process`]): a read that
-    /// failed `Gone` after the first means it ended then, and the others were its own. A
-    /// snapshot of a build without it reads as not pinned.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    /// failed `Gone` after the first means it ended then, and the others were its own.
     pinned: bool,
 }
 
@@ -127,12 +122,18 @@ impl Environ {
                 return Environ::Unreadable(e.raw_os_error().unwrap_or(0))
             }
         };
-        let prefix = format!("{}=", Marker::NAME);
+        // Found by a vectorised search for the name, then checked to start a whole entry:
+        // the taker reads the environment of every process born during its run, and a
+        // split of each one into its entries was the largest of its own costs.
+        const PREFIX: &[u8] = b"HOMEBASED_TASK_ID=";
+        debug_assert_eq!(&PREFIX[..PREFIX.len() - 1], Marker::NAME.as_bytes());
         let mut markers = Vec::new();
-        for entry in bytes.split(|b| *b == 0) {
-            let Some(value) = entry.strip_prefix(prefix.as_bytes()) else {
+        for at in memchr::memmem::find_iter(&bytes, PREFIX) {
+            if at > 0 && bytes[at - 1] != 0 {
                 continue;
-            };
+            }
+            let rest = &bytes[at + PREFIX.len()..];
+            let value = &rest[..memchr::memchr(0, rest).unwrap_or(rest.len())];
             // Only a task id can be any sweep's marker value; anything else matches none.
             let Some(value) = std::str::from_utf8(value)
                 .ok()
@@ -224,6 +225,25 @@ impl Snapshot {
             ended_ns: monotonic_ns().unwrap_or(began_ns),
             processes,
         })
+    }
+
+    /// The snapshot as the exchange stores it, after its signed first line. `postcard`: a
+    /// reading of a few hundred processes is read back by every sweep a burst serves, and
+    /// in JSON its parsing and its MAC were a tenth of a worker's CPU (docs/BENCHMARKS.md,
+    /// "What one run costs").
+    pub(super) fn encode(&self) -> io::Result<Vec<u8>> {
+        postcard::to_allocvec(self).map_err(io::Error::other)
+    }
+
+    /// A stored snapshot; `None` for anything that is not one of this version whole (a
+    /// reader of another version, or bytes left over, scans on its own).
+    pub(super) fn decode(bytes: &[u8]) -> Option<Snapshot> {
+        match postcard::take_from_bytes::<Snapshot>(bytes) {
+            Ok((snapshot, rest)) if rest.is_empty() && snapshot.version == VERSION => {
+                Some(snapshot)
+            }
+            _ => None,
+        }
     }
 
     /// Whether this snapshot can stand for a scan by a sweeper of `uid` in `scope`, looking
@@ -413,5 +433,58 @@ impl<T: ProcessTable> Readings for SnapshotReadings<'_, T> {
             return here.uid.take().unwrap_or_else(|| self.table.uid(pid));
         }
         self.recorded(pid, |p| p.uid.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn markers(environ: &str) -> Environ {
+        Environ::of(Ok(environ.as_bytes().to_vec()))
+    }
+
+    #[test]
+    fn an_environment_keeps_the_task_ids_of_its_whole_marker_entries_only() {
+        let (one, two) = (TaskId::new(), TaskId::new());
+        assert_eq!(
+            markers(&format!(
+                "HOMEBASED_TASK_ID={one}\0A=HOMEBASED_TASK_ID={two}\0XHOMEBASED_TASK_ID={two}\0\
+                 HOMEBASED_TASK_ID=not-a-task\0HOMEBASED_TASK_ID={two}x\0B=1\0HOMEBASED_TASK_ID={two}"
+            )),
+            Environ::Markers(vec![one.to_string(), two.to_string()])
+        );
+        assert_eq!(markers(""), Environ::Markers(vec![]));
+        assert_eq!(markers("HOMEBASED_TASK_ID="), Environ::Markers(vec![]));
+        let many: String = (0..=MOST_MARKERS)
+            .map(|_| format!("HOMEBASED_TASK_ID={}\0", TaskId::new()))
+            .collect();
+        assert_eq!(markers(&many), Environ::TooMany);
+        assert_eq!(Environ::of(Err(ReadError::Gone)), Environ::Gone);
+    }
+
+    #[test]
+    fn a_stored_snapshot_reads_back_whole_and_nothing_else_does() {
+        let table = super::super::fake::FakeTable::new(100, 1000);
+        table.insert(
+            200,
+            super::super::fake::FakeProcess::marked(6000, 1000, TaskId::new()),
+        );
+        let snapshot = Snapshot::take(&table, "boot/ns", Some(5000), 7).unwrap();
+        let bytes = snapshot.encode().unwrap();
+        assert_eq!(Snapshot::decode(&bytes), Some(snapshot.clone()));
+        assert_eq!(Snapshot::decode(&bytes[..bytes.len() - 1]), None);
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_eq!(Snapshot::decode(&longer), None);
+        let older = Snapshot {
+            version: 2,
+            ..snapshot
+        };
+        assert_eq!(Snapshot::decode(&older.encode().unwrap()), None);
+        assert_eq!(
+            Snapshot::decode(b"{\"version\": 2, \"processes\": []}"),
+            None
+        );
     }
 }
