@@ -349,6 +349,28 @@ pub fn list_holding(db: Db) -> ApiResult<Vec<Run>> {
     rows.collect::<Result<_, _>>().db("list active runs")
 }
 
+/// Whether a run of `job` holds its lanes now.
+fn job_holds_a_run(db: Db, job: JobId) -> ApiResult<bool> {
+    db.conn
+        .prepare_cached("SELECT 1 FROM runs WHERE job = ?1 AND phase IS NOT NULL")
+        .db("read the run a job holds")?
+        .query_row([job.to_string()], |_| Ok(()))
+        .optional()
+        .map(|found| found.is_some())
+        .db("read the run a job holds")
+}
+
+/// Whether some run holds `lane` now (`run_lanes.held`, cleared with the run's phase).
+fn lane_is_held_by_a_run(db: Db, lane: ResourceId) -> ApiResult<bool> {
+    db.conn
+        .prepare_cached("SELECT 1 FROM run_lanes WHERE resource = ?1 AND held = 1")
+        .db("read the run a lane holds")?
+        .query_row([lane.to_string()], |_| Ok(()))
+        .optional()
+        .map(|found| found.is_some())
+        .db("read the run a lane holds")
+}
+
 /// Lanes reserved for a queued job: the new run, launching.
 #[derive(Debug, Clone)]
 pub struct Reservation {
@@ -379,12 +401,15 @@ pub fn reserve(db: Db, job: JobId, lanes: &[ResourceId]) -> ApiResult<Option<Res
     if lanes.is_empty() || lanes.len() != job.gpus as usize {
         return Ok(None);
     }
-    let holding = list_holding(db)?;
-    if holding
-        .iter()
-        .any(|r| r.job == job.id || lanes.iter().any(|lane| r.holds(*lane)))
-    {
+    // Two indexed lookups (`runs_one_per_job`, `run_lanes_one_run_per_lane`), not every held
+    // run decoded: a pass that launches a burst reserves once per run it starts.
+    if job_holds_a_run(db, job.id)? {
         return Ok(None);
+    }
+    for lane in lanes {
+        if lane_is_held_by_a_run(db, *lane)? {
+            return Ok(None);
+        }
     }
     let mut resources = Vec::with_capacity(lanes.len());
     for (i, lane) in lanes.iter().enumerate() {
