@@ -230,7 +230,7 @@ impl Snapshot {
     /// The snapshot as the exchange stores it, after its signed first line. `postcard`: a
     /// reading of a few hundred processes is read back by every sweep a burst serves, and
     /// in JSON its parsing and its MAC were a tenth of a worker's CPU (docs/BENCHMARKS.md,
-    /// "What one run costs").
+    /// "Issue 45: where one run's CPU goes").
     pub(super) fn encode(&self) -> io::Result<Vec<u8>> {
         postcard::to_allocvec(self).map_err(io::Error::other)
     }
