@@ -279,6 +279,19 @@ impl Db<'_> {
     pub fn now(&self) -> Millis {
         self.clock.now_ms()
     }
+
+    /// Whether `sql` (a `SELECT 1 ...` of one parameter) finds a row; `what` names the read
+    /// in its error.
+    pub(crate) fn any_row(&self, sql: &str, param: String, what: &str) -> ApiResult<bool> {
+        use rusqlite::OptionalExtension;
+        self.conn
+            .prepare_cached(sql)
+            .db(what)?
+            .query_row([param], |_| Ok(()))
+            .optional()
+            .map(|found| found.is_some())
+            .db(what)
+    }
 }
 
 /// How long a statement waits for another process's lock (a backup tool, `sqlite3` holding

@@ -151,24 +151,20 @@ fn lane_hold(r: &rusqlite::Row) -> rusqlite::Result<LaneHold> {
 /// Whether any Attention, open or released, ever named `task`: a person who released the
 /// hold of a live unknown run decided about that run, and a restart does not undo it.
 pub fn ever_named(db: Db, task: TaskId) -> ApiResult<bool> {
-    db.conn
-        .prepare_cached("SELECT 1 FROM attentions WHERE task = ?1 LIMIT 1")
-        .db("read attentions of a run")?
-        .query_row([task.to_string()], |_| Ok(()))
-        .optional()
-        .map(|found| found.is_some())
-        .db("read attentions of a run")
+    db.any_row(
+        "SELECT 1 FROM attentions WHERE task = ?1 LIMIT 1",
+        task.to_string(),
+        "read attentions of a run",
+    )
 }
 
 /// Whether `resource` is one of the lanes an open Attention holds.
 pub fn is_held(db: Db, resource: ResourceId) -> ApiResult<bool> {
-    db.conn
-        .prepare_cached("SELECT 1 FROM attention_lanes WHERE resource = ?1 AND open = 1")
-        .db("read the attention of a resource")?
-        .query_row([resource.to_string()], |_| Ok(()))
-        .optional()
-        .map(|found| found.is_some())
-        .db("read the attention of a resource")
+    db.any_row(
+        "SELECT 1 FROM attention_lanes WHERE resource = ?1 AND open = 1",
+        resource.to_string(),
+        "read the attention of a resource",
+    )
 }
 
 #[cfg(test)]

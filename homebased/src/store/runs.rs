@@ -351,24 +351,20 @@ pub fn list_holding(db: Db) -> ApiResult<Vec<Run>> {
 
 /// Whether a run of `job` holds its lanes now.
 fn job_holds_a_run(db: Db, job: JobId) -> ApiResult<bool> {
-    db.conn
-        .prepare_cached("SELECT 1 FROM runs WHERE job = ?1 AND phase IS NOT NULL")
-        .db("read the run a job holds")?
-        .query_row([job.to_string()], |_| Ok(()))
-        .optional()
-        .map(|found| found.is_some())
-        .db("read the run a job holds")
+    db.any_row(
+        "SELECT 1 FROM runs WHERE job = ?1 AND phase IS NOT NULL",
+        job.to_string(),
+        "read the run a job holds",
+    )
 }
 
 /// Whether some run holds `lane` now (`run_lanes.held`, cleared with the run's phase).
 fn lane_is_held_by_a_run(db: Db, lane: ResourceId) -> ApiResult<bool> {
-    db.conn
-        .prepare_cached("SELECT 1 FROM run_lanes WHERE resource = ?1 AND held = 1")
-        .db("read the run a lane holds")?
-        .query_row([lane.to_string()], |_| Ok(()))
-        .optional()
-        .map(|found| found.is_some())
-        .db("read the run a lane holds")
+    db.any_row(
+        "SELECT 1 FROM run_lanes WHERE resource = ?1 AND held = 1",
+        lane.to_string(),
+        "read the run a lane holds",
+    )
 }
 
 /// Lanes reserved for a queued job: the new run, launching.
