@@ -5,7 +5,8 @@
 //! same-user process whose environment cannot be read (an exec of an unreadable copy of
 //! `sleep`), its cleanup ends in `unreadable_suspects`, and its lane is held until a person
 //! releases that exact Attention. [`Held`]'s drop kills the suspect (the home's drop stops
-//! the daemon).
+//! the daemon). A test that uses it belongs in the `unprivileged` test group
+//! (`.config/nextest.toml`): two such daemons at once see each other's suspects.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
