@@ -115,7 +115,27 @@ fn read_stat_at(proc_root: &Path, pid: u32) -> io::Result<ProcStat> {
 /// The `stat` line of an open `/proc/<pid>/stat` (or a thread's).
 pub fn read_stat_from(file: &mut std::fs::File) -> io::Result<ProcStat> {
     let mut line = [0u8; STAT_LINE];
-    let text = read_record_from(file, &mut line)?;
+    parse_stat_record(read_record_from(file, &mut line)?)
+}
+
+/// The `stat` line of an open `/proc/<pid>/stat` read again from its start, as it is now:
+/// the kernel writes the record anew for each read at offset 0, so one open serves both of a
+/// scan's identity reads of a process. Once the process is reaped it fails `ESRCH`, whoever
+/// holds its pid by then: the open file names the process, not the pid.
+pub fn reread_stat_from(file: &std::fs::File) -> io::Result<ProcStat> {
+    use std::os::unix::fs::FileExt as _;
+    let mut line = [0u8; STAT_LINE];
+    let n = file.read_at(&mut line, 0)?;
+    if n == line.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("longer than {} bytes", line.len()),
+        ));
+    }
+    parse_stat_record(&line[..n])
+}
+
+fn parse_stat_record(text: &[u8]) -> io::Result<ProcStat> {
     std::str::from_utf8(text)
         .ok()
         .and_then(parse_stat)
@@ -187,6 +207,35 @@ pub fn read_whole_from(file: &mut std::fs::File, expected: usize) -> io::Result<
                 return Ok(bytes);
             }
             Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// An open `/proc/<pid>/environ`, read whole, with a first buffer of `expected` bytes. The
+/// kernel fills each read of an environment as far as it goes (it copies from the process's
+/// memory until the buffer is full or the environment ends, and a copy that fails fails the
+/// read), so a read that comes back short is the end, and the read of nothing that
+/// [`read_whole_from`] ends with is spared: a sweep reads the environment of every process
+/// born during the run.
+pub fn read_environ_from(file: &mut std::fs::File, expected: usize) -> io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut bytes = vec![0u8; expected.max(64)];
+    let mut len = 0;
+    loop {
+        if len == bytes.len() {
+            bytes.resize(len * 2, 0);
+        }
+        let asked = bytes.len() - len;
+        match file.read(&mut bytes[len..]) {
+            Ok(n) => {
+                len += n;
+                if n < asked {
+                    bytes.truncate(len);
+                    return Ok(bytes);
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }

@@ -299,10 +299,15 @@ impl Sweep {
             *exchange = None;
         }
         if let (Some(shared), Some(asked_ns)) = (*exchange, asked_ns) {
-            match shared.snapshot_after(table, rules.since, asked_ns, patience) {
+            match shared.snapshot_after(table, (rules.since, rules.horizon()), asked_ns, patience) {
                 Ok(had) => {
                     swept.shared += u32::from(!had.taken);
-                    let found = scan::scan(table, &mut had.snapshot.readings(table), rules, known)?;
+                    let found = scan::scan(
+                        table,
+                        &mut had.snapshot.readings(table, (rules.since, rules.horizon())),
+                        rules,
+                        known,
+                    )?;
                     return Ok((found, Some(had.snapshot.ended_ns)));
                 }
                 Err(Unshared::Listing(e)) => return Err(e),

@@ -90,7 +90,9 @@ impl Exchange {
     }
 
     /// A snapshot that began after `asked_ns` and read what a scan looking at processes
-    /// started at or after `since` reads. An error (neither such a snapshot nor the lock had
+    /// started at or after `since`, with `horizon` ([`super::scan::Rules::horizon`]), reads.
+    /// One this worker takes is based on the last published one (its old processes taken
+    /// over unread, `super::snapshot`), with the horizon for its floor. An error (neither such a snapshot nor the lock had
     /// within `patience`, the table not listed) means: scan on your own.
     ///
     /// A worker waiting here looks at every snapshot published while it waits, not only at
@@ -100,7 +102,7 @@ impl Exchange {
     pub(super) fn snapshot_after<T: ProcessTable>(
         &self,
         table: &T,
-        since: Option<u64>,
+        (since, horizon): (Option<u64>, Option<u64>),
         asked_ns: u64,
         patience: Duration,
     ) -> Result<Had, Unshared> {
@@ -117,13 +119,23 @@ impl Exchange {
             Ok(Waited::Published(snapshot)) => return Ok(served(snapshot)),
             Err(e) => return Err(Unshared::Exchange(e)),
         };
-        // A reading published between this worker's last look and the lock serves it.
-        if let Some(snapshot) = self.latest_after(asked_ns).filter(serves) {
-            self.release(held);
-            return Ok(served(snapshot));
-        }
+        // A reading published between this worker's last look and the lock serves it; any
+        // other is the base of this worker's own.
+        let base = match self.latest_after(0) {
+            Some(snapshot) if snapshot.began_ns > asked_ns && serves(&snapshot) => {
+                self.release(held);
+                return Ok(served(snapshot));
+            }
+            latest => latest,
+        };
         let began_ns = monotonic_ns().map_err(Unshared::Exchange)?;
-        let taken = Snapshot::take(table, &self.scope, since, began_ns);
+        let taken = Snapshot::take(
+            table,
+            &self.scope,
+            since,
+            (horizon, base.as_ref()),
+            began_ns,
+        );
         // Not published, it still serves this worker's scan.
         if let Ok(snapshot) = &taken {
             let _ = self.publish(snapshot);

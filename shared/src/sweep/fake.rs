@@ -4,7 +4,7 @@
 //! fails, and events (exits, forks, pid reuse, re-parenting) fired at exact points of a scan or
 //! a signal.
 
-use super::table::{Marker, ProcessInfo, ProcessReads, ProcessTable, ReadError};
+use super::table::{Marker, PidCursor, ProcessInfo, ProcessReads, ProcessTable, ReadError};
 use super::{Clock, Signalled};
 use crate::ids::TaskId;
 use crate::rundir::ProcessIdentity;
@@ -13,6 +13,9 @@ use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+/// The fake's `pid_max`, the kernel's default.
+const PID_MAX: u32 = 32768;
 
 /// One process of the fake table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,6 +148,20 @@ struct State {
     sent: Vec<Signalled>,
     /// Reads of one process go through one handle on it, as the real table's do.
     pinned: bool,
+    /// The pid allocator as the kernel keeps it: every process that appears is a fork, and
+    /// its pid the last handed out.
+    forks: u64,
+    last_pid: u32,
+    /// Each process's `read_process` calls: what a reading based on an earlier one spares.
+    reads: BTreeMap<u32, u32>,
+}
+
+impl State {
+    fn spawn(&mut self, pid: u32, process: FakeProcess) {
+        self.processes.insert(pid, process);
+        self.forks += 1;
+        self.last_pid = pid;
+    }
 }
 
 impl State {
@@ -159,9 +176,7 @@ impl State {
                 FakeEvent::Exit(pid) => {
                     self.processes.remove(&pid);
                 }
-                FakeEvent::Spawn(pid, process) => {
-                    self.processes.insert(pid, process);
-                }
+                FakeEvent::Spawn(pid, process) => self.spawn(pid, process),
                 FakeEvent::Reparent { pid, ppid } => {
                     if let Some(p) = self.processes.get_mut(&pid) {
                         p.ppid = ppid;
@@ -209,8 +224,22 @@ impl FakeTable {
         }
     }
 
+    /// A process appears under `pid`: a fork, the pid the last handed out.
     pub fn insert(&self, pid: u32, process: FakeProcess) {
-        self.state().processes.insert(pid, process);
+        self.state().spawn(pid, process);
+    }
+
+    /// `n` tasks created and gone again, their pids handed out from the cursor on.
+    pub fn fork_and_reap(&self, n: u64) {
+        let mut state = self.state();
+        state.forks += n;
+        let next = u64::from(state.last_pid) + n;
+        state.last_pid = u32::try_from(next % u64::from(PID_MAX)).unwrap_or(0);
+    }
+
+    /// How often `pid` was read by [`ProcessTable::read_process`].
+    pub fn reads_of(&self, pid: u32) -> u32 {
+        self.state().reads.get(&pid).copied().unwrap_or(0)
     }
 
     pub fn remove(&self, pid: u32) {
@@ -312,8 +341,22 @@ impl ProcessTable for FakeTable {
         read
     }
 
+    fn pid_cursor(&self) -> Option<PidCursor> {
+        let state = self.state();
+        Some(PidCursor {
+            last_pid: state.last_pid,
+            forks: state.forks,
+            tasks: u32::try_from(state.processes.len()).unwrap_or(u32::MAX),
+            pid_max: PID_MAX,
+        })
+    }
+
     fn read_process(&self, pid: u32, wanted: &dyn Fn(&ProcessInfo) -> bool) -> ProcessReads {
-        let pinned = self.state().pinned;
+        let pinned = {
+            let mut state = self.state();
+            *state.reads.entry(pid).or_default() += 1;
+            state.pinned
+        };
         let first = self.info(pid);
         self.state().fire(FakeTrigger::FirstRead(pid));
         let (mut environ, mut uid, mut second) = (None, None, None);

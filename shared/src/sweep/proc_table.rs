@@ -1,6 +1,6 @@
 //! The real process table: `/proc` for reading, pidfds for signalling.
 
-use super::table::{Link, ProcessInfo, ProcessReads, ProcessTable, ReadError};
+use super::table::{Link, PidCursor, ProcessInfo, ProcessReads, ProcessTable, ReadError};
 use crate::process;
 use nix::sys::signal::Signal;
 use std::io;
@@ -35,6 +35,41 @@ pub(super) fn parse_uid(status: &str) -> Option<u32> {
         .find_map(|line| line.strip_prefix("Uid:"))
         .and_then(|ids| ids.split_whitespace().next())
         .and_then(|real| real.parse().ok())
+}
+
+/// The cursor of `/proc/loadavg` (`0.09 0.78 1.16 1/115 4220`: the tasks alive after the
+/// slash, the pid last handed out at the end), the fork count of `/proc/stat`'s
+/// `processes` line, and `pid_max`.
+pub(super) fn parse_cursor(loadavg: &str, stat: &str, pid_max: &str) -> Option<PidCursor> {
+    let mut fields = loadavg.split_whitespace().skip(3);
+    let tasks = fields.next()?.split_once('/')?.1.parse().ok()?;
+    let last_pid = fields.next()?.parse().ok()?;
+    let forks = stat
+        .lines()
+        .find_map(|line| line.strip_prefix("processes "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(PidCursor {
+        last_pid,
+        forks,
+        tasks,
+        pid_max: pid_max.trim().parse().ok()?,
+    })
+}
+
+fn read_cursor() -> Option<PidCursor> {
+    let read = |path: &str, expected| {
+        let mut file = std::fs::File::open(path).ok()?;
+        let bytes = process::read_whole_from(&mut file, expected).ok()?;
+        String::from_utf8(bytes).ok()
+    };
+    // `/proc/stat` is one line a CPU and a long one of interrupt counts before `processes`.
+    parse_cursor(
+        &read("/proc/loadavg", 128)?,
+        &read("/proc/stat", 16 * 1024)?,
+        &read("/proc/sys/kernel/pid_max", 32)?,
+    )
 }
 
 /// The first buffer for an environment: most fit, and a larger one takes a few more reads.
@@ -83,11 +118,6 @@ impl Pinned {
         .map_err(|e| ReadError::from_io(e.into()))
     }
 
-    fn info(&self) -> Result<ProcessInfo, ReadError> {
-        let stat = process::read_stat_from(&mut self.file("stat")?).map_err(ReadError::from_io)?;
-        Ok(info_from(stat))
-    }
-
     /// The real uid ([`ProcessTable::uid`]).
     fn uid(&self) -> Result<u32, ReadError> {
         let mut file = self.file("status")?;
@@ -106,7 +136,7 @@ impl Pinned {
     /// the process's memory and its environment.
     fn environ(&self, pid: u32) -> Result<Vec<u8>, ReadError> {
         let read = self.file("environ").and_then(|mut file| {
-            process::read_whole_from(&mut file, ENVIRON_FIRST).map_err(ReadError::from_io)
+            process::read_environ_from(&mut file, ENVIRON_FIRST).map_err(ReadError::from_io)
         });
         match read {
             Ok(bytes) if !bytes.is_empty() => Ok(bytes),
@@ -122,7 +152,7 @@ impl Pinned {
                     Some(thread) => {
                         self.file(&format!("task/{}/environ", thread.pid))
                             .and_then(|mut file| {
-                                process::read_whole_from(&mut file, ENVIRON_FIRST)
+                                process::read_environ_from(&mut file, ENVIRON_FIRST)
                                     .map_err(ReadError::from_io)
                             })
                     }
@@ -167,15 +197,27 @@ impl ProcessTable for ProcTable {
                 }
             }
         };
-        let first = pinned.info();
+        // Opened once, read twice: the second read, from its start, is the record as it is
+        // then ([`process::reread_stat_from`]).
+        let read_stat = |file: &std::fs::File| {
+            process::reread_stat_from(file)
+                .map(info_from)
+                .map_err(ReadError::from_io)
+        };
+        let (first, stat) = match pinned.file("stat") {
+            Ok(file) => (read_stat(&file), Some(file)),
+            Err(e) => (Err(e), None),
+        };
         let (mut environ, mut uid, mut second) = (None, None, None);
-        if matches!(&first, Ok(info) if wanted(info)) {
-            let read = pinned.environ(pid);
-            if matches!(read, Err(ReadError::Unreadable(_))) {
-                uid = Some(pinned.uid());
+        if let (Ok(info), Some(file)) = (&first, &stat) {
+            if wanted(info) {
+                let read = pinned.environ(pid);
+                if matches!(read, Err(ReadError::Unreadable(_))) {
+                    uid = Some(pinned.uid());
+                }
+                environ = Some(read);
+                second = Some(read_stat(file));
             }
-            environ = Some(read);
-            second = Some(pinned.info());
         }
         ProcessReads {
             first,
@@ -188,6 +230,10 @@ impl ProcessTable for ProcTable {
 
     fn uid(&self, pid: u32) -> Result<u32, ReadError> {
         Pinned::open(pid)?.uid()
+    }
+
+    fn pid_cursor(&self) -> Option<PidCursor> {
+        read_cursor()
     }
 
     fn link(&self, pid: u32) -> Result<Link, ReadError> {
@@ -286,6 +332,66 @@ mod tests {
         assert_eq!(parse_uid(status), Some(1000));
         assert_eq!(parse_uid("Name:\tx\n"), None);
         assert_eq!(parse_uid("Uid:\tnope\n"), None);
+    }
+
+    #[test]
+    fn the_pid_cursor_is_read_from_loadavg_stat_and_pid_max() {
+        let stat = "cpu  1 2 3\nintr 5 0 0\nctxt 99\nbtime 1\nprocesses 4321\nprocs_running 1\n";
+        assert_eq!(
+            parse_cursor("0.09 0.78 1.16 1/115 4220\n", stat, "32768\n"),
+            Some(PidCursor {
+                last_pid: 4220,
+                forks: 4321,
+                tasks: 115,
+                pid_max: 32768
+            })
+        );
+        assert_eq!(parse_cursor("0.09 0.78 1.16 1/115\n", stat, "32768"), None);
+        assert_eq!(
+            parse_cursor("0.09 0.78 1.16 1/115 4220", "cpu 1\n", "32768"),
+            None
+        );
+        // This machine's: a fork moves it on.
+        let before = read_cursor().unwrap();
+        std::process::Command::new("true").status().unwrap();
+        let after = read_cursor().unwrap();
+        assert!(after.forks > before.forks, "{before:?} {after:?}");
+    }
+
+    #[test]
+    fn a_stat_file_read_again_from_its_start_is_the_process_as_it_is_then() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut stat = std::fs::File::open(format!("/proc/{pid}/stat")).unwrap();
+        let first = process::read_stat_from(&mut stat).unwrap();
+        assert!(!first.is_zombie());
+        assert_eq!(process::reread_stat_from(&stat).unwrap(), first);
+        // Ended, not reaped: the same file reads it as a zombie now.
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+            Signal::SIGKILL,
+        )
+        .unwrap();
+        let mut zombie = false;
+        for _ in 0..500 {
+            zombie = process::reread_stat_from(&stat).unwrap().is_zombie();
+            if zombie {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(zombie);
+        assert_eq!(
+            process::reread_stat_from(&stat).unwrap().identity(),
+            first.identity()
+        );
+        // Reaped: gone, whoever holds the pid later.
+        child.wait().unwrap();
+        let gone = process::reread_stat_from(&stat).unwrap_err();
+        assert!(matches!(ReadError::from_io(gone), ReadError::Gone));
     }
 
     #[test]

@@ -31,6 +31,18 @@ pub(super) struct Rules<'a> {
 }
 
 impl Rules<'_> {
+    /// The earliest start this sweep's scans need read as they are now: its workload's, or
+    /// its lineage root's when that is earlier. A process that started before it is passed
+    /// over by the scan and ends a walk up the parent links as unrelated ([`ancestry`]), on
+    /// its identity alone. `None` (no workload start): every process is looked at.
+    pub fn horizon(&self) -> Option<u64> {
+        let since = self.since?;
+        Some(
+            self.lineage
+                .map_or(since, |root| since.min(root.start_ticks)),
+        )
+    }
+
     fn is_protected(&self, identity: ProcessIdentity) -> bool {
         identity.pid <= 1 || identity.pid == self.own_pid || self.protected.contains(&identity)
     }
@@ -273,6 +285,15 @@ fn ancestry<P: Parents + ?Sized>(
             // Another user's process that hides even its stat: the chain cannot be followed.
             Err(ReadError::Unreadable(_)) => return Ancestry::Unrelated,
         };
+        // A parent older than the root is neither the root nor one of its descendants, so
+        // the child is not one now, whatever this parent's state: what the run forks has
+        // the root or a descendant of it for its parent, and what the run orphans goes to
+        // the root (a subreaper) or to a descendant of it, never to an older process. The
+        // walk ends here without reading further up: a reading based on an earlier one
+        // (`super::snapshot`) knows of such a process only that it is still the same one.
+        if link.identity.start_ticks < root.start_ticks {
+            return Ancestry::Unrelated;
+        }
         // A parent that has ended (a zombie) has already handed its children on.
         if link.ended || link.identity.start_ticks > child_start {
             return Ancestry::Moving;

@@ -46,7 +46,7 @@ fn judge(
     let rules = rules(marker, since);
     scan::scan(
         table,
-        &mut snapshot.readings(table),
+        &mut snapshot.readings(table, (since, since)),
         &rules,
         &HashSet::new(),
     )
@@ -71,7 +71,14 @@ fn a_snapshot_with_a_later_start_leaves_the_older_processes_to_the_scan_that_nee
     table.insert(200, FakeProcess::marked(5200, UID, task));
     table.insert(300, FakeProcess::marked(5600, UID, task));
     table.insert(400, FakeProcess::new(5700, UID).unreadable());
-    let snapshot = Snapshot::take(&table, "scope", Some(5500), monotonic_ns().unwrap()).unwrap();
+    let snapshot = Snapshot::take(
+        &table,
+        "scope",
+        Some(5500),
+        (None, None),
+        monotonic_ns().unwrap(),
+    )
+    .unwrap();
     let marker = Marker::for_task(task);
     let found = judge(&snapshot, &table, &marker, Some(5000));
     let targets: Vec<u32> = found.targets.iter().map(|t| t.identity.pid).collect();
@@ -99,8 +106,14 @@ fn a_process_the_consumer_reads_itself_is_read_through_one_handle() {
         }
         // Older than the taker's start (5500), so the consumer (5000) reads it itself.
         table.insert(200, FakeProcess::new(5200, UID));
-        let snapshot =
-            Snapshot::take(&table, "scope", Some(5500), monotonic_ns().unwrap()).unwrap();
+        let snapshot = Snapshot::take(
+            &table,
+            "scope",
+            Some(5500),
+            (None, None),
+            monotonic_ns().unwrap(),
+        )
+        .unwrap();
         // Reaped after the consumer read its environment, and its pid is a marked process's.
         table.on(
             FakeTrigger::EnvironRead(200),
@@ -119,7 +132,14 @@ fn a_process_the_consumer_reads_itself_is_read_through_one_handle() {
     // Ended before the consumer could read it at all: nothing of it was misread.
     let table = FakeTable::new(OWN_PID, UID);
     table.insert(200, FakeProcess::marked(5200, UID, task));
-    let snapshot = Snapshot::take(&table, "scope", Some(5500), monotonic_ns().unwrap()).unwrap();
+    let snapshot = Snapshot::take(
+        &table,
+        "scope",
+        Some(5500),
+        (None, None),
+        monotonic_ns().unwrap(),
+    )
+    .unwrap();
     table.remove(200);
     let found = judge(&snapshot, &table, &marker, Some(5000));
     assert!(found.targets.is_empty() && found.settled);
@@ -130,7 +150,14 @@ fn a_snapshot_serves_only_scans_asked_for_before_it_began_in_its_scope_and_user(
     let table = FakeTable::new(OWN_PID, UID);
     table.insert(200, FakeProcess::new(6000, UID));
     let asked = monotonic_ns().unwrap();
-    let snapshot = Snapshot::take(&table, "boot/ns", Some(5000), monotonic_ns().unwrap()).unwrap();
+    let snapshot = Snapshot::take(
+        &table,
+        "boot/ns",
+        Some(5000),
+        (None, None),
+        monotonic_ns().unwrap(),
+    )
+    .unwrap();
     assert!(snapshot.serves("boot/ns", UID, Some(5000), asked));
     assert!(
         snapshot.serves("boot/ns", UID, None, asked),
@@ -150,7 +177,14 @@ fn a_process_with_more_markers_than_kept_keeps_the_snapshot_from_scans_that_read
     let table = FakeTable::new(OWN_PID, UID);
     table.insert(200, FakeProcess::new(6000, UID).with_environ(&environ));
     let asked = monotonic_ns().unwrap();
-    let snapshot = Snapshot::take(&table, "s", Some(5000), monotonic_ns().unwrap()).unwrap();
+    let snapshot = Snapshot::take(
+        &table,
+        "s",
+        Some(5000),
+        (None, None),
+        monotonic_ns().unwrap(),
+    )
+    .unwrap();
     assert!(!snapshot.serves("s", UID, Some(5000), asked));
     assert!(
         snapshot.serves("s", UID, Some(7000), asked),
@@ -163,7 +197,14 @@ fn a_process_with_more_markers_than_kept_keeps_the_snapshot_from_scans_that_read
         200,
         FakeProcess::new(6000, UID).with_environ(junk.as_bytes()),
     );
-    let snapshot = Snapshot::take(&table, "s", Some(5000), monotonic_ns().unwrap()).unwrap();
+    let snapshot = Snapshot::take(
+        &table,
+        "s",
+        Some(5000),
+        (None, None),
+        monotonic_ns().unwrap(),
+    )
+    .unwrap();
     assert!(snapshot.serves("s", UID, Some(5000), asked));
 }
 
@@ -175,11 +216,11 @@ fn a_published_snapshot_is_used_by_a_scan_asked_before_it_began_and_not_after() 
     let asked = monotonic_ns().unwrap();
     let patience = Duration::from_secs(1);
     let first = exchange
-        .snapshot_after(&table, Some(5000), asked, patience)
+        .snapshot_after(&table, (Some(5000), Some(5000)), asked, patience)
         .unwrap();
     assert!(first.taken);
     let again = exchange
-        .snapshot_after(&table, Some(5000), asked, patience)
+        .snapshot_after(&table, (Some(5000), Some(5000)), asked, patience)
         .unwrap();
     assert!(
         !again.taken,
@@ -187,7 +228,12 @@ fn a_published_snapshot_is_used_by_a_scan_asked_before_it_began_and_not_after() 
     );
     assert_eq!(again.snapshot, first.snapshot);
     let later = exchange
-        .snapshot_after(&table, Some(5000), monotonic_ns().unwrap(), patience)
+        .snapshot_after(
+            &table,
+            (Some(5000), Some(5000)),
+            monotonic_ns().unwrap(),
+            patience,
+        )
         .unwrap();
     assert!(later.taken, "a scan asked for after it needs a new reading");
 }
@@ -200,7 +246,12 @@ fn a_damaged_or_planted_snapshot_is_read_again_from_the_table() {
     std::fs::write(&latest, b"{\"version\": 1, \"processes\": [").unwrap();
     let asked = monotonic_ns().unwrap();
     let had = exchange
-        .snapshot_after(&table, Some(5000), asked, Duration::from_secs(1))
+        .snapshot_after(
+            &table,
+            (Some(5000), Some(5000)),
+            asked,
+            Duration::from_secs(1),
+        )
         .unwrap();
     assert!(had.taken);
     // A link in its place is not followed.
@@ -208,7 +259,12 @@ fn a_damaged_or_planted_snapshot_is_read_again_from_the_table() {
     std::fs::rename(&latest, &elsewhere).unwrap();
     std::os::unix::fs::symlink(&elsewhere, &latest).unwrap();
     let had = exchange
-        .snapshot_after(&table, Some(5000), asked, Duration::from_secs(1))
+        .snapshot_after(
+            &table,
+            (Some(5000), Some(5000)),
+            asked,
+            Duration::from_secs(1),
+        )
         .unwrap();
     assert!(had.taken, "the snapshot behind a link was not used");
 }
@@ -220,8 +276,12 @@ fn a_held_exchange_leaves_the_sweep_to_go_on_alone_and_say_so() {
     let task = TaskId::new();
     let table = FakeTable::new(OWN_PID, UID);
     table.insert(200, FakeProcess::marked(6000, UID, task));
-    let refused =
-        exchange.snapshot_after(&table, Some(5000), monotonic_ns().unwrap(), Duration::ZERO);
+    let refused = exchange.snapshot_after(
+        &table,
+        (Some(5000), Some(5000)),
+        monotonic_ns().unwrap(),
+        Duration::ZERO,
+    );
     assert!(
         matches!(&refused, Err(exchange::Unshared::Exchange(e)) if e.kind() == std::io::ErrorKind::TimedOut),
         "{refused:?}"
@@ -270,14 +330,21 @@ fn a_waiting_scan_is_served_by_a_reading_published_while_another_worker_holds_th
     let _held = hold_the_lock(dir.path());
     let asked = monotonic_ns().unwrap();
     std::thread::scope(|threads| {
-        let waiter = threads
-            .spawn(|| exchange.snapshot_after(&table, Some(5000), asked, Duration::from_secs(5)));
+        let waiter = threads.spawn(|| {
+            exchange.snapshot_after(
+                &table,
+                (Some(5000), Some(5000)),
+                asked,
+                Duration::from_secs(5),
+            )
+        });
         // Another worker reads the table and publishes, and is slow to let the lock go.
         std::thread::sleep(Duration::from_millis(50));
         let published = Snapshot::take(
             &table,
             exchange.scope(),
             Some(5000),
+            (None, None),
             monotonic_ns().unwrap(),
         )
         .unwrap();
@@ -293,7 +360,7 @@ fn asked_now(exchange: &Exchange, table: &FakeTable) -> exchange::Had {
     exchange
         .snapshot_after(
             table,
-            Some(5000),
+            (Some(5000), Some(5000)),
             monotonic_ns().unwrap(),
             Duration::from_secs(1),
         )
@@ -307,7 +374,14 @@ fn forged_latest(exchange: &Exchange, table: &FakeTable, hidden: u32, mac: &str)
     let copy = table.duplicate();
     copy.remove(hidden);
     copy.insert(hidden, FakeProcess::new(6000, UID));
-    let mut snapshot = Snapshot::take(&copy, exchange.scope(), Some(5000), u64::MAX - 1).unwrap();
+    let mut snapshot = Snapshot::take(
+        &copy,
+        exchange.scope(),
+        Some(5000),
+        (None, None),
+        u64::MAX - 1,
+    )
+    .unwrap();
     snapshot.began_ns = u64::MAX - 1;
     let mut bytes = format!("{} {mac}\n", u64::MAX - 1).into_bytes();
     bytes.extend(snapshot.encode().unwrap());
@@ -338,19 +412,36 @@ fn a_snapshot_without_the_daemons_mac_is_not_used_and_the_hidden_process_is_foun
     }
     // A genuine snapshot whose body was cut or changed after signing is refused too.
     let asked = monotonic_ns().unwrap();
-    let genuine = Snapshot::take(&table, exchange.scope(), Some(5000), asked + 1).unwrap();
+    let genuine = Snapshot::take(
+        &table,
+        exchange.scope(),
+        Some(5000),
+        (None, None),
+        asked + 1,
+    )
+    .unwrap();
     exchange.publish(&genuine).unwrap();
     let signed = std::fs::read(&latest).unwrap();
     assert!(
         !exchange
-            .snapshot_after(&table, Some(5000), asked, Duration::from_secs(1))
+            .snapshot_after(
+                &table,
+                (Some(5000), Some(5000)),
+                asked,
+                Duration::from_secs(1)
+            )
             .unwrap()
             .taken
     );
     std::fs::write(&latest, &signed[..signed.len() - 10]).unwrap();
     assert!(
         exchange
-            .snapshot_after(&table, Some(5000), asked, Duration::from_secs(1))
+            .snapshot_after(
+                &table,
+                (Some(5000), Some(5000)),
+                asked,
+                Duration::from_secs(1)
+            )
             .unwrap()
             .taken
     );
@@ -373,10 +464,247 @@ fn a_fifo_planted_where_the_exchange_writes_or_locks_holds_nothing_up() {
         .is_file());
     std::fs::remove_file(sweep_dir.join("lock")).unwrap();
     nix::unistd::mkfifo(&sweep_dir.join("lock"), nix::sys::stat::Mode::S_IRWXU).unwrap();
-    let refused =
-        exchange.snapshot_after(&table, Some(5000), monotonic_ns().unwrap(), Duration::ZERO);
+    let refused = exchange.snapshot_after(
+        &table,
+        (Some(5000), Some(5000)),
+        monotonic_ns().unwrap(),
+        Duration::ZERO,
+    );
     assert!(
         matches!(&refused, Err(exchange::Unshared::Exchange(_))),
         "{refused:?}"
     );
+}
+
+/// A sweeper whose worker (the lineage root) started at 4000 and its workload at 5000.
+const ROOT: ProcessIdentity = ProcessIdentity {
+    pid: OWN_PID,
+    start_ticks: 4000,
+};
+
+fn lineage_rules(marker: &Marker) -> Rules<'_> {
+    Rules {
+        lineage: Some(ROOT),
+        ..rules(marker, Some(5000))
+    }
+}
+
+/// The table a burst of sweeps reads: processes older than every sweeper (the machine's,
+/// another run's long job), and the young ones of this run and others.
+fn burst_table(task: TaskId) -> FakeTable {
+    let table = FakeTable::new(OWN_PID, UID);
+    table.insert(OWN_PID, FakeProcess::new(ROOT.start_ticks, UID));
+    for pid in 200..210 {
+        table.insert(pid, FakeProcess::new(1000 + u64::from(pid), UID));
+    }
+    // An old zombie, and another user's old process.
+    table.insert(210, FakeProcess::new(1500, UID).zombie());
+    table.insert(211, FakeProcess::new(1600, UID + 1).unreadable());
+    // The run's: marked, and a child of the root that cleared its environment.
+    table.insert(300, FakeProcess::marked(6000, UID, task));
+    table.insert(301, FakeProcess::new(6100, UID).child_of(OWN_PID));
+    // Another run's, below an old process, and an orphan of an old zombie.
+    table.insert(
+        302,
+        FakeProcess::marked(6200, UID, TaskId::new()).child_of(205),
+    );
+    table.insert(303, FakeProcess::new(6300, UID).child_of(210));
+    table
+}
+
+fn scan_with(table: &FakeTable, readings: &mut impl scan::Readings, marker: &Marker) -> scan::Scan {
+    scan::scan(table, readings, &lineage_rules(marker), &HashSet::new()).unwrap()
+}
+
+#[test]
+fn a_reading_based_on_the_last_takes_its_old_processes_over_unread_and_decides_the_same() {
+    let task = TaskId::new();
+    let marker = Marker::for_task(task);
+    let table = burst_table(task);
+    let horizon = lineage_rules(&marker).horizon();
+    assert_eq!(horizon, Some(4000), "the root started before the workload");
+    let base = Snapshot::take(&table, "s", Some(5000), (horizon, None), 1).unwrap();
+    assert_eq!(base.floor, None, "nothing to take over without a base");
+    // Since then: a fork of the run, and one of the old processes re-parented.
+    table.insert(304, FakeProcess::marked(6400, UID, task).child_of(301));
+    table.on(
+        FakeTrigger::Listing(2),
+        vec![FakeEvent::Reparent {
+            pid: 203,
+            ppid: 207,
+        }],
+    );
+    let next = Snapshot::take(&table, "s", Some(5000), (horizon, Some(&base)), 2).unwrap();
+    assert_eq!(next.floor, Some(4000));
+    for old in 200..212 {
+        assert_eq!(table.reads_of(old), 1, "{old} was read once, by the base");
+    }
+    for young in [OWN_PID, 300, 301, 302, 303] {
+        assert_eq!(table.reads_of(young), 2, "{young} is read by every reading");
+    }
+    assert_eq!(table.reads_of(304), 1);
+    let shared = scan_with(
+        &table,
+        &mut next.readings(&table, (Some(5000), horizon)),
+        &marker,
+    );
+    assert_eq!(table.reads_of(205), 1, "nor read by the scan");
+    let live = scan_with(&table, &mut scan::Live::new(&table, Some(5000)), &marker);
+    assert_eq!(shared, live);
+    let mut targets: Vec<(u32, Claim)> = live
+        .targets
+        .iter()
+        .map(|t| (t.identity.pid, t.claim))
+        .collect();
+    targets.sort_by_key(|t| t.0);
+    assert_eq!(
+        targets,
+        vec![
+            (300, Claim::Marked),
+            (301, Claim::Descendant),
+            (304, Claim::Marked)
+        ]
+    );
+    assert!(
+        live.settled,
+        "the orphan of the old zombie is not the run's: {live:?}"
+    );
+}
+
+#[test]
+fn a_sweeper_older_than_the_floor_reads_what_was_taken_over_inside_its_horizon_itself() {
+    let task = TaskId::new();
+    // Another run's sweeper: the marked 300 and 304 are not its.
+    let marker = Marker::for_task(TaskId::new());
+    let table = burst_table(task);
+    // An older sweeper's worker (its root, started at 3000, before the taker's horizon of
+    // 4000), its child 219 and grandchild 220, and 220's child 221, born during its run.
+    let older = ProcessIdentity {
+        pid: 110,
+        start_ticks: 3000,
+    };
+    table.insert(110, FakeProcess::new(3000, UID));
+    table.insert(219, FakeProcess::new(3400, UID).child_of(110));
+    table.insert(220, FakeProcess::new(3500, UID).child_of(219));
+    table.insert(221, FakeProcess::new(6600, UID).child_of(220));
+    let base = Snapshot::take(&table, "s", Some(5000), (Some(4000), None), 1).unwrap();
+    // Then 219 ends, and 220 goes to the root, a subreaper: the base's link is out of date.
+    table.on(
+        FakeTrigger::Listing(2),
+        vec![
+            FakeEvent::Exit(219),
+            FakeEvent::Reparent {
+                pid: 220,
+                ppid: 110,
+            },
+        ],
+    );
+    let next = Snapshot::take(&table, "s", Some(5000), (Some(4000), Some(&base)), 2).unwrap();
+    assert_eq!((next.floor, table.reads_of(220)), (Some(4000), 1));
+    let rules = Rules {
+        lineage: Some(older),
+        ..rules(&marker, Some(3100))
+    };
+    let shared = scan::scan(
+        &table,
+        &mut next.readings(&table, (rules.since, rules.horizon())),
+        &rules,
+        &HashSet::new(),
+    )
+    .unwrap();
+    assert_eq!(
+        table.reads_of(205),
+        1,
+        "older than its horizon too: not read"
+    );
+    let live = scan::scan(
+        &table,
+        &mut scan::Live::new(&table, rules.since),
+        &rules,
+        &HashSet::new(),
+    )
+    .unwrap();
+    assert_eq!(shared, live);
+    let found: Vec<u32> = shared.targets.iter().map(|t| t.identity.pid).collect();
+    assert_eq!(found, vec![220, 221], "both by ancestry, as they are now");
+    assert!(shared.settled);
+}
+
+#[test]
+fn an_old_processs_pid_handed_out_again_is_read_again_and_the_newcomer_found() {
+    let task = TaskId::new();
+    let marker = Marker::for_task(task);
+    let table = burst_table(task);
+    let base = Snapshot::take(&table, "s", Some(5000), (Some(4000), None), 1).unwrap();
+    // The old 202 ends and a process of the run gets its pid, below the cursor: the
+    // allocator went round.
+    table.remove(202);
+    table.insert(202, FakeProcess::marked(6500, UID, task));
+    let next = Snapshot::take(&table, "s", Some(5000), (Some(4000), Some(&base)), 2).unwrap();
+    assert_eq!(
+        table.reads_of(202),
+        2,
+        "202's pid was handed out since the base"
+    );
+    assert_eq!(
+        table.reads_of(205),
+        1,
+        "above 202, below the base's cursor: not since"
+    );
+    assert_eq!(
+        table.reads_of(200),
+        2,
+        "at or below the new cursor: maybe handed out"
+    );
+    let found = scan_with(
+        &table,
+        &mut next.readings(&table, (Some(5000), Some(4000))),
+        &marker,
+    );
+    assert!(found.targets.iter().any(|t| t.identity
+        == ProcessIdentity {
+            pid: 202,
+            start_ticks: 6500
+        }));
+    assert_eq!(
+        found,
+        scan_with(&table, &mut scan::Live::new(&table, Some(5000)), &marker)
+    );
+}
+
+#[test]
+fn a_base_that_proves_nothing_leaves_every_process_to_be_read_again() {
+    let task = TaskId::new();
+    let table = burst_table(task);
+    let base = Snapshot::take(&table, "s", Some(5000), (Some(4000), None), 1).unwrap();
+    // Enough tasks created and reaped since to have gone round every pid.
+    table.fork_and_reap(16_300);
+    let next = Snapshot::take(&table, "s", Some(5000), (Some(4000), Some(&base)), 2).unwrap();
+    assert_eq!(next.floor, None);
+    assert_eq!(table.reads_of(205), 2);
+    // Another scope's or another user's base is no base.
+    let other = Snapshot::take(&table, "other", Some(5000), (Some(4000), Some(&next)), 3).unwrap();
+    assert_eq!((other.floor, table.reads_of(205)), (None, 3));
+    // Without a floor (a sweeper that looks at every process) nothing is taken over.
+    let all = Snapshot::take(&table, "s", None, (None, Some(&next)), 4).unwrap();
+    assert_eq!((all.floor, table.reads_of(205)), (None, 4));
+}
+
+#[test]
+fn a_walk_that_reaches_a_process_older_than_the_root_ends_there_as_unrelated() {
+    let task = TaskId::new();
+    let marker = Marker::for_task(task);
+    let table = FakeTable::new(OWN_PID, UID);
+    table.insert(OWN_PID, FakeProcess::new(ROOT.start_ticks, UID));
+    // A zombie older than the root: its orphan is not the run's, whoever adopts it.
+    table.insert(150, FakeProcess::new(1000, UID).zombie());
+    table.insert(400, FakeProcess::new(6000, UID).child_of(150));
+    let found = scan_with(&table, &mut scan::Live::new(&table, Some(5000)), &marker);
+    assert!(found.targets.is_empty());
+    assert!(found.settled, "no longer a parent on the move: {found:?}");
+    // A zombie younger than the root still is one: its orphan may be the root's.
+    table.insert(151, FakeProcess::new(4500, UID).zombie());
+    table.insert(401, FakeProcess::new(6000, UID).child_of(151));
+    let found = scan_with(&table, &mut scan::Live::new(&table, Some(5000)), &marker);
+    assert!(!found.settled);
 }

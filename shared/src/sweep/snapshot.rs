@@ -8,12 +8,22 @@
 //! the worker asked for a scan, so that it lists every process the worker's own scan would
 //! have listed. Environments are read of processes started at or after the taker's workload;
 //! a worker whose workload started earlier reads the few in between itself.
+//!
+//! A reading need not read again what no scan it serves decides anything by. A process that
+//! started before every served sweeper's horizon (the earlier of its workload's start and its
+//! lineage root's) is passed over by each of their scans, and ends each of their walks up the
+//! parent links as unrelated, on its identity alone. So a reading based on the last published
+//! one takes such a process's entry over from it, unread, when the pid cannot have been handed
+//! out since ([`PidCursor::allocated_since`]): it is the same process, and only its identity
+//! is relied on. Such a reading records its `floor`; a sweeper whose horizon is earlier
+//! reads the few processes taken over between the two itself, as they are now.
 
 use super::scan::{Parents, Readings};
 use super::table::{
-    ended_while_read, environ_wanted, Link, Marker, ProcessInfo, ProcessTable, ReadError,
+    ended_while_read, environ_wanted, Link, Marker, PidCursor, ProcessInfo, ProcessTable, ReadError,
 };
 use crate::ids::TaskId;
+use crate::rundir::ProcessIdentity;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io;
@@ -23,9 +33,10 @@ use std::io;
 /// scan it would decide (they scan on their own).
 const MOST_MARKERS: usize = 8;
 
-/// The snapshot's version: a reader of another version scans on its own. Version 3 is the
-/// first in `postcard`'s encoding, where every field is written, in order.
-const VERSION: u32 = 3;
+/// The snapshot's version: a reader of another version scans on its own. Version 3 was the
+/// first in `postcard`'s encoding, where every field is written, in order; version 4 adds the
+/// pid cursor and the floor.
+const VERSION: u32 = 4;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
@@ -40,6 +51,13 @@ pub struct Snapshot {
     /// `CLOCK_MONOTONIC` nanoseconds when the listing began and when the last read ended.
     pub(super) began_ns: u64,
     pub(super) ended_ns: u64,
+    /// The pid cursor, read before the listing: what a later reading based on this one
+    /// bounds the pids handed out since by.
+    cursor: Option<PidCursor>,
+    /// Of a process that started before these ticks, only the identity is as read now: its
+    /// entry may be an earlier reading's, taken over unread (`None`: every entry was read
+    /// by this reading).
+    pub(super) floor: Option<u64>,
     processes: Vec<Observed>,
 }
 
@@ -185,16 +203,33 @@ pub(super) fn monotonic_ns() -> io::Result<u64> {
 impl Snapshot {
     /// Reads `table` as a scan would, for every process (the taker's own included: it is
     /// another worker to the others), reading environments of processes started at or after
-    /// `since`. `began_ns` is now, read before the listing.
+    /// `since`. `began_ns` is now, read before the listing. Given a `base` (the last
+    /// published reading) and a `floor` (at most the taker's own horizon), a process that
+    /// started before `floor` and still holds the pid `base` found it under is taken over
+    /// from `base` unread ([`Snapshot::still_the_same`]).
     pub(super) fn take<T: ProcessTable>(
         table: &T,
         scope: &str,
         since: Option<u64>,
+        (floor, base): (Option<u64>, Option<&Snapshot>),
         began_ns: u64,
     ) -> io::Result<Snapshot> {
-        let mut processes = Vec::new();
-        for pid in table.pids()? {
+        let cursor = table.pid_cursor();
+        let pids = table.pids()?;
+        let mut carried = match (floor, base) {
+            (Some(floor), Some(base)) if base.scope == scope && base.uid == table.own_uid() => {
+                base.still_the_same(table, floor)
+            }
+            _ => HashMap::new(),
+        };
+        let floor = floor.filter(|_| !carried.is_empty());
+        let mut processes = Vec::with_capacity(pids.len());
+        for pid in pids {
             if pid <= 1 {
+                continue;
+            }
+            if let Some(observed) = carried.remove(&pid) {
+                processes.push(observed);
                 continue;
             }
             let reads = table.read_process(pid, &|info| environ_wanted(since, info));
@@ -223,8 +258,44 @@ impl Snapshot {
             began_ns,
             // Never earlier than it began: a clock that cannot be read now ends it there.
             ended_ns: monotonic_ns().unwrap_or(began_ns),
+            cursor,
+            floor,
             processes,
         })
+    }
+
+    /// The entries of this reading that a reading listing the table now can take over
+    /// unread, by pid: each of a process that started before `floor` and whose pid cannot
+    /// have been handed out since this reading's cursor, as `table`'s cursor reads now
+    /// (after the new listing, so that whatever it listed was created before). Only the
+    /// identity is kept: whatever else it said of the process may have changed.
+    fn still_the_same<T: ProcessTable>(&self, table: &T, floor: u64) -> HashMap<u32, Observed> {
+        let (Some(then), Some(now)) = (self.cursor, table.pid_cursor()) else {
+            return HashMap::new();
+        };
+        let allocated = then.allocated_since(&now);
+        self.processes
+            .iter()
+            .filter_map(|p| match p.first {
+                Read::Ok(info)
+                    if info.identity.start_ticks < floor && !allocated.may_be_new(p.pid) =>
+                {
+                    Some((
+                        p.pid,
+                        Observed {
+                            pid: p.pid,
+                            first: Read::Ok(info),
+                            environ: None,
+                            uid: None,
+                            second: None,
+                            chain: Vec::new(),
+                            pinned: p.pinned,
+                        },
+                    ))
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     /// The snapshot as the exchange stores it, after its signed first line. `postcard`: a
@@ -247,10 +318,11 @@ impl Snapshot {
     }
 
     /// Whether this snapshot can stand for a scan by a sweeper of `uid` in `scope`, looking
-    /// at processes started at or after `since`, that it asked for at `asked_ns`. A
-    /// snapshot that left out the environments of processes the sweeper looks at (its
-    /// `since` is later) still serves: those few are read by the sweeper itself
-    /// ([`SnapshotReadings`]).
+    /// at processes started at or after `since`, with `horizon` ([`super::scan::Rules::horizon`]),
+    /// that it asked for at `asked_ns`. A snapshot that left out the environments of
+    /// processes the sweeper looks at (its `since` is later) still serves: those few are read
+    /// by the sweeper itself ([`SnapshotReadings`]), as are those taken over from an earlier
+    /// reading that started at or after its `horizon` (its floor is later).
     pub(super) fn serves(&self, scope: &str, uid: u32, since: Option<u64>, asked_ns: u64) -> bool {
         self.version == VERSION
             && self.scope == scope
@@ -265,11 +337,18 @@ impl Snapshot {
             })
     }
 
-    /// The reads, for one scan; `table` reads what the snapshot left out.
-    pub(super) fn readings<'s, T: ProcessTable>(&'s self, table: &'s T) -> SnapshotReadings<'s, T> {
+    /// The reads, for one scan with `horizon` ([`super::scan::Rules::horizon`]) that looks at
+    /// processes started at or after `since`; `table` reads what the snapshot left out.
+    pub(super) fn readings<'s, T: ProcessTable>(
+        &'s self,
+        table: &'s T,
+        (since, horizon): (Option<u64>, Option<u64>),
+    ) -> SnapshotReadings<'s, T> {
         SnapshotReadings {
             snapshot: self,
             table,
+            since,
+            horizon,
             by_pid: self
                 .processes
                 .iter()
@@ -284,10 +363,15 @@ impl Snapshot {
 /// A snapshot answering a scan's reads. A process it listed but whose environment it did not
 /// read (it started before the snapshot's `since`, yet the sweeper looks at it) is read here,
 /// now: its environment, its identity again and its owner, as a live scan reads them. The
-/// listing and the first identity stay the snapshot's.
+/// listing and the first identity stay the snapshot's. A process it took over from an earlier
+/// reading (before its floor) that started at or after the sweeper's horizon is read here
+/// whole, its first identity and its parent link included: of it the snapshot vouches only
+/// that the pid still named it when the listing was made.
 pub(super) struct SnapshotReadings<'s, T> {
     snapshot: &'s Snapshot,
     table: &'s T,
+    since: Option<u64>,
+    horizon: Option<u64>,
     by_pid: HashMap<u32, usize>,
     /// What was read here, now, of a process the snapshot listed but did not read whole.
     read_here: HashMap<u32, ReadHere>,
@@ -300,6 +384,18 @@ impl<T> SnapshotReadings<'_, T> {
         self.by_pid
             .get(&pid)
             .map(|at| &self.snapshot.processes[*at])
+    }
+
+    /// The identity the snapshot lists under `pid`, if what it says of the process past
+    /// that is as old as the reading it was taken over from, and this scan decides by it.
+    fn taken_over(&self, observed: &Observed) -> Option<ProcessIdentity> {
+        let Read::Ok(info) = &observed.first else {
+            return None;
+        };
+        let start = info.identity.start_ticks;
+        (self.snapshot.floor.is_some_and(|floor| start < floor)
+            && self.horizon.is_none_or(|horizon| start >= horizon))
+        .then_some(info.identity)
     }
 
     /// One recorded read of `pid`; a read the snapshot did not make is of a process gone.
@@ -317,6 +413,9 @@ impl<T> SnapshotReadings<'_, T> {
 /// What a consumer read itself, through [`ProcessTable::read_process`], of a process the
 /// snapshot listed without reading its environment.
 struct ReadHere {
+    /// Of a process taken over from an earlier reading: its environment, read here with its
+    /// first identity, until the scan asks for it.
+    environ: Option<Result<Vec<u8>, ReadError>>,
     second: Result<ProcessInfo, ReadError>,
     /// Read only when the environment was refused.
     uid: Option<Result<u32, ReadError>>,
@@ -335,13 +434,18 @@ impl Parents for Chain<'_> {
     }
 }
 
-impl<T> Parents for SnapshotReadings<'_, T> {
+impl<T: ProcessTable> Parents for SnapshotReadings<'_, T> {
     fn link(&mut self, pid: u32) -> Result<Link, ReadError> {
-        let info = self
-            .observed(pid)
-            .ok_or(ReadError::Gone)?
-            .first
-            .to_result()?;
+        let observed = self.observed(pid).ok_or(ReadError::Gone)?;
+        if let Some(listed) = self.taken_over(observed) {
+            // As it is now, if the pid still names the process listed.
+            return match self.table.link(pid) {
+                Ok(link) if link.identity == listed => Ok(link),
+                Ok(_) => Err(ReadError::Gone),
+                Err(e) => Err(e),
+            };
+        }
+        let info = observed.first.to_result()?;
         Ok(Link {
             identity: info.identity,
             ppid: info.ppid,
@@ -356,10 +460,42 @@ impl<T: ProcessTable> Readings for SnapshotReadings<'_, T> {
     }
 
     fn first(&mut self, pid: u32) -> Result<ProcessInfo, ReadError> {
-        self.observed(pid).ok_or(ReadError::Gone)?.first.to_result()
+        let observed = self.observed(pid).ok_or(ReadError::Gone)?;
+        let Some(listed) = self.taken_over(observed) else {
+            return observed.first.to_result();
+        };
+        let since = self.since;
+        let mut reads = self.table.read_process(pid, &|now| {
+            now.identity == listed && environ_wanted(since, now)
+        });
+        match reads.first {
+            Ok(now) if now.identity == listed => {
+                self.read_here.insert(
+                    pid,
+                    ReadHere {
+                        environ: reads.environ.take(),
+                        second: reads.second.take().unwrap_or(Err(ReadError::Gone)),
+                        uid: reads.uid.take(),
+                        pinned: reads.pinned,
+                    },
+                );
+                Ok(now)
+            }
+            // The listed process ended since the listing: nothing of it is misread (whoever
+            // holds its pid now is listed by the next scan).
+            Ok(_) | Err(ReadError::Gone) => Err(ReadError::Gone),
+            Err(e) => Err(e),
+        }
     }
 
     fn marked(&mut self, pid: u32, marker: &Marker) -> Result<bool, ReadError> {
+        if let Some(environ) = self
+            .read_here
+            .get_mut(&pid)
+            .and_then(|here| here.environ.take())
+        {
+            return environ.map(|bytes| marker.is_in(&bytes));
+        }
         let Some(observed) = self.observed(pid) else {
             return Err(ReadError::Gone);
         };
@@ -384,6 +520,7 @@ impl<T: ProcessTable> Readings for SnapshotReadings<'_, T> {
                         .unwrap_or(Err(ReadError::Gone))
                         .map(|bytes| marker.is_in(&bytes));
                     let here = ReadHere {
+                        environ: None,
                         second: reads.second.take().unwrap_or(Err(ReadError::Gone)),
                         uid: reads.uid.take(),
                         pinned: reads.pinned,
@@ -394,6 +531,7 @@ impl<T: ProcessTable> Readings for SnapshotReadings<'_, T> {
                     // nothing of it was misread (whoever holds its pid now is listed by the
                     // next scan).
                     let here = ReadHere {
+                        environ: None,
                         second: Err(ReadError::Gone),
                         uid: None,
                         pinned: true,
@@ -470,7 +608,7 @@ mod tests {
             200,
             super::super::fake::FakeProcess::marked(6000, 1000, TaskId::new()),
         );
-        let snapshot = Snapshot::take(&table, "boot/ns", Some(5000), 7).unwrap();
+        let snapshot = Snapshot::take(&table, "boot/ns", Some(5000), (None, None), 7).unwrap();
         let bytes = snapshot.encode().unwrap();
         assert_eq!(Snapshot::decode(&bytes), Some(snapshot.clone()));
         assert_eq!(Snapshot::decode(&bytes[..bytes.len() - 1]), None);
@@ -478,7 +616,7 @@ mod tests {
         longer.push(0);
         assert_eq!(Snapshot::decode(&longer), None);
         let older = Snapshot {
-            version: 2,
+            version: 3,
             ..snapshot
         };
         assert_eq!(Snapshot::decode(&older.encode().unwrap()), None);

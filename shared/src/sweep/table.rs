@@ -40,6 +40,84 @@ pub struct Link {
     pub ended: bool,
 }
 
+/// Where the kernel's allocation of pids stood at one instant: enough to bound which pids
+/// can have been handed out between two instants, so that a reading of the table can know a
+/// pid still names the process an earlier reading found there without reading it again
+/// (`super::snapshot`, a reading based on the last one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PidCursor {
+    /// The pid last handed out in this pid namespace (`/proc/loadavg`, its last field).
+    pub last_pid: u32,
+    /// Tasks ever created on this machine, threads included (`/proc/stat`, `processes`).
+    pub forks: u64,
+    /// Tasks alive on this machine (`/proc/loadavg`, after the slash).
+    pub tasks: u32,
+    /// One above the largest pid (`/proc/sys/kernel/pid_max`).
+    pub pid_max: u32,
+}
+
+/// The pids that can have been handed out between two readings of the cursor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allocated {
+    /// Every pid handed out since lies after `after` up to `upto`, going round past
+    /// `pid_max` when `upto` is below `after`; empty when they are equal.
+    Between { after: u32, upto: u32 },
+    /// The cursor may have gone round the whole range: any pid may name a new process.
+    Any,
+}
+
+/// The pids below this are handed out only until the cursor first goes round
+/// (`RESERVED_PIDS` in the kernel).
+const RESERVED_PIDS: u64 = 300;
+
+impl PidCursor {
+    /// Which pids `later` (read after) can find handed out since `self` (read before).
+    ///
+    /// The kernel hands out a pid by moving its cursor forward to the next free pid, going
+    /// round at `pid_max`; so, unless it went round the whole range, every pid handed out
+    /// since lies between the two cursors. To go round it must pass every pid of the range
+    /// once: each one it passes it either hands out (counted in `forks`, a count over every
+    /// namespace, so an upper bound for this one) or skips as taken, by a task alive at the
+    /// first reading or by one created since. So it cannot have gone round while
+    /// `2 * forks + tasks` stays below the range. A task that chooses its own pid
+    /// (`clone3` with `set_tid`, a write to `ns_last_pid`) needs `CAP_SYS_ADMIN` or
+    /// `CAP_CHECKPOINT_RESTORE` over the pid namespace: the documented limit, as for a
+    /// workload that can trace the worker.
+    pub fn allocated_since(&self, later: &PidCursor) -> Allocated {
+        let Some(forks) = later.forks.checked_sub(self.forks) else {
+            return Allocated::Any;
+        };
+        if forks == 0 {
+            return Allocated::Between {
+                after: self.last_pid,
+                upto: self.last_pid,
+            };
+        }
+        let range = u64::from(self.pid_max.min(later.pid_max)).saturating_sub(RESERVED_PIDS);
+        let passed = forks
+            .saturating_mul(2)
+            .saturating_add(u64::from(self.tasks));
+        if self.pid_max != later.pid_max || passed >= range {
+            return Allocated::Any;
+        }
+        Allocated::Between {
+            after: self.last_pid,
+            upto: later.last_pid,
+        }
+    }
+}
+
+impl Allocated {
+    /// Whether `pid` can name a process created since the first reading.
+    pub fn may_be_new(&self, pid: u32) -> bool {
+        match *self {
+            Allocated::Any => true,
+            Allocated::Between { after, upto } if after <= upto => pid > after && pid <= upto,
+            Allocated::Between { after, upto } => pid > after || pid <= upto,
+        }
+    }
+}
+
 /// Why something about a process could not be read or done.
 #[derive(Debug)]
 pub enum ReadError {
@@ -129,6 +207,11 @@ pub trait ProcessTable {
             second,
             pinned: false,
         }
+    }
+    /// Where the allocation of pids stands now ([`PidCursor`]); `None` where it cannot be
+    /// read, and then every reading reads every process.
+    fn pid_cursor(&self) -> Option<PidCursor> {
+        None
     }
     /// Pins whatever process holds `pid` now. The caller proves it is the one it means by
     /// reading its identity after pinning.
@@ -258,6 +341,57 @@ mod tests {
         );
         let prefix = format!("XHOMEBASED_TASK_ID={task}\0");
         assert!(!marker.is_in(prefix.as_bytes()));
+    }
+
+    fn cursor(last_pid: u32, forks: u64) -> PidCursor {
+        PidCursor {
+            last_pid,
+            forks,
+            tasks: 200,
+            pid_max: 32768,
+        }
+    }
+
+    #[test]
+    fn the_pids_handed_out_between_two_cursors_lie_between_them_unless_it_may_have_gone_round() {
+        let before = cursor(5000, 1_000);
+        let same = before.allocated_since(&cursor(5000, 1_000));
+        assert!(
+            !(1..32768).any(|pid| same.may_be_new(pid)),
+            "no fork, no new pid"
+        );
+        let on = before.allocated_since(&cursor(5100, 1_150));
+        assert_eq!(
+            on,
+            Allocated::Between {
+                after: 5000,
+                upto: 5100
+            }
+        );
+        assert!(!on.may_be_new(5000) && on.may_be_new(5001) && on.may_be_new(5100));
+        assert!(!on.may_be_new(5101) && !on.may_be_new(300));
+        // Round past pid_max once: the new pids are above the first cursor or at most the
+        // second.
+        let round = cursor(32000, 1_000).allocated_since(&cursor(400, 2_000));
+        assert!(round.may_be_new(32767) && round.may_be_new(300) && round.may_be_new(400));
+        assert!(!round.may_be_new(401) && !round.may_be_new(32000) && !round.may_be_new(5000));
+        // Enough forks to have passed every pid (2 forks + tasks alive >= the range): any.
+        assert_eq!(
+            before.allocated_since(&cursor(5100, 1_000 + 16_200)),
+            Allocated::Any
+        );
+        assert_ne!(
+            before.allocated_since(&cursor(5100, 1_000 + 16_000)),
+            Allocated::Any
+        );
+        // A count that went back (another boot, a forged reading) or another pid_max proves
+        // nothing.
+        assert_eq!(before.allocated_since(&cursor(5000, 999)), Allocated::Any);
+        let wider = PidCursor {
+            pid_max: 4_194_304,
+            ..cursor(5100, 1_001)
+        };
+        assert_eq!(before.allocated_since(&wider), Allocated::Any);
     }
 
     #[test]
