@@ -318,11 +318,11 @@ impl Snapshot {
     }
 
     /// Whether this snapshot can stand for a scan by a sweeper of `uid` in `scope`, looking
-    /// at processes started at or after `since`, with `horizon` ([`super::scan::Rules::horizon`]),
-    /// that it asked for at `asked_ns`. A snapshot that left out the environments of
-    /// processes the sweeper looks at (its `since` is later) still serves: those few are read
-    /// by the sweeper itself ([`SnapshotReadings`]), as are those taken over from an earlier
-    /// reading that started at or after its `horizon` (its floor is later).
+    /// at processes started at or after `since`, that it asked for at `asked_ns`. A snapshot
+    /// that left out the environments of processes the sweeper looks at (its `since` is
+    /// later) still serves: those few are read by the sweeper itself ([`SnapshotReadings`]),
+    /// as are those it took over from an earlier reading that started at or after the
+    /// sweeper's horizon (its floor is later than the horizon).
     pub(super) fn serves(&self, scope: &str, uid: u32, since: Option<u64>, asked_ns: u64) -> bool {
         self.version == VERSION
             && self.scope == scope
@@ -411,7 +411,7 @@ impl<T> SnapshotReadings<'_, T> {
 }
 
 /// What a consumer read itself, through [`ProcessTable::read_process`], of a process the
-/// snapshot listed without reading its environment.
+/// snapshot listed without reading its environment, or took over unread.
 struct ReadHere {
     /// Of a process taken over from an earlier reading: its environment, read here with its
     /// first identity, until the scan asks for it.
