@@ -194,23 +194,7 @@ pub fn read_whole(path: &Path, expected: usize) -> io::Result<Vec<u8>> {
 
 /// [`read_whole`] of a file already open.
 pub fn read_whole_from(file: &mut std::fs::File, expected: usize) -> io::Result<Vec<u8>> {
-    use std::io::Read as _;
-    let mut bytes = vec![0u8; expected.max(64)];
-    let mut len = 0;
-    loop {
-        if len == bytes.len() {
-            bytes.resize(len * 2, 0);
-        }
-        match file.read(&mut bytes[len..]) {
-            Ok(0) => {
-                bytes.truncate(len);
-                return Ok(bytes);
-            }
-            Ok(n) => len += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
+    read_growing(file, expected, false)
 }
 
 /// An open `/proc/<pid>/environ`, read whole, with a first buffer of `expected` bytes. The
@@ -220,6 +204,16 @@ pub fn read_whole_from(file: &mut std::fs::File, expected: usize) -> io::Result<
 /// [`read_whole_from`] ends with is spared: a sweep reads the environment of every process
 /// born during the run.
 pub fn read_environ_from(file: &mut std::fs::File, expected: usize) -> io::Result<Vec<u8>> {
+    read_growing(file, expected, true)
+}
+
+/// Reads `file` to its end into a buffer of `expected` bytes, doubled whenever it is full;
+/// the end is a read of nothing, or with `short_is_end` a read that filled less than asked.
+fn read_growing(
+    file: &mut std::fs::File,
+    expected: usize,
+    short_is_end: bool,
+) -> io::Result<Vec<u8>> {
     use std::io::Read as _;
     let mut bytes = vec![0u8; expected.max(64)];
     let mut len = 0;
@@ -231,7 +225,7 @@ pub fn read_environ_from(file: &mut std::fs::File, expected: usize) -> io::Resul
         match file.read(&mut bytes[len..]) {
             Ok(n) => {
                 len += n;
-                if n < asked {
+                if n == 0 || (short_is_end && n < asked) {
                     bytes.truncate(len);
                     return Ok(bytes);
                 }

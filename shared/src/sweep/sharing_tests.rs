@@ -35,6 +35,12 @@ fn rules<'a>(marker: &'a Marker, since: Option<u64>) -> Rules<'a> {
     }
 }
 
+/// A full reading of `table` (no base) by a taker that looks at processes started at or
+/// after `since`, begun now.
+fn read_now(table: &FakeTable, scope: &str, since: Option<u64>) -> std::io::Result<Snapshot> {
+    Snapshot::take(table, scope, since, (None, None), monotonic_ns().unwrap())
+}
+
 /// One scan of a sweeper that looks at processes started at or after `since`, answered by
 /// `snapshot`.
 fn judge(
@@ -71,14 +77,7 @@ fn a_snapshot_with_a_later_start_leaves_the_older_processes_to_the_scan_that_nee
     table.insert(200, FakeProcess::marked(5200, UID, task));
     table.insert(300, FakeProcess::marked(5600, UID, task));
     table.insert(400, FakeProcess::new(5700, UID).unreadable());
-    let snapshot = Snapshot::take(
-        &table,
-        "scope",
-        Some(5500),
-        (None, None),
-        monotonic_ns().unwrap(),
-    )
-    .unwrap();
+    let snapshot = read_now(&table, "scope", Some(5500)).unwrap();
     let marker = Marker::for_task(task);
     let found = judge(&snapshot, &table, &marker, Some(5000));
     let targets: Vec<u32> = found.targets.iter().map(|t| t.identity.pid).collect();
@@ -106,14 +105,7 @@ fn a_process_the_consumer_reads_itself_is_read_through_one_handle() {
         }
         // Older than the taker's start (5500), so the consumer (5000) reads it itself.
         table.insert(200, FakeProcess::new(5200, UID));
-        let snapshot = Snapshot::take(
-            &table,
-            "scope",
-            Some(5500),
-            (None, None),
-            monotonic_ns().unwrap(),
-        )
-        .unwrap();
+        let snapshot = read_now(&table, "scope", Some(5500)).unwrap();
         // Reaped after the consumer read its environment, and its pid is a marked process's.
         table.on(
             FakeTrigger::EnvironRead(200),
@@ -132,14 +124,7 @@ fn a_process_the_consumer_reads_itself_is_read_through_one_handle() {
     // Ended before the consumer could read it at all: nothing of it was misread.
     let table = FakeTable::new(OWN_PID, UID);
     table.insert(200, FakeProcess::marked(5200, UID, task));
-    let snapshot = Snapshot::take(
-        &table,
-        "scope",
-        Some(5500),
-        (None, None),
-        monotonic_ns().unwrap(),
-    )
-    .unwrap();
+    let snapshot = read_now(&table, "scope", Some(5500)).unwrap();
     table.remove(200);
     let found = judge(&snapshot, &table, &marker, Some(5000));
     assert!(found.targets.is_empty() && found.settled);
@@ -150,14 +135,7 @@ fn a_snapshot_serves_only_scans_asked_for_before_it_began_in_its_scope_and_user(
     let table = FakeTable::new(OWN_PID, UID);
     table.insert(200, FakeProcess::new(6000, UID));
     let asked = monotonic_ns().unwrap();
-    let snapshot = Snapshot::take(
-        &table,
-        "boot/ns",
-        Some(5000),
-        (None, None),
-        monotonic_ns().unwrap(),
-    )
-    .unwrap();
+    let snapshot = read_now(&table, "boot/ns", Some(5000)).unwrap();
     assert!(snapshot.serves("boot/ns", UID, Some(5000), asked));
     assert!(
         snapshot.serves("boot/ns", UID, None, asked),
@@ -177,14 +155,7 @@ fn a_process_with_more_markers_than_kept_keeps_the_snapshot_from_scans_that_read
     let table = FakeTable::new(OWN_PID, UID);
     table.insert(200, FakeProcess::new(6000, UID).with_environ(&environ));
     let asked = monotonic_ns().unwrap();
-    let snapshot = Snapshot::take(
-        &table,
-        "s",
-        Some(5000),
-        (None, None),
-        monotonic_ns().unwrap(),
-    )
-    .unwrap();
+    let snapshot = read_now(&table, "s", Some(5000)).unwrap();
     assert!(!snapshot.serves("s", UID, Some(5000), asked));
     assert!(
         snapshot.serves("s", UID, Some(7000), asked),
@@ -197,14 +168,7 @@ fn a_process_with_more_markers_than_kept_keeps_the_snapshot_from_scans_that_read
         200,
         FakeProcess::new(6000, UID).with_environ(junk.as_bytes()),
     );
-    let snapshot = Snapshot::take(
-        &table,
-        "s",
-        Some(5000),
-        (None, None),
-        monotonic_ns().unwrap(),
-    )
-    .unwrap();
+    let snapshot = read_now(&table, "s", Some(5000)).unwrap();
     assert!(snapshot.serves("s", UID, Some(5000), asked));
 }
 
@@ -340,14 +304,7 @@ fn a_waiting_scan_is_served_by_a_reading_published_while_another_worker_holds_th
         });
         // Another worker reads the table and publishes, and is slow to let the lock go.
         std::thread::sleep(Duration::from_millis(50));
-        let published = Snapshot::take(
-            &table,
-            exchange.scope(),
-            Some(5000),
-            (None, None),
-            monotonic_ns().unwrap(),
-        )
-        .unwrap();
+        let published = read_now(&table, exchange.scope(), Some(5000)).unwrap();
         exchange.publish(&published).unwrap();
         let had = waiter.join().unwrap().unwrap();
         assert!(!had.taken, "the waiter read the table itself");
