@@ -39,6 +39,7 @@ pub mod operations;
 pub mod peers;
 pub mod resources;
 pub mod routes;
+mod row_cache;
 pub mod runs;
 
 use crate::clock::Clock;
@@ -82,6 +83,8 @@ pub struct Store {
     commits: Commits,
     /// Where the verbs read "now" ([`Db::now`]).
     clock: Clock,
+    /// The held runs and the lanes, decoded once and refreshed by the rows that changed.
+    rows: row_cache::RowCache,
 }
 
 /// How a commit reaches the disk (SQLite's `synchronous` in WAL mode).
@@ -104,6 +107,7 @@ impl Store {
         migrate(&conn)?;
         make_private(path)?;
         Ok(Store {
+            rows: row_cache::RowCache::watch(&conn),
             conn,
             path: path.to_path_buf(),
             // A daemon killed before it made its last commits durable left them in the WAL,
@@ -136,6 +140,7 @@ impl Store {
             return Ok(None);
         }
         Ok(Some(Store {
+            rows: row_cache::RowCache::watch(&conn),
             conn,
             path: path.to_path_buf(),
             synced: true,
@@ -150,6 +155,7 @@ impl Store {
         Db {
             conn: &self.conn,
             clock: &self.clock,
+            rows: Some(&self.rows),
         }
     }
 
@@ -244,6 +250,7 @@ impl Store {
         let value = f(Db {
             conn: &tx,
             clock: &self.clock,
+            rows: Some(&self.rows),
         })?;
         tx.commit().map_err(|e| db_error("commit", e))?;
         Ok(value)
@@ -262,6 +269,8 @@ impl ReadSnapshot {
         Db {
             conn: &self.conn,
             clock: &self.clock,
+            // A snapshot reads its rows once: nothing to keep.
+            rows: None,
         }
     }
 }
@@ -272,6 +281,8 @@ impl ReadSnapshot {
 pub struct Db<'a> {
     conn: &'a Connection,
     clock: &'a Clock,
+    /// The store's decoded rows ([`row_cache`]); `None` on a connection of its own.
+    rows: Option<&'a row_cache::RowCache>,
 }
 
 impl Db<'_> {
@@ -1136,6 +1147,7 @@ mod tests {
         let v16 = Db {
             conn: &conn,
             clock: &clock,
+            rows: None,
         };
         let spec = serde_json::json!({});
         let thread = ThreadId::new();

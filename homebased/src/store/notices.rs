@@ -45,6 +45,13 @@ fn from_row(r: &Row) -> rusqlite::Result<Episode> {
 
 /// The open episode, if a job is first blocked now.
 pub fn open(db: Db) -> ApiResult<Option<Episode>> {
+    match db.rows {
+        Some(cache) => cache.open_episode(db, read_open),
+        None => read_open(db),
+    }
+}
+
+fn read_open(db: Db) -> ApiResult<Option<Episode>> {
     db.conn
         .prepare_cached(&format!(
             "SELECT {COLUMNS} FROM notice_episodes WHERE ended_at IS NULL"

@@ -116,6 +116,13 @@ fn from_row(r: &Row) -> rusqlite::Result<Resource> {
 
 /// Every resource, in resource order (lowest device index, then natural name order).
 pub fn list(db: Db) -> ApiResult<Vec<Resource>> {
+    match db.rows {
+        Some(cache) => cache.resources(db, read_all),
+        None => read_all(db),
+    }
+}
+
+fn read_all(db: Db) -> ApiResult<Vec<Resource>> {
     let mut stmt = db
         .conn
         .prepare_cached(&format!("SELECT {COLUMNS} FROM resources"))

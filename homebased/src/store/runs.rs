@@ -339,14 +339,36 @@ pub fn list_for_job(db: Db, job: JobId) -> ApiResult<Vec<Run>> {
 
 /// Every run that holds a lane (any phase).
 pub fn list_holding(db: Db) -> ApiResult<Vec<Run>> {
+    match db.rows {
+        Some(cache) => cache.held_runs(db, read_holding, read_holding_row),
+        None => Ok(read_holding(db)?.into_iter().map(|(_, run)| run).collect()),
+    }
+}
+
+/// Every run that holds lanes, with its rowid, in rowid order.
+fn read_holding(db: Db) -> ApiResult<Vec<(i64, Run)>> {
     let mut stmt = db
         .conn
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM runs WHERE phase IS NOT NULL"
+            "SELECT {COLUMNS}, runs.rowid FROM runs WHERE phase IS NOT NULL ORDER BY runs.rowid"
         ))
         .db("list active runs")?;
-    let rows = stmt.query_map([], from_row).db("list active runs")?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(NAMES.len())?, from_row(r)?)))
+        .db("list active runs")?;
     rows.collect::<Result<_, _>>().db("list active runs")
+}
+
+/// The run of row `rowid`, if it holds lanes now.
+fn read_holding_row(db: Db, rowid: i64) -> ApiResult<Option<Run>> {
+    db.conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM runs WHERE runs.rowid = ?1 AND phase IS NOT NULL"
+        ))
+        .db("read an active run")?
+        .query_row([rowid], from_row)
+        .optional()
+        .db("read an active run")
 }
 
 /// Whether a run of `job` holds its lanes now.
