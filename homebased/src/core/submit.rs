@@ -122,6 +122,10 @@ impl Core {
             // Its `JOB_CANCELLED` is pending.
             self.wake_delivery();
         }
+        // A finished job's spec may still be kept (`Specs::forget_finished` looks only now
+        // and then), and retention may have pruned that job: an id submitted again is then a
+        // new job, whose spec is not the kept one.
+        self.specs.forget(job.id);
         self.mark_dirty();
         Ok(self.submitted(&job))
     }

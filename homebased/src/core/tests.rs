@@ -1435,5 +1435,42 @@ fn each_jobs_spec_is_decoded_once_however_many_passes_steps_and_stops_read_it() 
         assert_eq!(f.job(job).status(), JobStatus::Succeeded);
     }
     assert_eq!(f.core.specs.decoded(), 3, "one decode per job");
-    assert_eq!(f.core.specs.kept(), 0, "finished jobs' specs are not kept");
+}
+
+/// A finished job's spec stays kept only until enough others are: then every finished one
+/// is dropped, and an open job's is kept.
+#[test]
+fn finished_jobs_specs_are_dropped_once_forget_after_more_are_kept() {
+    use crate::core::specs::FORGET_AFTER;
+    let mut f = Fixture::new();
+    f.core
+        .register(RegisterRequest {
+            name: "gpu1".into(),
+            device: None,
+        })
+        .unwrap();
+    let open = f.submit(Priority::Low, json!({"mode": "wait"}), 1);
+    f.confirm(f.active(open).task);
+    f.pass();
+    let mut finished = 0;
+    loop {
+        let job = f.submit(Priority::High, restart(), 1);
+        f.run_to_success(f.active(job).task);
+        f.pass();
+        finished += 1;
+        if f.core.specs.kept() == 1 {
+            break;
+        }
+        assert_eq!(f.core.specs.kept(), 1 + finished, "kept until the look");
+        assert!(finished <= FORGET_AFTER, "still kept after {finished} ends");
+    }
+    assert!(
+        finished >= FORGET_AFTER - 1,
+        "dropped after {finished} ends, not once FORGET_AFTER more were kept"
+    );
+    assert_eq!(
+        f.job(open).status(),
+        JobStatus::Active,
+        "the open job runs on"
+    );
 }
