@@ -77,6 +77,9 @@ struct Kept {
     open_episode: Option<Option<Episode>>,
 }
 
+/// The most changed rows of `runs` read one by one; more are read again in one full read.
+const MAX_ROWS_READ_APART: usize = 256;
+
 fn lock(changed: &Mutex<Changed>) -> MutexGuard<'_, Changed> {
     // A hook never panics while holding it; a poisoned lock still holds a valid set.
     changed.lock().unwrap_or_else(|e| e.into_inner())
@@ -96,6 +99,12 @@ impl RowCache {
                 match table {
                     "runs" if !changed.all_runs => {
                         changed.runs.insert(rowid);
+                        // Past a few hundred (retention pruning a batch of finished jobs),
+                        // one full read is cheaper than a lookup per row.
+                        if changed.runs.len() > MAX_ROWS_READ_APART {
+                            changed.all_runs = true;
+                            changed.runs.clear();
+                        }
                     }
                     "resources" => changed.resources = true,
                     "notice_episodes" => changed.episodes = true,
@@ -321,6 +330,37 @@ mod tests {
 
         // And this connection's own changes are seen again after that.
         store.write(|db| runs::set_phase(db, b, None)).unwrap();
+        assert!(held(store.db()).is_empty());
+    }
+
+    /// More changed rows than are read one by one (a batch pruned, a burst reserved) are
+    /// read again in one full read, with the same answer.
+    #[test]
+    fn many_changed_rows_are_read_again_whole() {
+        let (_dir, mut store) = test_store();
+        assert!(held(store.db()).is_empty());
+        let count = super::MAX_ROWS_READ_APART + 10;
+        let tasks = store
+            .write(|db| {
+                (0..count)
+                    .map(|i| {
+                        let lane = resources::insert(
+                            db,
+                            &format!("gpu{i}"),
+                            Some(i as u32),
+                            ResourceOrigin::Manual,
+                        )?;
+                        let job = queued_job(db);
+                        Ok(runs::reserve(db, job, &[lane.id])?.unwrap().task)
+                    })
+                    .collect::<Result<Vec<_>, ApiError>>()
+            })
+            .unwrap();
+        let read: Vec<TaskId> = held(store.db()).into_iter().map(|(t, _)| t).collect();
+        assert_eq!(read, tasks);
+        store
+            .write(|db| tasks.iter().try_for_each(|t| runs::set_phase(db, *t, None)))
+            .unwrap();
         assert!(held(store.db()).is_empty());
     }
 }
