@@ -626,6 +626,18 @@ fn a_tampered_exchange_never_hides_an_escapee(tamper: &str) {
         run_of(&done, 0)
     );
     assert_eq!(run_of(&done, 0)["cleanup"]["result"], "clean", "{done:#}");
+    // The sweep's summary line says what it cost this machine: the CPU of the worker's
+    // thread over the sweep, its own readings of the table included.
+    let sweep_cpu = worker_log
+        .lines()
+        .find(|line| line.contains("cleanup: the process table swept in"))
+        .and_then(|line| line.strip_suffix(" ms of CPU"))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|ms| ms.parse::<f64>().ok());
+    assert!(
+        sweep_cpu.is_some_and(|ms| ms > 0.0),
+        "no sweep summary with its CPU in worker.log:\n{worker_log}"
+    );
     for job in &others {
         wait_job(&lab.h, job, "succeeded");
     }

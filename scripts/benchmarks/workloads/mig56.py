@@ -15,7 +15,7 @@ from pathlib import Path
 from ..daemon import CLK_TCK, Home, cpu_ticks, log, read_ns, wait_for
 from ..results import Row, dist_row
 from ..settings import MIG_CARDS, MIG_QUEUE, MIG_RUNS, MIG_SECONDS
-from .runs import cleanup_row, lane_gaps
+from .runs import cleanup_row, lane_gaps, sweep_totals
 
 MIG_SLICES = 7
 
@@ -326,6 +326,28 @@ def mig56_workload(bins: Path, rows: list[Row], notes: dict) -> None:
             ),
         ]:
             rows.append(Row(key, figure, "ms", p50=ms))
+        # The sweep's part of the worker's, as each worker logs it (its own thread's CPU over
+        # the sweep), and how many readings of the table a sweep took itself.
+        sweeps, sweep_cpu, scans, shared = sweep_totals(h)
+        if sweeps:
+            rows.append(
+                Row(
+                    "mig56_run_sweep",
+                    "↳↳ of which the sweep's: its thread's CPU, readings of the table included "
+                    f"(`worker.log`, {sweeps:,} sweeps)",
+                    "ms",
+                    p50=sweep_cpu / sweeps,
+                )
+            )
+            rows.append(
+                Row(
+                    "mig56_run_readings",
+                    f"↳↳ readings of the table per sweep ({scans:,} scans, {shared:,} of them "
+                    "answered by another worker's reading)",
+                    "readings",
+                    p50=(scans - shared) / sweeps,
+                )
+            )
         rows.append(
             Row(
                 "mig56_burst_floor",

@@ -5,6 +5,7 @@ worker's cleanup as a row."""
 from __future__ import annotations
 
 import json
+import re
 
 from ..daemon import Home, read_ns
 from ..results import Row, dist_row
@@ -30,6 +31,29 @@ def run_records(h: Home) -> list[dict]:
             }
         )
     return recs
+
+
+SWEPT = re.compile(
+    r"swept in (\d+) scans \((\d+) read by another worker\), \d+ ms, ([0-9.]+) ms of CPU"
+)
+
+
+def sweep_totals(h: Home) -> tuple[int, float, int, int]:
+    """Over every run of `h` whose worker logged its sweep: the sweeps, their CPU in ms (the
+    worker's own thread, the readings of the table included), their scans, and the scans
+    another worker's reading answered (`worker.log`'s summary line)."""
+    sweeps, cpu, scans, shared = 0, 0.0, 0, 0
+    for d in (h.home / "tasks").iterdir():
+        try:
+            text = (d / "worker.log").read_text(errors="replace")
+        except FileNotFoundError:
+            continue
+        for m in SWEPT.finditer(text):
+            sweeps += 1
+            scans += int(m.group(1))
+            shared += int(m.group(2))
+            cpu += float(m.group(3))
+    return sweeps, cpu, scans, shared
 
 
 def cleanup_row(key: str, h: Home) -> Row:
