@@ -366,8 +366,17 @@ mod tests {
             .unwrap();
         let pid = child.id();
         let mut stat = std::fs::File::open(format!("/proc/{pid}/stat")).unwrap();
-        let first = process::read_stat_from(&mut stat).unwrap();
-        assert!(!first.is_zombie());
+        // Read once it sleeps: until then `sleep` is still loading (its memory, and so its
+        // record, still changing), and two reads of it rightly differ.
+        let mut first = process::read_stat_from(&mut stat).unwrap();
+        for _ in 0..500 {
+            if first.state == 'S' {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            first = process::reread_stat_from(&stat).unwrap();
+        }
+        assert_eq!(first.state, 'S', "{first:?}");
         assert_eq!(process::reread_stat_from(&stat).unwrap(), first);
         // Ended, not reaped: the same file reads it as a zombie now.
         nix::sys::signal::kill(
